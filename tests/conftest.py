@@ -1,0 +1,134 @@
+"""Fixtures shared by every test: fresh databases, an owned Redis database, settings."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.services import (
+    PG_HOST,
+    PG_PORT,
+    PG_USER,
+    REDIS_HOST,
+    REDIS_PORT,
+    REDIS_TEST_DB,
+    require_postgres,
+    require_redis,
+)
+
+
+def _admin_dsn() -> str:
+    return f"postgresql://{PG_USER}@{PG_HOST}:{PG_PORT}/postgres"
+
+
+@pytest.fixture
+def pg_database_url() -> Iterator[str]:
+    """A brand-new, empty PostgreSQL database for this test, dropped afterwards."""
+    require_postgres()
+    import asyncio
+
+    import asyncpg
+
+    name = f"wa_test_{uuid.uuid4().hex[:12]}"
+
+    async def admin(sql: str) -> None:
+        conn = await asyncpg.connect(_admin_dsn())
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    asyncio.run(admin(f'CREATE DATABASE "{name}"'))
+    try:
+        yield f"postgresql+asyncpg://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}"
+    finally:
+        asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture
+def sqlite_database_url(tmp_path: Path) -> str:
+    """A SQLite file of this test's own."""
+    return f"sqlite+aiosqlite:///{tmp_path / 'wa.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest) -> str:
+    """Runs the test once on SQLite and once on real PostgreSQL."""
+    fixture = "sqlite_database_url" if request.param == "sqlite" else "pg_database_url"
+    return str(request.getfixturevalue(fixture))
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    """The suite's own Redis database on the real server, emptied before and after the test."""
+    require_redis()
+    url = f"redis://{REDIS_HOST}:{REDIS_PORT}/{REDIS_TEST_DB}"
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    try:
+        yield url
+    finally:
+        client.flushdb()
+        client.close()
+
+
+@pytest.fixture
+def redis_prefix() -> str:
+    """A key and channel prefix no other test shares (pub/sub channels span databases)."""
+    return f"wa-test-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+async def anyio_backend() -> AsyncIterator[str]:
+    yield "asyncio"
+
+
+@pytest.fixture
+def make_settings(redis_prefix: str):  # type: ignore[no-untyped-def]
+    """Settings for a test: its own database and Redis prefix, no embedded pool workers."""
+    from worker_automation.settings import Settings
+
+    def build(database_url: str, redis_url: str | None, **overrides: object) -> Settings:
+        values: dict[str, object] = {
+            "database_url": database_url,
+            "redis_url": redis_url,
+            "redis_prefix": redis_prefix,
+            "embedded_workers": False,
+            "inspect_timeout_seconds": 1.0,
+        }
+        values.update(overrides)
+        return Settings(**values)  # type: ignore[arg-type]
+
+    return build
+
+
+@pytest.fixture
+async def services(pg_database_url: str, redis_url: str, make_settings):  # type: ignore[no-untyped-def]
+    """Started services on a fresh PostgreSQL database and the suite's Redis database."""
+    from worker_automation.resolvers.automations import ensure_settings_rows
+    from worker_automation.services import Services
+
+    started = await Services.start(make_settings(pg_database_url, redis_url))
+    await ensure_settings_rows(started.db)
+    try:
+        yield started
+    finally:
+        await started.close()
+
+
+@pytest.fixture
+async def sqlite_services(sqlite_database_url: str, make_settings):  # type: ignore[no-untyped-def]
+    """Started services on SQLite with the embedded broker: needs no outside service."""
+    from worker_automation.resolvers.automations import ensure_settings_rows
+    from worker_automation.services import Services
+
+    started = await Services.start(make_settings(sqlite_database_url, None))
+    await ensure_settings_rows(started.db)
+    try:
+        yield started
+    finally:
+        await started.close()

@@ -1,0 +1,172 @@
+"""Sending through the gateway lands in one Redis list per priority; counting and purging see them all."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+import redis
+
+from tests.integration.celery_probe_tasks import probe_worker
+from worker_automation.broker.gateway import BrokerGateway, CeleryTaskResult
+from worker_automation.broker.queues import priority_keys
+from worker_automation.errors import Unavailable
+from worker_automation.settings import Settings
+
+RESULT_TIMEOUT = 20.0
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return Settings()
+
+
+@pytest.fixture
+async def gateway(settings: Settings, redis_url: str) -> AsyncIterator[BrokerGateway]:
+    gateway = BrokerGateway(settings, redis_url)
+    try:
+        yield gateway
+    finally:
+        await gateway.close()
+
+
+@pytest.fixture
+def raw_redis(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+async def wait_for_state(gateway: BrokerGateway, task_id: str, state: str) -> CeleryTaskResult:
+    deadline = time.monotonic() + RESULT_TIMEOUT
+    while time.monotonic() < deadline:
+        result = await gateway.task_result(task_id)
+        if result is not None and result.state == state:
+            return result
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"task {task_id} never reached {state}")
+
+
+def test_priority_keys_follow_the_transport_layout() -> None:
+    assert priority_keys("scraping") == ["scraping"] + [f"scraping:{n}" for n in range(1, 10)]
+
+
+async def test_every_priority_has_its_list_and_is_counted(
+    gateway: BrokerGateway, raw_redis: redis.Redis
+) -> None:
+    ids = [await gateway.send("probe.echo", queue="scan", priority=p, args=[p]) for p in range(10)]
+    await gateway.send("probe.echo", queue="scraping", priority=3, args=[1])
+    await gateway.send("probe.echo", queue="scraping", priority=3, args=[2])
+
+    assert len(set(ids)) == 10
+    for key in priority_keys("scan"):
+        assert raw_redis.llen(key) == 1, key
+    assert raw_redis.llen("scraping:3") == 2
+    assert await gateway.queue_lengths() == {
+        "certidao": 0,
+        "scraping": 2,
+        "scan": 10,
+        "observer": 0,
+        "ui_automation": 0,
+    }
+
+
+async def test_send_keeps_a_given_task_id(gateway: BrokerGateway) -> None:
+    sent = await gateway.send("probe.echo", queue="scan", priority=0, args=[], task_id="fixed-id")
+    assert sent == "fixed-id"
+
+
+async def test_purge_deletes_every_list_of_the_queue_only(
+    gateway: BrokerGateway, raw_redis: redis.Redis
+) -> None:
+    for priority in (0, 0, 4, 9):
+        await gateway.send("probe.echo", queue="scraping", priority=priority, args=[])
+    await gateway.send("probe.echo", queue="scan", priority=0, args=[])
+
+    assert await gateway.purge("scraping") == 3
+    assert not any(raw_redis.exists(key) for key in priority_keys("scraping"))
+    assert (await gateway.queue_lengths())["scraping"] == 0
+    assert (await gateway.queue_lengths())["scan"] == 1
+    assert await gateway.purge("scraping") == 0
+
+
+async def test_worker_runs_priority_zero_first_and_results_are_readable(
+    gateway: BrokerGateway, redis_url: str, raw_redis: redis.Redis
+) -> None:
+    # Queued before any worker exists, the low-priority tasks first.
+    for n in range(3):
+        await gateway.send("probe.record", queue="scan", priority=9, args=["order", f"late-{n}"])
+    for n in range(3):
+        await gateway.send("probe.record", queue="scan", priority=0, args=["order", f"early-{n}"])
+    echo_id = await gateway.send("probe.echo", queue="scan", priority=5, args=[{"ok": True}])
+    fail_id = await gateway.send("probe.fail", queue="scan", priority=5, args=["certidao recusada"])
+    assert await gateway.task_result(echo_id) is None
+
+    with probe_worker(redis_url, ["scan"]):
+        echoed = await wait_for_state(gateway, echo_id, "SUCCESS")
+        failed = await wait_for_state(gateway, fail_id, "FAILURE")
+        for _ in range(int(RESULT_TIMEOUT / 0.05)):
+            if raw_redis.llen("order") == 6:
+                break
+            await asyncio.sleep(0.05)
+
+    assert raw_redis.lrange("order", 0, -1) == ["early-0", "early-1", "early-2", "late-0", "late-1", "late-2"]
+    assert echoed.result == {"ok": True}
+    assert echoed.exc_type is None and echoed.date_done
+    assert failed.exc_type == "ValueError"
+    assert failed.exc_message == "certidao recusada"
+    assert failed.traceback and "ValueError" in failed.traceback
+    assert await gateway.queue_lengths() == dict.fromkeys(Settings().queues, 0)
+
+
+async def test_unknown_task_has_no_result(gateway: BrokerGateway) -> None:
+    assert await gateway.task_result("no-such-task") is None
+    assert await gateway.ping() is True
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def test_everything_fails_fast_when_redis_is_down(settings: Settings) -> None:
+    gateway = BrokerGateway(settings, f"redis://127.0.0.1:{closed_port()}/0")
+    try:
+        started = time.monotonic()
+        with pytest.raises(Unavailable, match="Broker indisponivel"):
+            await gateway.send("probe.echo", queue="scan", priority=0, args=[])
+        with pytest.raises(Unavailable):
+            await gateway.revoke("some-task", terminate=True)
+        with pytest.raises(Unavailable):
+            await gateway.queue_lengths()
+        with pytest.raises(Unavailable):
+            await gateway.purge("scan")
+        with pytest.raises(Unavailable):
+            await gateway.task_result("some-task")
+        assert await gateway.ping() is False
+        inspected = await gateway.inspect()
+        assert not inspected.available and inspected.ping == {}
+        assert time.monotonic() - started < 2.0
+    finally:
+        await gateway.close()
+
+
+async def test_send_gives_up_on_a_silent_server_within_two_seconds(settings: Settings) -> None:
+    # Accepts connections (the kernel does) but never answers: the worst kind of "down".
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        gateway = BrokerGateway(settings, f"redis://127.0.0.1:{silent.getsockname()[1]}/0")
+        try:
+            started = time.monotonic()
+            with pytest.raises(Unavailable):
+                await gateway.send("probe.echo", queue="scan", priority=0, args=[])
+            assert time.monotonic() - started < 2.5
+        finally:
+            await gateway.close()

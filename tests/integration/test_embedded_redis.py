@@ -1,0 +1,98 @@
+"""The embedded Redis carries the whole broker layer: a real worker process, results, revoke, events."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+import redis
+
+from tests.integration.celery_probe_tasks import probe_worker
+from worker_automation.broker.embedded import EmbeddedRedis
+from worker_automation.broker.events import Event, EventBus, EventKind
+from worker_automation.broker.gateway import BrokerGateway, CeleryTaskResult
+from worker_automation.settings import Settings
+
+RESULT_TIMEOUT = 20.0
+
+
+@pytest.fixture
+def embedded() -> Iterator[EmbeddedRedis]:
+    with EmbeddedRedis() as server:
+        yield server
+
+
+@pytest.fixture
+async def gateway(embedded: EmbeddedRedis) -> AsyncIterator[BrokerGateway]:
+    gateway = BrokerGateway(Settings(inspect_timeout_seconds=1.0), embedded.url)
+    try:
+        yield gateway
+    finally:
+        await gateway.close()
+
+
+async def wait_for_state(gateway: BrokerGateway, task_id: str, state: str) -> CeleryTaskResult:
+    deadline = time.monotonic() + RESULT_TIMEOUT
+    while time.monotonic() < deadline:
+        result = await gateway.task_result(task_id)
+        if result is not None and result.state == state:
+            return result
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"task {task_id} never reached {state}")
+
+
+def test_serves_redis_on_a_free_port_and_releases_it() -> None:
+    server = EmbeddedRedis().start()
+    port = server.port
+    assert server.url == f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(server.url)
+    assert client.ping()
+    client.rpush("scan:3", b"x")
+    assert client.llen("scan:3") == 1
+    client.close()
+    server.stop()
+    assert not server.running
+    with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=1.0):
+        pass
+    # The same port can be served again straight away.
+    again = EmbeddedRedis(port=port).start()
+    try:
+        assert again.port == port
+    finally:
+        again.stop()
+
+
+async def test_gateway_bus_and_a_real_worker(embedded: EmbeddedRedis, gateway: BrokerGateway) -> None:
+    bus = EventBus(embedded.url, "wa-embedded")
+    await bus.ready()
+    try:
+        async with bus.listen() as listener:
+            echo_id = await gateway.send("probe.echo", queue="scan", priority=2, args=["ola"])
+            assert (await gateway.queue_lengths())["scan"] == 1
+            await bus.publish(Event(kind=EventKind.CREATED, worker={"task_id": echo_id}))
+            async with asyncio.timeout(5.0):
+                created = await anext(listener)
+            assert created.kind is EventKind.CREATED and created.worker == {"task_id": echo_id}
+
+            with probe_worker(embedded.url, ["scan"]) as hostname:
+                assert (await wait_for_state(gateway, echo_id, "SUCCESS")).result == "ola"
+                inspected = await gateway.inspect()
+                assert inspected.available and hostname in inspected.ping
+
+                # A running task is really stopped, and the worker lives on to run the next one.
+                sleep_id = await gateway.send("probe.sleep", queue="scan", priority=0, args=[60])
+                await wait_for_state(gateway, sleep_id, "STARTED")
+                started = time.monotonic()
+                await gateway.revoke(sleep_id, terminate=True)
+                revoked = await wait_for_state(gateway, sleep_id, "REVOKED")
+                assert time.monotonic() - started < 5.0
+                assert revoked.exc_type == "TaskRevokedError"
+
+                after_id = await gateway.send("probe.echo", queue="scan", priority=0, args=[2])
+                assert (await wait_for_state(gateway, after_id, "SUCCESS")).result == 2
+    finally:
+        await bus.stop()
+    assert await gateway.purge("scan") == 0

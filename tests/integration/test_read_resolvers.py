@@ -1,0 +1,571 @@
+"""Read resolvers on SQLite and real PostgreSQL: filters, pages, order, stats, task status, enrichment."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import insert, select
+
+from worker_automation.errors import BadInput, NotFound
+from worker_automation.models import Cliente, JobStatus, Worker
+from worker_automation.models.database import Database
+from worker_automation.models.migrate import migrate
+from worker_automation.resolvers.reads import (
+    MSG_WORKER_NOT_FOUND,
+    WorkerFilter,
+    active_workers,
+    get_worker,
+    list_workers,
+    queued_workers,
+    recent_terminal,
+    stats,
+    task_status_from_db,
+)
+from worker_automation.settings import DEFAULT_QUEUES, Settings
+from worker_automation.worker.registry import AUTOMATION_REGISTRY
+
+T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+QUEUES = dict(DEFAULT_QUEUES)
+BATCH = 50
+
+PADARIA = 1
+METALURGICA = 2
+MISSING_CLIENT = 999
+
+
+@pytest.fixture
+async def db(database_url: str, make_settings: Callable[..., Settings]) -> AsyncIterator[Database]:
+    await migrate(database_url)
+    database = Database(make_settings(database_url, None))
+    try:
+        yield database
+    finally:
+        await database.close()
+
+
+def job(n: int, **overrides: Any) -> dict[str, Any]:
+    """A complete job row (every column given, so batched inserts share one shape)."""
+    created = T0 + timedelta(minutes=n)
+    row: dict[str, Any] = {
+        "task_id": f"task-{n:05d}-{uuid.uuid4().hex[:8]}",
+        "cliente_id": PADARIA,
+        "usuario_id": 10,
+        "path_file": None,
+        "status": JobStatus.AGENDADO.value,
+        "data_inicio": None,
+        "data_fim": None,
+        "mensagem_erro": None,
+        "automation_type": "cnd_federal",
+        "queue": "certidao",
+        "priority": 0,
+        "retry_count": 0,
+        "progress": 0,
+        "metadata_json": None,
+        "context": {"cnpj": "11222333000181"},
+        "result": None,
+        "created_at": created,
+        "updated_at": created,
+        "machine_id": None,
+    }
+    row.update(overrides)
+    return row
+
+
+async def insert_rows(db: Database, rows: list[dict[str, Any]]) -> list[int]:
+    """Insert in batches; returns the new ids in insertion order."""
+    async with db.session() as session:
+        for start in range(0, len(rows), BATCH):
+            await session.execute(insert(Worker), rows[start : start + BATCH])
+        task_ids = [r["task_id"] for r in rows]
+    async with db.session() as session:
+        result = await session.execute(select(Worker.task_id, Worker.id))
+        by_task = {t: i for t, i in result.all()}
+    return [by_task[t] for t in task_ids]
+
+
+async def add_clients(db: Database) -> None:
+    async with db.session() as session:
+        await session.execute(
+            insert(Cliente),
+            [
+                {"id": PADARIA, "razao_social": "Padaria Pão Dourado Ltda", "cnpj": "11222333000181",
+                 "created_at": T0},
+                {"id": METALURGICA, "razao_social": "Metalúrgica Aço Forte S.A.", "cnpj": None,
+                 "created_at": T0},
+            ],
+        )
+
+
+@pytest.fixture
+async def mixed(db: Database) -> dict[str, int]:
+    """A small, fully known set of rows: name -> id."""
+    await add_clients(db)
+    spec: list[tuple[str, dict[str, Any]]] = [
+        ("agendado_cnd", {}),
+        ("executando_simples", {
+            "status": "EXECUTANDO", "automation_type": "simples_nacional", "queue": "scraping",
+            "cliente_id": METALURGICA, "usuario_id": 20, "data_inicio": T0 + timedelta(hours=1),
+            "progress": 40,
+        }),
+        ("concluido_scan", {
+            "status": "CONCLUIDO", "automation_type": "scan_integridade_dados", "queue": "scan",
+            "data_inicio": T0, "data_fim": T0 + timedelta(hours=2), "progress": 100,
+            "result": {"certidao_id": 7},
+        }),
+        ("falha_dou", {
+            "status": "FALHA", "automation_type": "observer_dou", "queue": "observer",
+            "cliente_id": METALURGICA, "data_inicio": T0, "data_fim": T0 + timedelta(hours=3),
+            "mensagem_erro": "Captcha nao resolvido",
+        }),
+        ("cancelado_ui", {
+            "status": "CANCELADO", "automation_type": "ui_emissao_guia_das", "queue": "ui_automation",
+            "cliente_id": None, "usuario_id": 20, "data_fim": T0 + timedelta(hours=1),
+            "mensagem_erro": "Cancelado pelo operador",
+        }),
+        ("orfao_falencia", {
+            "automation_type": "certidao_falencia", "cliente_id": MISSING_CLIENT,
+        }),
+    ]
+    rows = [job(i, **overrides) for i, (_, overrides) in enumerate(spec)]
+    ids = await insert_rows(db, rows)
+    return {name: ids[i] for i, (name, _) in enumerate(spec)}
+
+
+async def ids_of(db: Database, filters: WorkerFilter, **page: Any) -> list[int]:
+    result = await list_workers(db, QUEUES, filters, **page)
+    return [w.id for w in result.items]
+
+
+# --- list_workers: filters -------------------------------------------------------------------
+
+
+async def test_no_filter_lists_every_row_newest_first(db: Database, mixed: dict[str, int]) -> None:
+    result = await list_workers(db, QUEUES, WorkerFilter())
+
+    assert result.total == len(mixed)
+    assert [w.id for w in result.items] == sorted(mixed.values(), reverse=True)
+
+
+async def test_filter_by_status(db: Database, mixed: dict[str, int]) -> None:
+    assert await ids_of(db, WorkerFilter(status="EXECUTANDO")) == [mixed["executando_simples"]]
+    assert await ids_of(db, WorkerFilter(status="agendado")) == sorted(
+        [mixed["agendado_cnd"], mixed["orfao_falencia"]], reverse=True
+    )
+    assert await ids_of(db, WorkerFilter(status="CONCLUIDO")) == [mixed["concluido_scan"]]
+
+
+async def test_filter_by_queue(db: Database, mixed: dict[str, int]) -> None:
+    assert await ids_of(db, WorkerFilter(queue="scan")) == [mixed["concluido_scan"]]
+    assert await ids_of(db, WorkerFilter(queue="certidao")) == sorted(
+        [mixed["agendado_cnd"], mixed["orfao_falencia"]], reverse=True
+    )
+
+
+async def test_filter_by_automation_type(db: Database, mixed: dict[str, int]) -> None:
+    assert await ids_of(db, WorkerFilter(automation_type="observer_dou")) == [mixed["falha_dou"]]
+
+
+async def test_filter_by_cliente_and_usuario(db: Database, mixed: dict[str, int]) -> None:
+    assert await ids_of(db, WorkerFilter(cliente_id=METALURGICA)) == sorted(
+        [mixed["executando_simples"], mixed["falha_dou"]], reverse=True
+    )
+    assert await ids_of(db, WorkerFilter(usuario_id=20)) == sorted(
+        [mixed["executando_simples"], mixed["cancelado_ui"]], reverse=True
+    )
+    assert await ids_of(db, WorkerFilter(cliente_id=METALURGICA, usuario_id=20)) == [
+        mixed["executando_simples"]
+    ]
+
+
+async def test_filter_by_task_id(db: Database, mixed: dict[str, int]) -> None:
+    target = await get_worker(db, mixed["falha_dou"])
+    assert target.task_id is not None
+
+    assert await ids_of(db, WorkerFilter(task_id=target.task_id)) == [mixed["falha_dou"]]
+    assert await ids_of(db, WorkerFilter(task_id="no-such-task")) == []
+
+
+async def test_filters_combine(db: Database, mixed: dict[str, int]) -> None:
+    assert await ids_of(db, WorkerFilter(status="FALHA", queue="observer", cliente_id=METALURGICA)) == [
+        mixed["falha_dou"]
+    ]
+    assert await ids_of(db, WorkerFilter(status="FALHA", queue="scan")) == []
+
+
+async def test_q_matches_client_name(db: Database, mixed: dict[str, int]) -> None:
+    expected = sorted([mixed["executando_simples"], mixed["falha_dou"]], reverse=True)
+
+    assert await ids_of(db, WorkerFilter(q="forte")) == expected
+    assert await ids_of(db, WorkerFilter(q="  FORTE  ")) == expected
+    padaria = await ids_of(db, WorkerFilter(q="padaria"))
+    assert set(padaria) == {mixed["agendado_cnd"], mixed["concluido_scan"]}
+
+
+async def test_q_matches_accented_client_name_in_any_case(db: Database) -> None:
+    async with db.session() as session:
+        await session.execute(
+            insert(Cliente), [{"id": 5, "razao_social": "Óptica Visão Clara", "cnpj": None, "created_at": T0}]
+        )
+    [worker_id] = await insert_rows(db, [job(0, cliente_id=5)])
+
+    assert await ids_of(db, WorkerFilter(q="óptica")) == [worker_id]
+    assert await ids_of(db, WorkerFilter(q="ÓPTICA VISÃO")) == [worker_id]
+
+
+async def test_q_matches_automation_display_name(db: Database, mixed: dict[str, int]) -> None:
+    # Display names come from the registry, not from the table.
+    assert "Simples Nacional" in AUTOMATION_REGISTRY["simples_nacional"].display_name
+    assert await ids_of(db, WorkerFilter(q="Simples Nacional")) == [mixed["executando_simples"]]
+    assert await ids_of(db, WorkerFilter(q="diário oficial")) == [mixed["falha_dou"]]
+    assert await ids_of(db, WorkerFilter(q="falência")) == [mixed["orfao_falencia"]]
+
+
+async def test_q_matching_nothing_is_empty(db: Database, mixed: dict[str, int]) -> None:
+    result = await list_workers(db, QUEUES, WorkerFilter(q="zzz-nada-disso"))
+
+    assert result.items == [] and result.total == 0
+
+
+@pytest.mark.parametrize(
+    ("filters", "field"),
+    [
+        (WorkerFilter(status="RODANDO"), "status"),
+        (WorkerFilter(queue="fila_inexistente"), "queue"),
+        (WorkerFilter(automation_type="nao_existe"), "automation_type"),
+    ],
+)
+async def test_unknown_filter_value_is_bad_input_naming_the_field(
+    db: Database, filters: WorkerFilter, field: str
+) -> None:
+    with pytest.raises(BadInput) as caught:
+        await list_workers(db, QUEUES, filters)
+
+    assert caught.value.field == field
+    assert field in caught.value.message
+
+
+# --- list_workers: pagination ----------------------------------------------------------------
+
+
+@pytest.fixture
+async def many(db: Database) -> list[int]:
+    """137 rows, ids in insertion order."""
+    return await insert_rows(db, [job(i) for i in range(137)])
+
+
+async def test_pagination_arithmetic(db: Database, many: list[int]) -> None:
+    newest_first = sorted(many, reverse=True)
+
+    first = await list_workers(db, QUEUES, WorkerFilter(), page=1, per_page=20)
+    assert (first.total, first.page, first.per_page, first.pages) == (137, 1, 20, 7)
+    assert [w.id for w in first.items] == newest_first[:20]
+
+    last = await list_workers(db, QUEUES, WorkerFilter(), page=7, per_page=20)
+    assert (last.total, last.pages, len(last.items)) == (137, 7, 17)
+    assert [w.id for w in last.items] == newest_first[120:]
+
+    seen: list[int] = []
+    for number in range(1, 8):
+        seen += [w.id for w in (await list_workers(db, QUEUES, WorkerFilter(), number, 20)).items]
+    assert seen == newest_first
+
+
+async def test_defaults_are_page_one_of_twenty(db: Database, many: list[int]) -> None:
+    result = await list_workers(db, QUEUES, WorkerFilter())
+
+    assert (result.page, result.per_page, result.pages, len(result.items)) == (1, 20, 7, 20)
+
+
+async def test_page_past_the_end_is_empty_with_the_right_total(db: Database, many: list[int]) -> None:
+    result = await list_workers(db, QUEUES, WorkerFilter(), page=8, per_page=20)
+
+    assert result.items == []
+    assert (result.total, result.page, result.pages) == (137, 8, 7)
+
+
+async def test_per_page_is_capped_at_100(db: Database, many: list[int]) -> None:
+    result = await list_workers(db, QUEUES, WorkerFilter(), page=1, per_page=500)
+
+    assert result.per_page == 100
+    assert len(result.items) == 100
+    assert result.pages == 2
+    second = await list_workers(db, QUEUES, WorkerFilter(), page=2, per_page=500)
+    assert len(second.items) == 37
+
+
+async def test_empty_table_has_zero_pages(db: Database) -> None:
+    result = await list_workers(db, QUEUES, WorkerFilter())
+
+    assert (result.items, result.total, result.pages) == ([], 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("page", "per_page", "field"),
+    [(0, 20, "page"), (-1, 20, "page"), (1, 0, "per_page"), (1, -5, "per_page")],
+)
+async def test_bad_page_numbers_name_the_field(db: Database, page: int, per_page: int, field: str) -> None:
+    with pytest.raises(BadInput) as caught:
+        await list_workers(db, QUEUES, WorkerFilter(), page=page, per_page=per_page)
+
+    assert caught.value.field == field
+    assert field in caught.value.message
+
+
+async def test_newest_first_is_by_creation(db: Database, many: list[int]) -> None:
+    result = await list_workers(db, QUEUES, WorkerFilter(), page=1, per_page=100)
+
+    created = [w.created_at for w in result.items]
+    assert created == sorted(created, reverse=True)
+    assert result.items[0].id == max(many)
+
+
+# --- detail, active, queued, recent ----------------------------------------------------------
+
+
+async def test_get_worker_found(db: Database, mixed: dict[str, int]) -> None:
+    view = await get_worker(db, mixed["executando_simples"])
+
+    assert view.id == mixed["executando_simples"]
+    assert view.status == "EXECUTANDO"
+    assert view.queue == "scraping"
+    assert view.progress == 40
+    assert view.data_inicio == T0 + timedelta(hours=1)
+    assert view.data_inicio is not None and view.data_inicio.tzinfo is not None
+    assert view.context == {"cnpj": "11222333000181"}
+
+
+async def test_get_worker_not_found(db: Database, mixed: dict[str, int]) -> None:
+    with pytest.raises(NotFound) as caught:
+        await get_worker(db, 987654)
+
+    assert caught.value.message == MSG_WORKER_NOT_FOUND == "Worker nao encontrado."
+
+
+async def test_active_workers_are_the_running_rows_longest_first(db: Database) -> None:
+    ids = await insert_rows(
+        db,
+        [
+            job(0, status="EXECUTANDO", data_inicio=T0 + timedelta(minutes=30)),
+            job(1, status="EXECUTANDO", data_inicio=T0 + timedelta(minutes=5)),
+            job(2, status="AGENDADO"),
+            job(3, status="CONCLUIDO", data_inicio=T0, data_fim=T0 + timedelta(minutes=1)),
+            job(4, status="EXECUTANDO", data_inicio=T0 + timedelta(minutes=10)),
+        ],
+    )
+
+    active = await active_workers(db)
+
+    assert [w.id for w in active] == [ids[1], ids[4], ids[0]]
+    assert all(w.status == "EXECUTANDO" for w in active)
+    assert [w.id for w in await active_workers(db, limit=2)] == [ids[1], ids[4]]
+
+
+async def test_queued_workers_run_order_is_priority_then_age(db: Database) -> None:
+    ids = await insert_rows(
+        db,
+        [
+            job(0, priority=5),
+            job(1, priority=0, queue="scan", automation_type="scan_integridade_dados"),
+            job(2, priority=5, created_at=T0 - timedelta(days=1)),
+            job(3, priority=9),
+            job(4, priority=0),
+            job(5, status="EXECUTANDO", priority=0, data_inicio=T0),
+            job(6, status="FALHA", priority=0, data_fim=T0),
+        ],
+    )
+
+    queued = await queued_workers(db, QUEUES)
+
+    assert [w.id for w in queued.items] == [ids[1], ids[4], ids[2], ids[0], ids[3]]
+    assert queued.total == 5
+    assert queued.per_page == 10
+
+
+async def test_queued_workers_queue_filter_and_pages(db: Database) -> None:
+    rows = [job(i, priority=i % 3) for i in range(12)]
+    rows += [job(100 + i, queue="scan", automation_type="scan_integridade_dados") for i in range(3)]
+    ids = await insert_rows(db, rows)
+
+    scan = await queued_workers(db, QUEUES, queue="scan")
+    assert [w.id for w in scan.items] == ids[12:]
+
+    first = await queued_workers(db, QUEUES, page=1, per_page=5, queue="certidao")
+    third = await queued_workers(db, QUEUES, page=3, per_page=5, queue="certidao")
+    assert (first.total, first.pages, len(third.items)) == (12, 3, 2)
+    assert [w.priority for w in first.items] == [0, 0, 0, 0, 1]
+
+    with pytest.raises(BadInput) as caught:
+        await queued_workers(db, QUEUES, queue="nope")
+    assert caught.value.field == "queue"
+
+
+async def test_recent_terminal_is_ended_rows_newest_end_first(db: Database) -> None:
+    ids = await insert_rows(
+        db,
+        [
+            job(0, status="CONCLUIDO", data_fim=T0 + timedelta(hours=1)),
+            job(1, status="FALHA", data_fim=T0 + timedelta(hours=3)),
+            job(2, status="CANCELADO", data_fim=T0 + timedelta(hours=2)),
+            job(3, status="EXECUTANDO", data_inicio=T0),
+            job(4, status="AGENDADO"),
+        ],
+    )
+
+    recent = await recent_terminal(db)
+
+    assert [w.id for w in recent] == [ids[1], ids[2], ids[0]]
+    assert [w.id for w in await recent_terminal(db, limit=1)] == [ids[1]]
+
+
+# --- stats ------------------------------------------------------------------------------------
+
+
+async def test_stats_on_empty_table_lists_every_status_and_queue_with_zero(db: Database) -> None:
+    result = await stats(db, QUEUES)
+
+    assert result.total == 0
+    assert result.by_status == {s.value: 0 for s in JobStatus}
+    assert result.by_queue == dict.fromkeys(QUEUES, 0)
+    assert set(result.by_queue) == {"certidao", "scraping", "scan", "observer", "ui_automation"}
+
+
+async def test_stats_counts(db: Database, mixed: dict[str, int]) -> None:
+    result = await stats(db, QUEUES)
+
+    assert result.total == 6
+    assert result.by_status == {
+        "AGENDADO": 2, "EXECUTANDO": 1, "CONCLUIDO": 1, "FALHA": 1, "CANCELADO": 1,
+    }
+    assert result.by_queue == {"certidao": 2, "scraping": 1, "scan": 1, "observer": 1, "ui_automation": 1}
+    assert result.as_dict() == {"total": 6, "by_status": result.by_status, "by_queue": result.by_queue}
+
+
+async def test_stats_uses_the_configured_queues(db: Database) -> None:
+    await insert_rows(db, [job(0, queue="scan"), job(1, queue="scan")])
+
+    result = await stats(db, {"scan": 1, "extra": 4})
+
+    assert result.by_queue == {"scan": 2, "extra": 0}
+    assert result.total == 2
+
+
+# --- task status ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "state"),
+    [
+        ("AGENDADO", "PENDING"),
+        ("EXECUTANDO", "STARTED"),
+        ("CONCLUIDO", "SUCCESS"),
+        ("FALHA", "FAILURE"),
+        ("CANCELADO", "REVOKED"),
+    ],
+)
+async def test_task_state_mapping(db: Database, status: str, state: str) -> None:
+    row = job(0, status=status, task_id=f"map-{status}")
+    [worker_id] = await insert_rows(db, [row])
+
+    found = await task_status_from_db(db, f"map-{status}")
+
+    assert found is not None
+    assert found.state == state
+    assert found.as_dict()["status"] == state
+    assert found.as_dict()["worker_id"] == worker_id
+    if status in ("AGENDADO", "EXECUTANDO"):
+        assert found.result is None
+
+
+async def test_task_success_carries_the_result_object(db: Database) -> None:
+    await insert_rows(
+        db,
+        [
+            job(0, status="CONCLUIDO", task_id="ok-dict", result={"slept": 2}, progress=100),
+            job(1, status="CONCLUIDO", task_id="ok-scalar", result=42),
+        ],
+    )
+
+    found = await task_status_from_db(db, "ok-dict")
+    assert found is not None and found.result == {"slept": 2}
+    assert found.as_dict()["progress"] == 100
+    scalar = await task_status_from_db(db, "ok-scalar")
+    assert scalar is not None and scalar.result == {"value": 42}
+
+
+async def test_task_failure_carries_exc_type_and_message(db: Database) -> None:
+    await insert_rows(
+        db,
+        [
+            job(0, status="FALHA", task_id="fail-stored", mensagem_erro="Portal fora do ar",
+                result={"exc_type": "PortalError", "exc_message": "Portal fora do ar", "traceback": None}),
+            job(1, status="FALHA", task_id="fail-bare", mensagem_erro="Sessao expirada", result=None),
+        ],
+    )
+
+    stored = await task_status_from_db(db, "fail-stored")
+    assert stored is not None and stored.result is not None
+    assert (stored.result["exc_type"], stored.result["exc_message"]) == ("PortalError", "Portal fora do ar")
+    bare = await task_status_from_db(db, "fail-bare")
+    assert bare is not None and bare.result is not None
+    assert bare.result["exc_message"] == "Sessao expirada"
+    assert bare.result["exc_type"]
+
+
+async def test_unknown_task_id_is_none(db: Database, mixed: dict[str, int]) -> None:
+    assert await task_status_from_db(db, str(uuid.uuid4())) is None
+
+
+async def test_blank_task_id_is_bad_input(db: Database) -> None:
+    with pytest.raises(BadInput) as caught:
+        await task_status_from_db(db, "   ")
+    assert caught.value.field == "task_id"
+
+
+# --- enrichment -------------------------------------------------------------------------------
+
+
+async def test_rows_carry_display_name_and_client_name(db: Database, mixed: dict[str, int]) -> None:
+    views = {w.id: w for w in (await list_workers(db, QUEUES, WorkerFilter())).items}
+
+    simples = views[mixed["executando_simples"]]
+    assert simples.display_name == AUTOMATION_REGISTRY["simples_nacional"].display_name
+    assert simples.client_name == "Metalúrgica Aço Forte S.A."
+    assert views[mixed["agendado_cnd"]].client_name == "Padaria Pão Dourado Ltda"
+    assert views[mixed["agendado_cnd"]].display_name == AUTOMATION_REGISTRY["cnd_federal"].display_name
+
+
+async def test_missing_client_gives_no_name_but_the_row_is_listed(db: Database, mixed: dict[str, int]) -> None:
+    views = {w.id: w for w in (await list_workers(db, QUEUES, WorkerFilter())).items}
+
+    orphan = views[mixed["orfao_falencia"]]
+    assert orphan.cliente_id == MISSING_CLIENT
+    assert orphan.client_name is None
+    no_client = views[mixed["cancelado_ui"]]
+    assert no_client.cliente_id is None and no_client.client_name is None
+    detail = await get_worker(db, mixed["orfao_falencia"])
+    assert detail.client_name is None
+    assert await ids_of(db, WorkerFilter(cliente_id=MISSING_CLIENT)) == [mixed["orfao_falencia"]]
+
+
+async def test_unregistered_automation_shows_its_key(db: Database) -> None:
+    [worker_id] = await insert_rows(db, [job(0, automation_type="automacao_aposentada")])
+
+    view = await get_worker(db, worker_id)
+
+    assert view.display_name == "automacao_aposentada"
+
+
+async def test_rest_item_has_the_documented_keys_and_local_offsets(db: Database, mixed: dict[str, int]) -> None:
+    from zoneinfo import ZoneInfo
+
+    view = await get_worker(db, mixed["concluido_scan"])
+    item = view.rest_item(ZoneInfo("America/Sao_Paulo"))
+
+    assert list(item)[:3] == ["id", "task_id", "cliente_id"]
+    assert item["display_name"] == AUTOMATION_REGISTRY["scan_integridade_dados"].display_name
+    assert item["client_name"] == "Padaria Pão Dourado Ltda"
+    assert item["data_fim"] == "2026-03-02T11:00:00-03:00"

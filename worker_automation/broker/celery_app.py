@@ -1,0 +1,100 @@
+"""The Celery application shared by the API (producer) and the pool workers (consumers)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from types import MappingProxyType
+from typing import Any, Final
+
+from celery import Celery
+from celery.backends.redis import RedisBackend
+from kombu.entity import Queue
+
+from worker_automation.settings import Settings
+
+# Producers, workers, queue counters and purgers must agree on these or messages land in lists
+# that some of them never look at: one list per priority 0..9, named `queue`, `queue:1`..`queue:9`.
+TRANSPORT_OPTIONS: Final[MappingProxyType[str, Any]] = MappingProxyType(
+    {
+        "queue_order_strategy": "priority",
+        "priority_steps": list(range(10)),
+        "sep": ":",
+    }
+)
+
+# A down broker must turn into a quick error for the operator, not a request hanging for seconds.
+CONNECT_TIMEOUT_SECONDS: Final = 1.0
+SOCKET_TIMEOUT_SECONDS: Final = 2.0
+
+# Longer than the longest job (demo.sleep allows an hour): with late acks, a message still
+# unacknowledged after this long is handed to another worker while the first one still runs it.
+VISIBILITY_TIMEOUT_SECONDS: Final = 2 * 3600
+
+DEFAULT_APP_NAME: Final = "worker_automation"
+
+
+class ResultBackend(RedisBackend):  # type: ignore[misc]
+    """The Redis result backend, minus the result subscription Celery opens for every sent task.
+
+    Nothing here waits on ``AsyncResult.get()``: states are read from the stored task meta. The
+    stock backend subscribes to each sent task's result channel, which costs a round trip per
+    send, leaves a channel filling with replies nobody reads, and with Redis down fails with an
+    error asking for the whole application to be restarted.
+    """
+
+    def on_task_call(self, producer: Any, task_id: str) -> dict[str, Any]:
+        return {}
+
+
+def transport_options() -> dict[str, Any]:
+    """A fresh, mutable copy of :data:`TRANSPORT_OPTIONS` (Celery and kombu want a real dict)."""
+    options = dict(TRANSPORT_OPTIONS)
+    options["priority_steps"] = list(TRANSPORT_OPTIONS["priority_steps"])
+    return options
+
+
+def _task_routes() -> dict[str, dict[str, str]]:
+    # Imported here: the registry imports automation code that may itself need the broker layer.
+    from worker_automation.worker.registry import AUTOMATION_REGISTRY
+
+    return {a.task_name: {"queue": a.queue} for a in AUTOMATION_REGISTRY.values()}
+
+
+def make_celery(settings: Settings, broker_url: str, *, name: str = DEFAULT_APP_NAME) -> Celery:
+    """Build the Celery app talking to the Redis at ``broker_url`` (broker and results)."""
+    broker_options = transport_options()
+    broker_options.update(
+        socket_connect_timeout=CONNECT_TIMEOUT_SECONDS,
+        socket_timeout=SOCKET_TIMEOUT_SECONDS,
+        retry_on_timeout=False,
+        # Producers give up on the first failed connect; workers pass their own retry policy.
+        max_retries=0,
+        visibility_timeout=VISIBILITY_TIMEOUT_SECONDS,
+    )
+    app = Celery(name, broker=broker_url, backend=f"{__name__}:ResultBackend+{broker_url}")
+    app.conf.update(
+        broker_transport_options=broker_options,
+        broker_connection_timeout=CONNECT_TIMEOUT_SECONDS,
+        # Workers wait for the broker at start-up and after an outage; producers never retry.
+        broker_connection_retry_on_startup=True,
+        task_publish_retry=False,
+        redis_socket_connect_timeout=CONNECT_TIMEOUT_SECONDS,
+        redis_socket_timeout=SOCKET_TIMEOUT_SECONDS,
+        redis_retry_on_timeout=False,
+        result_backend_transport_options={"retry_policy": {"max_retries": 0}},
+        task_queues=[Queue(queue) for queue in settings.queues],  # type: ignore[no-untyped-call]
+        task_routes=_task_routes(),
+        task_default_priority=0,
+        task_track_started=True,
+        task_acks_late=True,
+        task_reject_on_worker_lost=False,
+        worker_prefetch_multiplier=1,
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        result_expires=timedelta(days=1),
+        worker_send_task_events=True,
+        task_send_sent_event=True,
+        enable_utc=True,
+    )
+    return app

@@ -1,0 +1,75 @@
+"""Asking the Celery workers what they are doing, within one timeout in total.
+
+Each inspect broadcast waits its whole timeout unless told how many replies to expect, and with
+no worker online it has to wait the whole timeout to learn that. So a ping goes out first (the one
+wait that cannot be avoided), then the other four sections are asked at once, in threads, of
+exactly the workers that answered and with a reply limit, which returns as soon as they have all
+replied.
+
+Measured with a 1 s timeout and one worker: five concurrent broadcasts 1.02 s on Redis and 1.15-1.22 s
+on the embedded server; ping then sequential follow-ups 1.015 s and 1.66 s (each targeted reply
+takes 132 ms there); ping then concurrent follow-ups 1.02 s and 1.27 s. With no worker the ping
+alone answers in 1.004 s. The last holds one broker connection during the long wait instead of five
+and sends a single broadcast when nobody listens.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from celery import Celery
+
+logger = logging.getLogger(__name__)
+
+TARGETED_SECTIONS: Final = ("active", "reserved", "scheduled", "stats")
+
+# Upper bound of each follow-up: replies take milliseconds, so this only matters when a worker
+# vanishes between the ping and the follow-ups.
+FOLLOW_UP_TIMEOUT_SECONDS: Final = 0.5
+
+
+@dataclass(frozen=True)
+class InspectResult:
+    """What the workers answered, per section keyed by worker hostname; empty when none did."""
+
+    active: dict[str, Any] = field(default_factory=dict)
+    reserved: dict[str, Any] = field(default_factory=dict)
+    scheduled: dict[str, Any] = field(default_factory=dict)
+    stats: dict[str, Any] = field(default_factory=dict)
+    ping: dict[str, Any] = field(default_factory=dict)
+    available: bool = False
+
+
+def _ask(app: Celery, section: str, timeout: float, destination: list[str] | None = None) -> dict[str, Any]:
+    inspector = app.control.inspect(
+        timeout=timeout,
+        destination=destination,
+        limit=len(destination) if destination else None,
+    )
+    replies: dict[str, Any] | None = getattr(inspector, section)()
+    return dict(replies or {})
+
+
+def inspect_workers(app: Celery, timeout: float) -> InspectResult:
+    """Ping, then ask active/reserved/scheduled/stats of the workers that answered.
+
+    Blocking (run it in a thread from async code); returns within about ``timeout`` + 0.5 s. A
+    broker that cannot be reached gives an empty, unavailable result rather than an exception.
+    """
+    try:
+        ping = _ask(app, "ping", timeout)
+        if not ping:
+            return InspectResult()
+        hosts = sorted(ping)
+        follow_up = min(timeout, FOLLOW_UP_TIMEOUT_SECONDS)
+        with ThreadPoolExecutor(max_workers=len(TARGETED_SECTIONS), thread_name_prefix="inspect") as pool:
+            futures = {s: pool.submit(_ask, app, s, follow_up, hosts) for s in TARGETED_SECTIONS}
+            sections = {section: future.result() for section, future in futures.items()}
+    except Exception as exc:
+        # The broker is down or unreachable: callers show "no workers", not an error page.
+        logger.warning("celery inspect failed: %s", exc)
+        return InspectResult()
+    return InspectResult(**sections, ping=ping, available=True)

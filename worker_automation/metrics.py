@@ -1,0 +1,53 @@
+"""Prometheus metrics: job counts by status and queue, broker queue lengths, event bus state."""
+
+from __future__ import annotations
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
+
+from worker_automation.errors import Unavailable
+from worker_automation.services import Services
+
+
+class Metrics:
+    """One registry per app, refreshed from the database and the broker at each scrape."""
+
+    content_type = CONTENT_TYPE_LATEST
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.jobs = Gauge(
+            "worker_automation_jobs",
+            "Job rows by status and queue",
+            ["status", "queue"],
+            registry=self.registry,
+        )
+        self.broker_queue = Gauge(
+            "worker_automation_broker_queue_length",
+            "Messages waiting in each broker queue (all priorities)",
+            ["queue"],
+            registry=self.registry,
+        )
+        self.broker_up = Gauge(
+            "worker_automation_broker_up", "1 when the broker answers", registry=self.registry
+        )
+
+    async def render(self, services: Services) -> bytes:
+        from sqlalchemy import func, select
+
+        from worker_automation.models import Worker
+
+        async with services.db.session() as session:
+            rows = await session.execute(
+                select(Worker.status, Worker.queue, func.count()).group_by(Worker.status, Worker.queue)
+            )
+            self.jobs.clear()
+            for status, queue, count in rows:
+                self.jobs.labels(status=status, queue=queue).set(count)
+        try:
+            lengths = await services.broker.queue_lengths()
+            self.broker_up.set(1)
+            for queue, length in lengths.items():
+                self.broker_queue.labels(queue=queue).set(length)
+        except Unavailable:
+            self.broker_up.set(0)
+        return generate_latest(self.registry)

@@ -1,0 +1,32 @@
+"""SQLAlchemy models, the async engine and the migrations."""
+
+from worker_automation.models.access import ApiKey, Machine, MachineStatus
+from worker_automation.models.base import Base, utcnow
+from worker_automation.models.directory import MANAGER_PERFIS, Cliente, Perfil, Usuario
+from worker_automation.models.operations import AuditEntry, AutomationSetting
+from worker_automation.models.worker import (
+    CELERY_STATE,
+    OPEN_STATUSES,
+    TERMINAL_STATUSES,
+    JobStatus,
+    Worker,
+)
+
+__all__ = [
+    "CELERY_STATE",
+    "MANAGER_PERFIS",
+    "OPEN_STATUSES",
+    "TERMINAL_STATUSES",
+    "ApiKey",
+    "AuditEntry",
+    "AutomationSetting",
+    "Base",
+    "Cliente",
+    "JobStatus",
+    "Machine",
+    "MachineStatus",
+    "Perfil",
+    "Usuario",
+    "Worker",
+    "utcnow",
+]

@@ -1,0 +1,44 @@
+"""Run-time automation settings changed by admins, and the audit trail of every write."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Boolean, Index, Integer, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from worker_automation.models.base import Base, JSONType, UtcDateTime, utcnow
+
+
+class AutomationSetting(Base):
+    """Overrides of the registry's ``max_concurrent_jobs``, ``dev_mode`` and ``enabled``.
+
+    Claims lock this row, which serialises concurrent claims of one automation.
+    """
+
+    __tablename__ = "automation_settings"
+
+    key: Mapped[str] = mapped_column(String(100), primary_key=True)
+    max_concurrent_jobs: Mapped[int] = mapped_column(Integer)
+    dev_mode: Mapped[bool] = mapped_column(Boolean, default=False)
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
+    updated_by: Mapped[str | None] = mapped_column(String(120))
+
+
+class AuditEntry(Base):
+    """Who did what to which target, when, and how it ended."""
+
+    __tablename__ = "audit_log"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    actor: Mapped[str] = mapped_column(String(120))
+    perfil: Mapped[str | None] = mapped_column(String(20))
+    action: Mapped[str] = mapped_column(String(60))
+    target: Mapped[str | None] = mapped_column(String(120))
+    result: Mapped[str] = mapped_column(String(20))
+    detail: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+
+    __table_args__ = (Index("ix_audit_log_at", "at"),)

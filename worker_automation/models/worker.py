@@ -1,0 +1,79 @@
+"""The ``workers`` table: one row per execution of an automation, and its states."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import Index, Integer, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from worker_automation.models.base import Base, JSONType, UtcDateTime, utcnow
+
+
+class JobStatus(StrEnum):
+    """Life cycle of a job; see DESIGN.md for the transitions."""
+
+    AGENDADO = "AGENDADO"
+    EXECUTANDO = "EXECUTANDO"
+    CONCLUIDO = "CONCLUIDO"
+    FALHA = "FALHA"
+    CANCELADO = "CANCELADO"
+
+
+TERMINAL_STATUSES: frozenset[JobStatus] = frozenset(
+    {JobStatus.CONCLUIDO, JobStatus.FALHA, JobStatus.CANCELADO}
+)
+OPEN_STATUSES: frozenset[JobStatus] = frozenset({JobStatus.AGENDADO, JobStatus.EXECUTANDO})
+
+# How a job's state reads in Celery's vocabulary (for /status/{task_id}).
+CELERY_STATE: dict[JobStatus, str] = {
+    JobStatus.AGENDADO: "PENDING",
+    JobStatus.EXECUTANDO: "STARTED",
+    JobStatus.CONCLUIDO: "SUCCESS",
+    JobStatus.FALHA: "FAILURE",
+    JobStatus.CANCELADO: "REVOKED",
+}
+
+
+class Worker(Base):
+    """A job row ("worker" in the REST API). ``cliente_id`` is deliberately not a foreign key."""
+
+    __tablename__ = "workers"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    task_id: Mapped[str | None] = mapped_column(String(64), unique=True)
+    cliente_id: Mapped[int | None] = mapped_column(Integer)
+    usuario_id: Mapped[int | None] = mapped_column(Integer)
+    path_file: Mapped[str | None] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16), default=JobStatus.AGENDADO.value)
+    data_inicio: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    data_fim: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    mensagem_erro: Mapped[str | None] = mapped_column(Text)
+    automation_type: Mapped[str] = mapped_column(String(100))
+    queue: Mapped[str] = mapped_column(String(50))
+    priority: Mapped[int] = mapped_column(Integer, default=0)
+    retry_count: Mapped[int] = mapped_column(Integer, default=0)
+    progress: Mapped[int] = mapped_column(Integer, default=0)
+    metadata_json: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    context: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    result: Mapped[Any | None] = mapped_column(JSONType)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
+    machine_id: Mapped[int | None] = mapped_column(Integer)
+
+    __table_args__ = (
+        # The queued view: AGENDADO ordered by priority, then age.
+        Index("ix_workers_status_priority_created", "status", "priority", "created_at", "id"),
+        # List filters (status and/or queue, newest first) and per-queue/status stats.
+        Index("ix_workers_status_queue_id", "status", "queue", "id"),
+        Index("ix_workers_queue_id", "queue", "id"),
+        # Claims count running jobs per automation; the automation filter.
+        Index("ix_workers_automation_status", "automation_type", "status"),
+        Index("ix_workers_cliente_id", "cliente_id"),
+        Index("ix_workers_usuario_id", "usuario_id"),
+        # "Today" counts and the history of terminal rows.
+        Index("ix_workers_status_data_fim", "status", "data_fim"),
+        Index("ix_workers_data_fim", "data_fim"),
+    )

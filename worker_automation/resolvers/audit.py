@@ -1,0 +1,77 @@
+"""The audit trail: every write records who did what to which target, and how it ended."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+
+from worker_automation.errors import DomainError
+from worker_automation.models import AuditEntry
+from worker_automation.models.database import Database
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who is acting: an operator key, a machine, or the command line."""
+
+    label: str
+    perfil: str | None = None
+
+
+CLI_ACTOR = Actor("cli", "administrador")
+
+
+@dataclass
+class AuditNote:
+    """Filled in by the operation while it runs; written when it ends."""
+
+    target: str | None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@asynccontextmanager
+async def audited(db: Database, actor: Actor, action: str, target: str | None) -> AsyncIterator[AuditNote]:
+    """Record the operation's outcome (``ok`` or the error code) after it ends."""
+    note = AuditNote(target)
+    try:
+        yield note
+    except DomainError as exc:
+        await _write(db, actor, action, note, exc.code.lower(), {**note.detail, "message": exc.message})
+        raise
+    except Exception as exc:
+        await _write(db, actor, action, note, "error", {**note.detail, "message": type(exc).__name__})
+        raise
+    await _write(db, actor, action, note, "ok", note.detail)
+
+
+async def _write(
+    db: Database, actor: Actor, action: str, note: AuditNote, result: str, detail: dict[str, Any]
+) -> None:
+    try:
+        async with db.session() as session:
+            session.add(
+                AuditEntry(
+                    actor=actor.label,
+                    perfil=actor.perfil,
+                    action=action,
+                    target=note.target,
+                    result=result,
+                    detail=detail or None,
+                )
+            )
+    except Exception:
+        # The operation's own outcome stands even if its audit line cannot be written.
+        log.exception("audit entry for %s on %s not written", action, note.target)
+
+
+async def recent(db: Database, limit: int = 50) -> list[AuditEntry]:
+    async with db.session() as session:
+        rows = await session.scalars(select(AuditEntry).order_by(AuditEntry.id.desc()).limit(limit))
+        return list(rows.all())

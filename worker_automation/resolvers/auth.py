@@ -1,0 +1,165 @@
+"""API keys and machine keys: creation (shown once), hashing, lookup, scope and perfil checks."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy import select, update
+
+from worker_automation.errors import BadInput, Forbidden, NotFound, Unauthenticated
+from worker_automation.models import MANAGER_PERFIS, ApiKey, Perfil, utcnow
+from worker_automation.models.database import Database
+from worker_automation.resolvers.audit import Actor
+
+SCOPE_READ = "worker_automation:read"
+SCOPE_WRITE = "worker_automation:write"
+KNOWN_SCOPES: frozenset[str] = frozenset({SCOPE_READ, SCOPE_WRITE})
+# last_used_at is a hint for humans: refreshing it on every request would turn reads into writes.
+_LAST_USED_GRANULARITY = timedelta(seconds=60)
+
+MSG_MISSING = "API Key ausente."
+MSG_INVALID = "API Key invalida ou revogada."
+MSG_MANAGER = "Operacao exige perfil administrador ou diretoria."
+
+
+def hash_secret(raw: str) -> str:
+    """SHA-256 of a key. Keys are 256-bit random secrets, so a slow hash would add nothing."""
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def new_secret(kind: str) -> str:
+    """A fresh random key such as ``wak_<43 url-safe chars>``."""
+    return f"{kind}_{secrets.token_urlsafe(32)}"
+
+
+def parse_scopes(raw: str | Iterable[str]) -> frozenset[str]:
+    """Scopes from a comma-separated string or a list; unknown scopes are refused."""
+    items = raw.split(",") if isinstance(raw, str) else list(raw)
+    scopes = frozenset(s.strip() for s in items if s.strip())
+    unknown = sorted(scopes - KNOWN_SCOPES)
+    if unknown:
+        raise BadInput("scopes", f"Escopo desconhecido: {', '.join(unknown)}")
+    if not scopes:
+        raise BadInput("scopes", "Informe ao menos um escopo")
+    return scopes
+
+
+def parse_perfil(raw: str) -> Perfil:
+    try:
+        return Perfil(raw.strip().lower())
+    except ValueError:
+        allowed = ", ".join(p.value for p in Perfil)
+        raise BadInput("perfil", f"Perfil invalido: {raw!r} (use {allowed})") from None
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling, as far as permissions go."""
+
+    key_id: int
+    name: str
+    scopes: frozenset[str]
+    perfil: Perfil
+
+    @property
+    def is_manager(self) -> bool:
+        return self.perfil in MANAGER_PERFIS
+
+    def require(self, scope: str, *, manager: bool = False) -> None:
+        """Raise Forbidden unless the key has ``scope`` (and a manager perfil when asked)."""
+        if scope not in self.scopes:
+            raise Forbidden(f"API Key sem o escopo {scope}.", scope=scope)
+        if manager and not self.is_manager:
+            raise Forbidden(MSG_MANAGER, perfil=self.perfil.value)
+
+    @property
+    def actor(self) -> Actor:
+        """How this caller appears in the audit log."""
+        return Actor(f"key:{self.key_id}:{self.name}", self.perfil.value)
+
+
+@dataclass(frozen=True)
+class CreatedKey:
+    """A key just created: ``secret`` is not stored anywhere and is shown this once."""
+
+    id: int
+    name: str
+    secret: str
+    scopes: frozenset[str]
+    perfil: Perfil
+
+
+async def create_key(
+    db: Database,
+    *,
+    name: str,
+    perfil: str,
+    scopes: str | Iterable[str],
+    usuario_id: int | None = None,
+) -> CreatedKey:
+    """Create an API key and return its secret once."""
+    parsed_perfil = parse_perfil(perfil)
+    parsed_scopes = parse_scopes(scopes)
+    if not name.strip():
+        raise BadInput("name", "Nome da chave nao pode ser vazio")
+    secret = new_secret("wak")
+    async with db.session() as session:
+        row = ApiKey(
+            name=name.strip(),
+            prefix=secret[:10],
+            key_hash=hash_secret(secret),
+            scopes=",".join(sorted(parsed_scopes)),
+            perfil=parsed_perfil.value,
+            usuario_id=usuario_id,
+        )
+        session.add(row)
+        await session.flush()
+        key_id = row.id
+    return CreatedKey(key_id, name.strip(), secret, parsed_scopes, parsed_perfil)
+
+
+async def revoke_key(db: Database, key_id: int) -> None:
+    """Revoke a key for good; later requests with it get 401."""
+    async with db.session() as session:
+        result = await session.execute(
+            update(ApiKey)
+            .where(ApiKey.id == key_id, ApiKey.revoked_at.is_(None))
+            .values(revoked_at=utcnow())
+            .returning(ApiKey.id)
+        )
+        if result.scalar_one_or_none() is None:
+            exists = await session.scalar(select(ApiKey.id).where(ApiKey.id == key_id))
+            if exists is None:
+                raise NotFound("API Key nao encontrada.")
+
+
+async def authenticate(db: Database, raw_key: str | None) -> Principal:
+    """The principal behind ``raw_key``; Unauthenticated for none, unknown or revoked."""
+    if not raw_key:
+        raise Unauthenticated(MSG_MISSING)
+    async with db.session() as session:
+        row = await session.scalar(select(ApiKey).where(ApiKey.key_hash == hash_secret(raw_key)))
+        if row is None or row.revoked_at is not None:
+            raise Unauthenticated(MSG_INVALID)
+        now = utcnow()
+        if row.last_used_at is None or now - row.last_used_at > _LAST_USED_GRANULARITY:
+            row.last_used_at = now
+        return Principal(row.id, row.name, frozenset(row.scopes.split(",")), Perfil(row.perfil))
+
+
+def key_from_headers(headers: dict[str, str] | object) -> str | None:
+    """The key from ``X-API-Key`` or ``Authorization: Bearer`` (header names case-insensitive)."""
+    get = getattr(headers, "get", None)
+    if get is None:
+        return None
+    value = get("x-api-key") or get("X-API-Key")
+    if value:
+        return str(value).strip()
+    auth = get("authorization") or get("Authorization")
+    if auth and str(auth).lower().startswith("bearer "):
+        return str(auth)[7:].strip() or None
+    return None

@@ -1,0 +1,100 @@
+"""The registry as it is right now: static definitions plus the admins' run-time overrides."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from worker_automation.errors import BadInput, NotFound
+from worker_automation.models import AutomationSetting
+from worker_automation.models.database import Database
+from worker_automation.worker.registry import AUTOMATION_REGISTRY, Automation
+
+
+def registered(key: str, field: str = "automation_type") -> Automation:
+    """The static definition of ``key``; BadInput naming ``field`` when unknown."""
+    automation = AUTOMATION_REGISTRY.get(key)
+    if automation is None:
+        raise BadInput(field, f"Automacao desconhecida: {key!r}")
+    return automation
+
+
+def apply_setting(automation: Automation, setting: AutomationSetting | None) -> Automation:
+    if setting is None:
+        return automation
+    return dataclasses.replace(
+        automation,
+        max_concurrent_jobs=setting.max_concurrent_jobs,
+        dev_mode=setting.dev_mode,
+        enabled=setting.enabled,
+    )
+
+
+async def effective(session: AsyncSession, key: str, *, lock: bool = False) -> Automation:
+    """``key`` with its overrides; ``lock`` takes the row lock that serialises claims."""
+    automation = registered(key)
+    query = select(AutomationSetting).where(AutomationSetting.key == key)
+    if lock:
+        query = query.with_for_update()
+    return apply_setting(automation, await session.scalar(query))
+
+
+async def all_effective(db: Database) -> list[Automation]:
+    async with db.session() as session:
+        settings = {s.key: s for s in (await session.scalars(select(AutomationSetting))).all()}
+    return [apply_setting(a, settings.get(a.key)) for a in AUTOMATION_REGISTRY.values()]
+
+
+async def ensure_settings_rows(db: Database) -> int:
+    """Give every registered automation its settings row (the claim lock needs one)."""
+    async with db.session() as session:
+        present = set((await session.scalars(select(AutomationSetting.key))).all())
+        missing = [a for a in AUTOMATION_REGISTRY.values() if a.key not in present]
+        for automation in missing:
+            session.add(
+                AutomationSetting(
+                    key=automation.key,
+                    max_concurrent_jobs=automation.max_concurrent_jobs,
+                    dev_mode=automation.dev_mode,
+                    enabled=automation.enabled,
+                )
+            )
+    return len(missing)
+
+
+async def update_settings(
+    db: Database,
+    key: str,
+    *,
+    actor: str,
+    max_concurrent_jobs: int | None = None,
+    dev_mode: bool | None = None,
+    enabled: bool | None = None,
+) -> Automation:
+    """Change an automation's limits at run time (admin operation)."""
+    if key not in AUTOMATION_REGISTRY:
+        raise NotFound(f"Automacao '{key}' nao encontrada.")
+    if max_concurrent_jobs is not None and not 1 <= max_concurrent_jobs <= 1000:
+        raise BadInput("max_concurrent_jobs", "max_concurrent_jobs deve estar entre 1 e 1000")
+    async with db.session() as session:
+        setting = await session.get(AutomationSetting, key, with_for_update=True)
+        base = AUTOMATION_REGISTRY[key]
+        if setting is None:
+            setting = AutomationSetting(
+                key=key,
+                max_concurrent_jobs=base.max_concurrent_jobs,
+                dev_mode=base.dev_mode,
+                enabled=base.enabled,
+            )
+            session.add(setting)
+        if max_concurrent_jobs is not None:
+            setting.max_concurrent_jobs = max_concurrent_jobs
+        if dev_mode is not None:
+            setting.dev_mode = dev_mode
+        if enabled is not None:
+            setting.enabled = enabled
+        setting.updated_by = actor
+        await session.flush()
+        return apply_setting(base, setting)

@@ -1,0 +1,219 @@
+"""The worker protocol: pending jobs, claim, progress, complete and fail (seed 001).
+
+A claim is one conditional UPDATE run while holding the automation's settings row lock, so
+under any concurrency a job is claimed once and ``max_concurrent_jobs`` is never exceeded.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import and_, func, select, update
+from sqlalchemy.orm import aliased
+
+from worker_automation.broker.events import EventKind
+from worker_automation.errors import BadInput, Conflict, NotFound
+from worker_automation.models import JobStatus, Machine, Worker, utcnow
+from worker_automation.resolvers.announce import announce
+from worker_automation.resolvers.automations import effective
+from worker_automation.resolvers.machines import MachineView
+from worker_automation.resolvers.reads import MSG_WORKER_NOT_FOUND
+from worker_automation.resolvers.rows import lock_worker, view_in
+from worker_automation.resolvers.views import WorkerView, enriched_select, views_of
+from worker_automation.services import Services
+
+
+class Refusal(StrEnum):
+    """Why a claim was refused: an expected outcome, not a failure."""
+
+    ALREADY_CLAIMED = "already_claimed"
+    CONCURRENCY_LIMIT = "concurrency_limit"
+    DEV_MODE = "dev_mode"
+    WRONG_AUTOMATION = "wrong_automation"
+    MACHINE_OFF = "machine_off"
+    NOT_CLAIMABLE = "not_claimable"
+
+
+_REFUSAL_MESSAGES: dict[Refusal, str] = {
+    Refusal.ALREADY_CLAIMED: "Job ja reivindicado por outra maquina.",
+    Refusal.CONCURRENCY_LIMIT: "Automacao no limite de execucoes simultaneas.",
+    Refusal.DEV_MODE: "Automacao em modo desenvolvimento.",
+    Refusal.WRONG_AUTOMATION: "Esta maquina nao atende a automacao deste job.",
+    Refusal.MACHINE_OFF: "Maquina desligada.",
+    Refusal.NOT_CLAIMABLE: "Job nao pode ser reivindicado no estado atual.",
+}
+
+
+def refused(reason: Refusal, **details: Any) -> Conflict:
+    return Conflict(_REFUSAL_MESSAGES[reason], reason=reason.value, **details)
+
+
+def _serves(machine: MachineView, automation_type: str, queue: str) -> bool:
+    if machine.automation is not None:
+        return machine.automation == automation_type
+    return machine.queue == queue
+
+
+async def pending_jobs(
+    services: Services, machine: MachineView, automation: str | None, limit: int = 100
+) -> list[WorkerView]:
+    """AGENDADO jobs this machine may claim, in run order (for the start-up sweep)."""
+    key = automation or machine.automation
+    conds = [Worker.status == JobStatus.AGENDADO.value]
+    if key is not None:
+        if machine.automation is not None and key != machine.automation:
+            raise BadInput("automation", f"Esta maquina atende apenas {machine.automation!r}")
+        conds.append(Worker.automation_type == key)
+    else:
+        conds.append(Worker.queue == machine.queue)
+    async with services.db.session() as session:
+        rows = await session.execute(
+            enriched_select()
+            .where(*conds)
+            .order_by(Worker.priority.asc(), Worker.created_at.asc(), Worker.id.asc())
+            .limit(max(1, min(limit, 500)))
+        )
+        return views_of(rows)
+
+
+async def claim(
+    services: Services, machine: MachineView, worker_id: int, task_id: str | None = None
+) -> WorkerView:
+    """Move the job to EXECUTANDO for ``machine``, or refuse with a reason (Conflict)."""
+    if not machine.is_on:
+        raise refused(Refusal.MACHINE_OFF)
+    async with services.db.session() as session:
+        head = (
+            await session.execute(
+                select(Worker.automation_type, Worker.queue, Worker.status).where(Worker.id == worker_id)
+            )
+        ).first()
+        if head is None:
+            raise NotFound(MSG_WORKER_NOT_FOUND, worker_id=worker_id)
+        automation_type, queue, _ = head
+        if not _serves(machine, automation_type, queue):
+            raise refused(Refusal.WRONG_AUTOMATION)
+        # The lock on the settings row serialises claims of this automation: the running count
+        # read by the UPDATE below cannot be overtaken by a concurrent claim.
+        automation = await effective(session, automation_type, lock=True)
+        if automation.dev_mode:
+            raise refused(Refusal.DEV_MODE)
+        if not automation.enabled:
+            raise refused(Refusal.NOT_CLAIMABLE, status="disabled")
+        running = aliased(Worker)
+        running_count = (
+            select(func.count())
+            .select_from(running)
+            .where(running.automation_type == automation_type, running.status == JobStatus.EXECUTANDO.value)
+            .scalar_subquery()
+        )
+        conds = [Worker.id == worker_id, Worker.status == JobStatus.AGENDADO.value]
+        if task_id is not None:
+            conds.append(Worker.task_id == task_id)
+        now = utcnow()
+        claimed = await session.scalar(
+            update(Worker)
+            .where(and_(*conds), running_count < automation.max_concurrent_jobs)
+            .values(
+                status=JobStatus.EXECUTANDO.value,
+                machine_id=machine.id,
+                data_inicio=now,
+                data_fim=None,
+                progress=0,
+                updated_at=now,
+            )
+            .returning(Worker.id)
+        )
+        if claimed is None:
+            raise await _refusal_for(session, worker_id, task_id)
+        await session.execute(update(Machine).where(Machine.id == machine.id).values(last_claim_at=now))
+        row = await session.get(Worker, worker_id, populate_existing=True)
+        assert row is not None
+        view = await view_in(session, row)
+    await announce(services, EventKind.CLAIMED, [view])
+    return view
+
+
+async def _refusal_for(session: Any, worker_id: int, task_id: str | None) -> Conflict:
+    current = (
+        await session.execute(select(Worker.status, Worker.task_id).where(Worker.id == worker_id))
+    ).first()
+    status, stored_task = current
+    if status == JobStatus.EXECUTANDO.value:
+        return refused(Refusal.ALREADY_CLAIMED, status=status)
+    if status != JobStatus.AGENDADO.value:
+        return refused(Refusal.NOT_CLAIMABLE, status=status)
+    if task_id is not None and stored_task != task_id:
+        # A message for a task that was revoked, moved or reordered away: not this job's task.
+        return refused(Refusal.NOT_CLAIMABLE, status=status, stale_task=True)
+    return refused(Refusal.CONCURRENCY_LIMIT, status=status)
+
+
+async def _held(services: Services, session: Any, machine: MachineView, worker_id: int) -> Worker:
+    row = await lock_worker(session, worker_id)
+    if row.status != JobStatus.EXECUTANDO.value:
+        raise Conflict(
+            f"Job nao esta em execucao (status {row.status}).", status=row.status, reason="not_running"
+        )
+    if row.machine_id != machine.id:
+        raise Conflict("Job reivindicado por outra maquina.", status=row.status, reason="not_holder")
+    return row
+
+
+async def report_progress(
+    services: Services, machine: MachineView, worker_id: int, progress: Any, message: str | None = None
+) -> WorkerView:
+    if isinstance(progress, bool) or not isinstance(progress, int | float) or not 0 <= progress <= 100:
+        raise BadInput("progress", "progress deve ser um numero entre 0 e 100")
+    async with services.db.session() as session:
+        row = await _held(services, session, machine, worker_id)
+        row.progress = int(progress)
+        if message:
+            row.metadata_json = {**(row.metadata_json or {}), "progress_message": message[:500]}
+        await session.flush()
+        view = await view_in(session, row)
+    await announce(services, EventKind.PROGRESS, [view])
+    return view
+
+
+async def complete(
+    services: Services, machine: MachineView, worker_id: int, result: Any = None
+) -> WorkerView:
+    async with services.db.session() as session:
+        row = await _held(services, session, machine, worker_id)
+        row.status = JobStatus.CONCLUIDO.value
+        row.progress = 100
+        row.result = result
+        row.data_fim = utcnow()
+        row.mensagem_erro = None
+        await session.flush()
+        view = await view_in(session, row)
+    await announce(services, EventKind.COMPLETED, [view])
+    return view
+
+
+async def fail(
+    services: Services,
+    machine: MachineView,
+    worker_id: int,
+    error: Any,
+    exc_type: str | None = None,
+    traceback: str | None = None,
+) -> WorkerView:
+    if not isinstance(error, str) or not error.strip():
+        raise BadInput("error", "error (mensagem do erro) e obrigatorio")
+    async with services.db.session() as session:
+        row = await _held(services, session, machine, worker_id)
+        row.status = JobStatus.FALHA.value
+        row.mensagem_erro = error[:4000]
+        row.result = {
+            "exc_type": exc_type or "AutomationError",
+            "exc_message": error[:4000],
+            "traceback": traceback[-4000:] if traceback else None,
+        }
+        row.data_fim = utcnow()
+        await session.flush()
+        view = await view_in(session, row)
+    await announce(services, EventKind.FAILED, [view])
+    return view

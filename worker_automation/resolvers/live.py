@@ -1,0 +1,250 @@
+"""Live views: per-queue state, broker snapshot, raw inspect, task status and the dashboard."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime, time
+from typing import Any
+
+from sqlalchemy import func, select
+
+from worker_automation.broker.inspect import InspectResult
+from worker_automation.errors import NotFound, Unavailable
+from worker_automation.models import JobStatus, Worker, utcnow
+from worker_automation.resolvers import reads
+from worker_automation.resolvers.pagination import Page
+from worker_automation.resolvers.reads import MSG_TASK_NOT_FOUND, Stats, TaskStatus
+from worker_automation.resolvers.views import WorkerView, enriched_select, views_of
+from worker_automation.services import Services
+
+log = logging.getLogger(__name__)
+# Task lists per queue in the live view are capped: the counts carry the totals.
+LIVE_TASKS_PER_QUEUE = 20
+
+
+@dataclass(frozen=True)
+class QueueState:
+    """One configured queue right now."""
+
+    queue_name: str
+    workers_count: int
+    active_count: int
+    pending_count: int
+    active_tasks: list[WorkerView] = field(default_factory=list)
+    pending_tasks: list[WorkerView] = field(default_factory=list)
+
+    @property
+    def capacity(self) -> int:
+        return self.workers_count
+
+    @property
+    def load_percent(self) -> float:
+        return round(self.active_count / self.capacity * 100, 1) if self.capacity else 0.0
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Totals across queues; "today" is the configured time zone's day."""
+
+    total_active: int
+    total_pending: int
+    total_completed_today: int
+    total_errors_today: int
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "total_active": self.total_active,
+            "total_pending": self.total_pending,
+            "total_completed_today": self.total_completed_today,
+            "total_errors_today": self.total_errors_today,
+        }
+
+
+@dataclass(frozen=True)
+class QueueLiveStatus:
+    queues: list[QueueState]
+    summary: Summary
+
+
+def start_of_today(services: Services) -> datetime:
+    tz = services.settings.tz
+    local_now = utcnow().astimezone(tz)
+    return datetime.combine(local_now.date(), time.min, tzinfo=tz)
+
+
+async def _open_counts(services: Services) -> dict[tuple[str, str], int]:
+    async with services.db.session() as session:
+        rows = await session.execute(
+            select(Worker.queue, Worker.status, func.count())
+            .where(Worker.status.in_([JobStatus.AGENDADO.value, JobStatus.EXECUTANDO.value]))
+            .group_by(Worker.queue, Worker.status)
+        )
+        return {(q, s): n for q, s, n in rows}
+
+
+async def _today_counts(services: Services) -> tuple[int, int]:
+    since = start_of_today(services)
+    async with services.db.session() as session:
+        rows = await session.execute(
+            select(Worker.status, func.count())
+            .where(
+                Worker.status.in_([JobStatus.CONCLUIDO.value, JobStatus.FALHA.value]),
+                Worker.data_fim >= since,
+            )
+            .group_by(Worker.status)
+        )
+        counts = dict(rows.tuples().all())
+    return counts.get(JobStatus.CONCLUIDO.value, 0), counts.get(JobStatus.FALHA.value, 0)
+
+
+async def _tasks_of(services: Services, queue: str, status: JobStatus) -> list[WorkerView]:
+    order = (
+        (Worker.data_inicio.asc(), Worker.id.asc())
+        if status is JobStatus.EXECUTANDO
+        else (Worker.priority.asc(), Worker.created_at.asc(), Worker.id.asc())
+    )
+    async with services.db.session() as session:
+        rows = await session.execute(
+            enriched_select()
+            .where(Worker.status == status.value, Worker.queue == queue)
+            .order_by(*order)
+            .limit(LIVE_TASKS_PER_QUEUE)
+        )
+        return views_of(rows)
+
+
+async def summary(services: Services, counts: dict[tuple[str, str], int] | None = None) -> Summary:
+    counts = await _open_counts(services) if counts is None else counts
+    completed, errors = await _today_counts(services)
+    active = sum(n for (_, s), n in counts.items() if s == JobStatus.EXECUTANDO.value)
+    pending = sum(n for (_, s), n in counts.items() if s == JobStatus.AGENDADO.value)
+    return Summary(active, pending, completed, errors)
+
+
+async def queue_states(services: Services, *, with_tasks: bool) -> tuple[list[QueueState], Summary]:
+    counts = await _open_counts(services)
+    states = []
+    for name, workers in services.settings.queues.items():
+        active_tasks: list[WorkerView] = []
+        pending_tasks: list[WorkerView] = []
+        active_n = counts.get((name, JobStatus.EXECUTANDO.value), 0)
+        pending_n = counts.get((name, JobStatus.AGENDADO.value), 0)
+        if with_tasks:
+            active_tasks = await _tasks_of(services, name, JobStatus.EXECUTANDO) if active_n else []
+            pending_tasks = await _tasks_of(services, name, JobStatus.AGENDADO) if pending_n else []
+        states.append(QueueState(name, workers, active_n, pending_n, active_tasks, pending_tasks))
+    return states, await summary(services, counts)
+
+
+async def queue_live_status(services: Services) -> QueueLiveStatus:
+    states, totals = await queue_states(services, with_tasks=True)
+    return QueueLiveStatus(states, totals)
+
+
+@dataclass(frozen=True)
+class BrokerStatus:
+    available: bool
+    queues: dict[str, int]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"available": self.available, "queues": self.queues}
+
+
+async def broker_status(services: Services) -> BrokerStatus:
+    """LLEN of every configured queue over all its priority lists; unavailable when Redis is down."""
+    try:
+        return BrokerStatus(True, await services.broker.queue_lengths())
+    except Unavailable:
+        return BrokerStatus(False, {})
+
+
+async def workers_inspect(services: Services) -> InspectResult:
+    return await services.broker.inspect()
+
+
+async def task_status(services: Services, task_id: str) -> TaskStatus:
+    """From the job row; for task ids with no row, from Celery's result backend."""
+    found = await reads.task_status_from_db(services.db, task_id)
+    if found is not None:
+        return found
+    try:
+        meta = await services.broker.task_result(task_id)
+    except Unavailable:
+        meta = None
+    if meta is None:
+        raise NotFound(MSG_TASK_NOT_FOUND, task_id=task_id)
+    result: dict[str, Any] | None
+    if meta.state == "FAILURE":
+        result = {"exc_type": meta.exc_type, "exc_message": meta.exc_message, "traceback": meta.traceback}
+    elif meta.state == "SUCCESS":
+        result = meta.result if isinstance(meta.result, dict) else {"value": meta.result}
+    else:
+        result = None
+    return TaskStatus(task_id, meta.state, result, None)
+
+
+@dataclass
+class Dashboard:
+    """Every section the frontend polls, each filled independently."""
+
+    stats: Stats | None = None
+    queues: list[QueueState] = field(default_factory=list)
+    summary: Summary | None = None
+    broker: BrokerStatus | None = None
+    active: list[WorkerView] = field(default_factory=list)
+    queued: Page[WorkerView] | None = None
+    history: list[WorkerView] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+DASHBOARD_ACTIVE_CAP = 50
+DASHBOARD_HISTORY = 20
+
+
+async def dashboard(services: Services) -> Dashboard:
+    """One failing source empties only its own section, which is named in ``errors``."""
+    board = Dashboard()
+
+    async def section(name: str, load: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await load()
+        except Exception as exc:
+            log.warning("dashboard section %s failed: %s", name, exc)
+            board.errors[name] = exc.message if isinstance(exc, Unavailable) else type(exc).__name__
+
+    async def load_stats() -> None:
+        board.stats = await reads.stats(services.db, services.settings.queues)
+
+    async def load_queues() -> None:
+        board.queues, board.summary = await queue_states(services, with_tasks=False)
+
+    async def load_broker() -> None:
+        status = await broker_status(services)
+        if not status.available:
+            board.broker = status
+            raise Unavailable("Broker indisponivel")
+        board.broker = status
+
+    async def load_active() -> None:
+        board.active = await reads.active_workers(services.db, limit=DASHBOARD_ACTIVE_CAP)
+
+    async def load_queued() -> None:
+        board.queued = await reads.queued_workers(services.db, services.settings.queues, 1, 10)
+
+    async def load_history() -> None:
+        board.history = await reads.recent_terminal(services.db, DASHBOARD_HISTORY)
+
+    await asyncio.gather(
+        section("stats", load_stats),
+        section("queues", load_queues),
+        section("broker", load_broker),
+        section("active", load_active),
+        section("queued", load_queued),
+        section("history", load_history),
+    )
+    if "queues" in board.errors:
+        board.errors.setdefault("summary", board.errors["queues"])
+    return board

@@ -1,0 +1,162 @@
+"""Registered worker machines: registration (key shown once), on/off, listing, key lookup."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from worker_automation.errors import BadInput, Conflict, NotFound, Unauthenticated
+from worker_automation.models import Machine, MachineStatus
+from worker_automation.models.database import Database
+from worker_automation.resolvers.audit import Actor, audited
+from worker_automation.resolvers.auth import hash_secret, new_secret
+from worker_automation.resolvers.automations import registered
+from worker_automation.resolvers.views import iso
+
+MSG_MACHINE_KEY_MISSING = "X-Worker-Api-Key ausente."
+MSG_MACHINE_KEY_INVALID = "X-Worker-Api-Key invalida."
+
+
+@dataclass(frozen=True)
+class MachineView:
+    """A machine as callers see it (never its key)."""
+
+    id: int
+    name: str
+    automation: str | None
+    queue: str | None
+    status: str
+    created_at: datetime
+    last_claim_at: datetime | None
+
+    @property
+    def is_on(self) -> bool:
+        return self.status == MachineStatus.LIGADO.value
+
+    def as_dict(self, tz: ZoneInfo) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "automation": self.automation,
+            "queue": self.queue,
+            "status": self.status,
+            "created_at": iso(self.created_at, tz),
+            "last_claim_at": iso(self.last_claim_at, tz),
+        }
+
+
+def machine_view(row: Machine) -> MachineView:
+    return MachineView(
+        row.id, row.name, row.automation, row.queue, row.status, row.created_at, row.last_claim_at
+    )
+
+
+@dataclass(frozen=True)
+class RegisteredMachine:
+    """A machine just registered; ``api_key`` is shown this once."""
+
+    machine: MachineView
+    api_key: str
+
+
+async def register_machine(
+    db: Database,
+    actor: Actor,
+    queues: dict[str, int],
+    *,
+    name: str,
+    automation: str | None = None,
+    queue: str | None = None,
+) -> RegisteredMachine:
+    """Register a machine serving exactly one automation, or one queue (Celery pool workers)."""
+    name = (name or "").strip()
+    if not name:
+        raise BadInput("name", "name e obrigatorio")
+    if (automation is None) == (queue is None):
+        raise BadInput("automation", "Informe exatamente um de automation ou queue")
+    if automation is not None:
+        registered(automation, "automation")
+    if queue is not None and queue not in queues:
+        raise BadInput("queue", f"queue desconhecida: {queue!r}")
+    secret = new_secret("wmk")
+    async with audited(db, actor, "machine.register", f"machine:{name}") as note:
+        try:
+            async with db.session() as session:
+                row = Machine(
+                    name=name,
+                    automation=automation,
+                    queue=queue,
+                    status=MachineStatus.LIGADO.value,
+                    key_prefix=secret[:10],
+                    key_hash=hash_secret(secret),
+                )
+                session.add(row)
+                await session.flush()
+                view = machine_view(row)
+        except IntegrityError:
+            raise Conflict(f"Ja existe uma maquina chamada {name!r}.", status="exists") from None
+        note.detail = {"id": view.id, "automation": automation, "queue": queue}
+    return RegisteredMachine(view, secret)
+
+
+async def set_machine_status(db: Database, actor: Actor, machine_id: int, on: bool) -> MachineView:
+    """Turn a machine on or off (the only way its status changes)."""
+    action = "machine.on" if on else "machine.off"
+    async with audited(db, actor, action, f"machine:{machine_id}"), db.session() as session:
+        row = await session.get(Machine, machine_id, with_for_update=True)
+        if row is None:
+            raise NotFound("Maquina nao encontrada.")
+        row.status = (MachineStatus.LIGADO if on else MachineStatus.DESLIGADO).value
+        await session.flush()
+        return machine_view(row)
+
+
+async def list_machines(db: Database) -> list[MachineView]:
+    async with db.session() as session:
+        rows = await session.scalars(select(Machine).order_by(Machine.id))
+        return [machine_view(r) for r in rows.all()]
+
+
+async def machines_by_id(db: Database, ids: list[int]) -> dict[int, MachineView]:
+    """Batch lookup (for DataLoaders): one query for any number of ids."""
+    if not ids:
+        return {}
+    async with db.session() as session:
+        rows = await session.scalars(select(Machine).where(Machine.id.in_(ids)))
+        return {r.id: machine_view(r) for r in rows.all()}
+
+
+async def authenticate_machine(db: Database, raw_key: str | None) -> MachineView:
+    """The machine behind an ``X-Worker-Api-Key``."""
+    if not raw_key:
+        raise Unauthenticated(MSG_MACHINE_KEY_MISSING)
+    async with db.session() as session:
+        row = await session.scalar(select(Machine).where(Machine.key_hash == hash_secret(raw_key)))
+        if row is None:
+            raise Unauthenticated(MSG_MACHINE_KEY_INVALID)
+        return machine_view(row)
+
+
+async def machine_named(db: Database, name: str) -> MachineView | None:
+    async with db.session() as session:
+        row = await session.scalar(select(Machine).where(Machine.name == name))
+        return machine_view(row) if row else None
+
+
+async def rotate_machine_key(db: Database, actor: Actor, machine_id: int) -> RegisteredMachine:
+    """Issue a new key for an existing machine (the old one stops working)."""
+    secret = new_secret("wmk")
+    async with audited(db, actor, "machine.rotate_key", f"machine:{machine_id}"), db.session() as session:
+        row = await session.get(Machine, machine_id, with_for_update=True)
+        if row is None:
+            raise NotFound("Maquina nao encontrada.")
+        row.key_hash = hash_secret(secret)
+        row.key_prefix = secret[:10]
+        row.status = MachineStatus.LIGADO.value
+        await session.flush()
+        return RegisteredMachine(machine_view(row), secret)

@@ -1,0 +1,192 @@
+"""Destructive maintenance (managers only): clear-queue, purge-queue, cleanup-no-client, sync-orphans."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from enum import StrEnum
+
+from sqlalchemy import ColumnElement, delete, or_, select, update
+
+from worker_automation.broker.events import EventKind
+from worker_automation.errors import BadInput, Unavailable
+from worker_automation.models import Cliente, JobStatus, Machine, MachineStatus, Worker, utcnow
+from worker_automation.resolvers.announce import announce
+from worker_automation.resolvers.audit import Actor, audited
+from worker_automation.resolvers.reads import check_queue
+from worker_automation.resolvers.views import WorkerView, enriched_select, views_of
+from worker_automation.services import Services
+
+
+class ClearScope(StrEnum):
+    """Which jobs clear-queue cancels."""
+
+    ALL = "all"
+    QUEUED = "queued"
+    RUNNING = "running"
+
+
+_SCOPE_STATUSES: dict[ClearScope, list[str]] = {
+    ClearScope.ALL: [JobStatus.AGENDADO.value, JobStatus.EXECUTANDO.value],
+    ClearScope.QUEUED: [JobStatus.AGENDADO.value],
+    ClearScope.RUNNING: [JobStatus.EXECUTANDO.value],
+}
+OPEN = [JobStatus.AGENDADO.value, JobStatus.EXECUTANDO.value]
+
+
+def parse_scope(value: str | None) -> ClearScope:
+    try:
+        return ClearScope((value or "all").strip().lower())
+    except ValueError:
+        raise BadInput("scope", f"scope invalido: {value!r} (use all, queued ou running)") from None
+
+
+async def _require_broker(services: Services) -> None:
+    if not await services.broker.ping():
+        raise Unavailable("Broker indisponivel: nenhuma alteracao foi feita.")
+
+
+async def _revoke_all(services: Services, views: list[WorkerView]) -> None:
+    for view in views:
+        if view.task_id:
+            await services.broker.revoke(view.task_id, terminate=view.status == JobStatus.EXECUTANDO.value)
+
+
+@dataclass(frozen=True)
+class ClearResult:
+    cancelled: int
+    scope: ClearScope
+    queue: str | None
+
+
+async def clear_queue(
+    services: Services, actor: Actor, scope: str | None, queue: str | None = None
+) -> ClearResult:
+    """Cancel every job of ``scope`` (optionally in one queue), revoking each task."""
+    parsed = parse_scope(scope)
+    if queue:
+        check_queue(queue, services.settings.queues)
+    async with audited(services.db, actor, "clear_queue", f"queue:{queue or '*'}") as note:
+        await _require_broker(services)
+        conds: list[ColumnElement[bool]] = [Worker.status.in_(_SCOPE_STATUSES[parsed])]
+        if queue:
+            conds.append(Worker.queue == queue)
+        async with services.db.session() as session:
+            targets = views_of(
+                await session.execute(enriched_select().where(*conds).with_for_update(of=Worker))
+            )
+            await _revoke_all(services, targets)
+            ids = [v.id for v in targets]
+            now = utcnow()
+            if ids:
+                await session.execute(
+                    update(Worker)
+                    .where(Worker.id.in_(ids), Worker.status.in_(OPEN))
+                    .values(
+                        status=JobStatus.CANCELADO.value,
+                        data_fim=now,
+                        mensagem_erro="Cancelado em massa (clear-queue)",
+                        updated_at=now,
+                    )
+                    .execution_options(synchronize_session=False)
+                )
+            changed = (
+                views_of(await session.execute(enriched_select().where(Worker.id.in_(ids)))) if ids else []
+            )
+        note.detail = {"scope": parsed.value, "cancelled": len(changed)}
+    await announce(services, EventKind.CANCELLED, changed)
+    return ClearResult(len(changed), parsed, queue)
+
+
+@dataclass(frozen=True)
+class PurgeResult:
+    queue_name: str
+    redis_keys_deleted: int
+
+
+async def purge_queue(services: Services, actor: Actor, queue_name: str, confirm: bool) -> PurgeResult:
+    """Delete every list of ``queue_name`` in the broker (messages already delivered still run)."""
+    check_queue(queue_name, services.settings.queues, "queue_name")
+    if not confirm:
+        raise BadInput("confirm", "Operacao destrutiva: informe confirm=true para purgar a fila")
+    async with audited(services.db, actor, "purge_queue", f"queue:{queue_name}") as note:
+        deleted = await services.broker.purge(queue_name)
+        note.detail = {"redis_keys_deleted": deleted}
+    return PurgeResult(queue_name, deleted)
+
+
+async def cleanup_no_client(services: Services, actor: Actor) -> int:
+    """Delete open jobs whose client is null or unknown, revoking their tasks first."""
+    async with audited(services.db, actor, "cleanup_no_client", None) as note:
+        await _require_broker(services)
+        known = select(Cliente.id)
+        async with services.db.session() as session:
+            targets = views_of(
+                await session.execute(
+                    enriched_select()
+                    .where(
+                        Worker.status.in_(OPEN),
+                        or_(Worker.cliente_id.is_(None), Worker.cliente_id.not_in(known)),
+                    )
+                    .with_for_update(of=Worker)
+                )
+            )
+            await _revoke_all(services, targets)
+            if targets:
+                await session.execute(
+                    delete(Worker)
+                    .where(Worker.id.in_([v.id for v in targets]))
+                    .execution_options(synchronize_session=False)
+                )
+        note.detail = {"deleted": len(targets)}
+    await announce(services, EventKind.DELETED, targets)
+    return len(targets)
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    orphans_found: int
+    total_checked: int
+
+
+async def sync_orphans(services: Services, actor: Actor) -> SyncResult:
+    """Cancel open jobs that lost their task: no task id, or older than the orphan age and still
+    unknown (PENDING) to Celery. A job that a machine that is on is running is never touched."""
+    cutoff = utcnow() - timedelta(seconds=services.settings.orphan_age_seconds)
+    async with audited(services.db, actor, "sync_orphans", None) as note:
+        async with services.db.session() as session:
+            candidates = views_of(await session.execute(enriched_select().where(Worker.status.in_(OPEN))))
+            machines_on = set(
+                (
+                    await session.scalars(
+                        select(Machine.id).where(Machine.status == MachineStatus.LIGADO.value)
+                    )
+                ).all()
+            )
+        orphan_ids: list[int] = []
+        for view in candidates:
+            if view.status == JobStatus.EXECUTANDO.value and view.machine_id in machines_on:
+                continue
+            if view.task_id is None or (
+                view.created_at < cutoff and await services.broker.task_result(view.task_id) is None
+            ):
+                orphan_ids.append(view.id)
+        changed: list[WorkerView] = []
+        if orphan_ids:
+            now = utcnow()
+            async with services.db.session() as session:
+                await session.execute(
+                    update(Worker)
+                    .where(Worker.id.in_(orphan_ids), Worker.status.in_(OPEN))
+                    .values(
+                        status=JobStatus.CANCELADO.value,
+                        data_fim=now,
+                        mensagem_erro="Task perdida no broker (sync-orphans)",
+                        updated_at=now,
+                    )
+                    .execution_options(synchronize_session=False)
+                )
+                changed = views_of(await session.execute(enriched_select().where(Worker.id.in_(orphan_ids))))
+        note.detail = {"orphans_found": len(changed), "total_checked": len(candidates)}
+    await announce(services, EventKind.CANCELLED, changed)
+    return SyncResult(len(changed), len(candidates))

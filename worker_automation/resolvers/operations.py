@@ -1,0 +1,116 @@
+"""Day-to-day operator actions on one job: cancel, retry, move, reorder."""
+
+from __future__ import annotations
+
+import uuid
+
+from worker_automation.broker.events import EventKind
+from worker_automation.errors import BadInput, Unavailable
+from worker_automation.models import JobStatus, utcnow
+from worker_automation.resolvers.announce import announce
+from worker_automation.resolvers.audit import Actor, audited
+from worker_automation.resolvers.automations import registered
+from worker_automation.resolvers.dispatch import enqueue
+from worker_automation.resolvers.reads import check_queue
+from worker_automation.resolvers.rows import check_priority, lock_worker, require_status, view_in
+from worker_automation.resolvers.views import WorkerView
+from worker_automation.services import Services
+
+CANCEL_MESSAGE = "Cancelado pelo operador"
+
+
+async def cancel(services: Services, actor: Actor, worker_id: int) -> WorkerView:
+    """Revoke the task (terminating it if running) and mark the job CANCELADO."""
+    async with audited(services.db, actor, "cancel", f"worker:{worker_id}"):
+        async with services.db.session() as session:
+            row = await lock_worker(session, worker_id)
+            require_status(row, {JobStatus.AGENDADO, JobStatus.EXECUTANDO}, "cancelar")
+            if row.task_id:
+                try:
+                    await services.broker.revoke(row.task_id, terminate=True)
+                except Unavailable:
+                    if row.status == JobStatus.EXECUTANDO.value:
+                        # It really runs somewhere: marking it cancelled would be a lie.
+                        raise
+                    # A queued message left behind is refused at claim time (status changed).
+            row.status = JobStatus.CANCELADO.value
+            row.data_fim = utcnow()
+            row.mensagem_erro = CANCEL_MESSAGE
+            await session.flush()
+            view = await view_in(session, row)
+    await announce(services, EventKind.CANCELLED, [view])
+    return view
+
+
+async def retry(services: Services, actor: Actor, worker_id: int) -> WorkerView:
+    """Re-queue a FALHA or CANCELADO job as a new task, ``retry_count`` + 1."""
+    async with audited(services.db, actor, "retry", f"worker:{worker_id}"):
+        async with services.db.session() as session:
+            row = await lock_worker(session, worker_id)
+            require_status(row, {JobStatus.FALHA, JobStatus.CANCELADO}, "re-enfileirar")
+            automation = registered(row.automation_type)
+            task_id = str(uuid.uuid4())
+            row.task_id = task_id
+            row.status = JobStatus.AGENDADO.value
+            row.retry_count += 1
+            row.progress = 0
+            row.data_inicio = None
+            row.data_fim = None
+            row.mensagem_erro = None
+            row.result = None
+            row.machine_id = None
+            await session.flush()
+            view = await view_in(session, row)
+        await announce(services, EventKind.CREATED, [view])
+        await enqueue(services, view.id, task_id, automation.task_name, view.queue, view.priority)
+    return view
+
+
+async def move(services: Services, actor: Actor, worker_id: int, target_queue: str) -> WorkerView:
+    """Revoke the job's task and send it again on ``target_queue`` (AGENDADO, progress 0)."""
+    if not isinstance(target_queue, str) or not target_queue:
+        raise BadInput("target_queue", "target_queue e obrigatorio")
+    check_queue(target_queue, services.settings.queues, "target_queue")
+    async with audited(services.db, actor, "move", f"worker:{worker_id}") as note:
+        note.detail = {"target_queue": target_queue}
+        async with services.db.session() as session:
+            row = await lock_worker(session, worker_id)
+            require_status(row, {JobStatus.AGENDADO, JobStatus.EXECUTANDO}, "mover")
+            if row.queue == target_queue:
+                raise BadInput("target_queue", f"O worker ja esta na fila {target_queue!r}")
+            automation = registered(row.automation_type)
+            if row.task_id:
+                await services.broker.revoke(row.task_id, terminate=row.status == JobStatus.EXECUTANDO.value)
+            task_id = str(uuid.uuid4())
+            row.task_id = task_id
+            row.queue = target_queue
+            row.status = JobStatus.AGENDADO.value
+            row.progress = 0
+            row.data_inicio = None
+            row.machine_id = None
+            await session.flush()
+            view = await view_in(session, row)
+        await announce(services, EventKind.MOVED, [view])
+        await enqueue(services, view.id, task_id, automation.task_name, target_queue, view.priority)
+    return view
+
+
+async def reorder(services: Services, actor: Actor, worker_id: int, new_priority: int) -> WorkerView:
+    """Change an AGENDADO job's priority; the broker order follows (revoke and re-send)."""
+    check_priority(new_priority, "new_priority")
+    async with audited(services.db, actor, "reorder", f"worker:{worker_id}") as note:
+        note.detail = {"new_priority": new_priority}
+        async with services.db.session() as session:
+            row = await lock_worker(session, worker_id)
+            require_status(row, {JobStatus.AGENDADO}, "reordenar")
+            automation = registered(row.automation_type)
+            if row.task_id:
+                await services.broker.revoke(row.task_id, terminate=False)
+            task_id = str(uuid.uuid4())
+            row.task_id = task_id
+            row.priority = new_priority
+            await session.flush()
+            view = await view_in(session, row)
+        await announce(services, EventKind.REORDERED, [view])
+        await enqueue(services, view.id, task_id, automation.task_name, view.queue, new_priority)
+    return view

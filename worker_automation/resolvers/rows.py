@@ -1,0 +1,43 @@
+"""Loading and re-reading job rows inside a resolver's transaction."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from worker_automation.errors import BadInput, Conflict, NotFound
+from worker_automation.models import Cliente, JobStatus, Worker
+from worker_automation.resolvers.reads import MSG_WORKER_NOT_FOUND
+from worker_automation.resolvers.views import WorkerView, view_of
+
+
+async def lock_worker(session: AsyncSession, worker_id: int) -> Worker:
+    """The row, locked for the rest of the transaction (a no-op lock on SQLite)."""
+    row = await session.scalar(select(Worker).where(Worker.id == worker_id).with_for_update())
+    if row is None:
+        raise NotFound(MSG_WORKER_NOT_FOUND, worker_id=worker_id)
+    return row
+
+
+def require_status(row: Worker, allowed: set[JobStatus], action: str) -> None:
+    """Conflict (409) with the current status when ``action`` is illegal from it."""
+    if JobStatus(row.status) not in allowed:
+        names = ", ".join(sorted(s.value for s in allowed))
+        raise Conflict(
+            f"Nao e possivel {action} um worker com status {row.status} (permitido: {names}).",
+            status=row.status,
+        )
+
+
+async def view_in(session: AsyncSession, row: Worker) -> WorkerView:
+    """The enriched view of a row already loaded in ``session``."""
+    client_name = None
+    if row.cliente_id is not None:
+        client_name = await session.scalar(select(Cliente.razao_social).where(Cliente.id == row.cliente_id))
+    return view_of(row, client_name)
+
+
+def check_priority(value: int, field: str = "priority") -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 9:
+        raise BadInput(field, f"{field} deve ser um inteiro entre 0 e 9")
+    return value

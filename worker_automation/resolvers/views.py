@@ -1,0 +1,151 @@
+"""What a job row looks like to callers: one view, rendered by each transport."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from sqlalchemy import Select, select
+from sqlalchemy.engine import Row
+
+from worker_automation.models import Cliente, Worker
+
+# The REST item's keys, in the order the documented API shows them.
+REST_ITEM_KEYS: tuple[str, ...] = (
+    "id",
+    "task_id",
+    "cliente_id",
+    "usuario_id",
+    "path_file",
+    "status",
+    "data_inicio",
+    "data_fim",
+    "mensagem_erro",
+    "automation_type",
+    "queue",
+    "priority",
+    "retry_count",
+    "progress",
+    "metadata_json",
+    "display_name",
+    "client_name",
+)
+
+
+def iso(value: datetime | None, tz: ZoneInfo) -> str | None:
+    """ISO 8601 with the offset of ``tz`` (e.g. ``2026-07-08T09:15:00-03:00``)."""
+    if value is None:
+        return None
+    return value.astimezone(tz).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class WorkerView:
+    """A job row enriched with its automation's display name and its client's name."""
+
+    id: int
+    task_id: str | None
+    cliente_id: int | None
+    usuario_id: int | None
+    path_file: str | None
+    status: str
+    data_inicio: datetime | None
+    data_fim: datetime | None
+    mensagem_erro: str | None
+    automation_type: str
+    queue: str
+    priority: int
+    retry_count: int
+    progress: int
+    metadata_json: dict[str, Any] | None
+    context: dict[str, Any] | None
+    result: Any
+    created_at: datetime
+    updated_at: datetime
+    machine_id: int | None
+    display_name: str
+    client_name: str | None
+
+    def rest_item(self, tz: ZoneInfo) -> dict[str, Any]:
+        """The documented REST item (snake_case, timestamps in ``tz``)."""
+        data = self.as_dict(tz)
+        return {key: data[key] for key in REST_ITEM_KEYS}
+
+    def as_dict(self, tz: ZoneInfo) -> dict[str, Any]:
+        """Every field, JSON-ready: what events carry."""
+        return {
+            "id": self.id,
+            "task_id": self.task_id,
+            "cliente_id": self.cliente_id,
+            "usuario_id": self.usuario_id,
+            "path_file": self.path_file,
+            "status": self.status,
+            "data_inicio": iso(self.data_inicio, tz),
+            "data_fim": iso(self.data_fim, tz),
+            "mensagem_erro": self.mensagem_erro,
+            "automation_type": self.automation_type,
+            "queue": self.queue,
+            "priority": self.priority,
+            "retry_count": self.retry_count,
+            "progress": self.progress,
+            "metadata_json": self.metadata_json,
+            "display_name": self.display_name,
+            "client_name": self.client_name,
+            "context": self.context,
+            "result": self.result,
+            "created_at": iso(self.created_at, tz),
+            "updated_at": iso(self.updated_at, tz),
+            "machine_id": self.machine_id,
+        }
+
+
+def enriched_select() -> Select[Worker, str]:
+    """Rows with their client's name, joined in the same query (never one query per row)."""
+    return select(Worker, Cliente.razao_social).outerjoin(Cliente, Cliente.id == Worker.cliente_id)
+
+
+def display_name_of(automation_type: str) -> str:
+    """The registry's friendly name, or the key itself for automations no longer registered."""
+    from worker_automation.worker.registry import AUTOMATION_REGISTRY
+
+    automation = AUTOMATION_REGISTRY.get(automation_type)
+    return automation.display_name if automation else automation_type
+
+
+def view_of(worker: Worker, client_name: str | None) -> WorkerView:
+    """Build the view from a loaded row and the joined client name."""
+    return WorkerView(
+        id=worker.id,
+        task_id=worker.task_id,
+        cliente_id=worker.cliente_id,
+        usuario_id=worker.usuario_id,
+        path_file=worker.path_file,
+        status=worker.status,
+        data_inicio=worker.data_inicio,
+        data_fim=worker.data_fim,
+        mensagem_erro=worker.mensagem_erro,
+        automation_type=worker.automation_type,
+        queue=worker.queue,
+        priority=worker.priority,
+        retry_count=worker.retry_count,
+        progress=worker.progress,
+        metadata_json=worker.metadata_json,
+        context=worker.context,
+        result=worker.result,
+        created_at=worker.created_at,
+        updated_at=worker.updated_at,
+        machine_id=worker.machine_id,
+        display_name=display_name_of(worker.automation_type),
+        client_name=client_name,
+    )
+
+
+def views_of(rows: Any) -> list[WorkerView]:
+    """Views from the rows of :func:`enriched_select`."""
+    result: list[WorkerView] = []
+    row: Row[Worker, str | None]
+    for row in rows:
+        result.append(view_of(row[0], row[1]))
+    return result

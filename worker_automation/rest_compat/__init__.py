@@ -1,0 +1,1 @@
+"""REST transports: the documented /api/v1/worker-automation routes and the worker protocol."""

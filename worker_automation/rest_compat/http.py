@@ -1,0 +1,160 @@
+"""What every REST route shares: the envelope, the error table, auth and request parsing."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from worker_automation.errors import (
+    BadInput,
+    Conflict,
+    DomainError,
+    Forbidden,
+    NotFound,
+    Unauthenticated,
+    Unavailable,
+)
+from worker_automation.resolvers.auth import Principal, authenticate, key_from_headers
+from worker_automation.resolvers.machines import MachineView, authenticate_machine
+from worker_automation.runtime import Runtime
+from worker_automation.services import Services
+
+log = logging.getLogger(__name__)
+MSG_INTERNAL = "Erro interno ao processar a requisicao."
+
+# Domain error -> HTTP status: the one table of this transport.
+STATUS_OF: dict[type[DomainError], int] = {
+    BadInput: 422,
+    Unauthenticated: 401,
+    Forbidden: 403,
+    NotFound: 404,
+    Conflict: 409,
+    Unavailable: 503,
+}
+
+
+def success(message: str, data: Any, status_code: int = 200) -> JSONResponse:
+    return JSONResponse({"status": "success", "message": message, "data": data}, status_code=status_code)
+
+
+def error(message: str, status_code: int, data: Any = None) -> JSONResponse:
+    return JSONResponse({"status": "error", "message": message, "data": data}, status_code=status_code)
+
+
+def error_response(exc: DomainError) -> JSONResponse:
+    """The envelope for a domain error; details that help the caller go in ``data``."""
+    status_code = next((code for cls, code in STATUS_OF.items() if isinstance(exc, cls)), 500)
+    data: dict[str, Any] | None = None
+    if isinstance(exc, BadInput):
+        data = {"field": exc.field}
+    extra = {k: v for k, v in exc.details.items() if k != "field"}
+    if extra:
+        data = {**(data or {}), **extra}
+    return error(exc.message, status_code, data)
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def guarded(handler: Handler) -> Handler:
+    """Turn domain errors raised by ``handler`` into the error envelope."""
+
+    async def run(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except DomainError as exc:
+            return error_response(exc)
+        except Exception:
+            # Logged here with its traceback; the caller gets the envelope and never the trace.
+            log.exception("unhandled error in %s %s", request.method, request.url.path)
+            return error(MSG_INTERNAL, 500)
+
+    run.__name__ = getattr(handler, "__name__", "route")
+    run.__doc__ = handler.__doc__
+    return run
+
+
+async def services_of(request: Request) -> Services:
+    runtime: Runtime = request.app.state.runtime
+    return await runtime.services()
+
+
+async def principal_of(request: Request, scope: str, *, manager: bool = False) -> tuple[Services, Principal]:
+    """Authenticate the operator key and check ``scope`` (and a manager perfil when asked)."""
+    services = await services_of(request)
+    principal = await authenticate(services.db, key_from_headers(request.headers))
+    principal.require(scope, manager=manager)
+    return services, principal
+
+
+async def machine_of(request: Request) -> tuple[Services, MachineView]:
+    services = await services_of(request)
+    machine = await authenticate_machine(services.db, request.headers.get("x-worker-api-key"))
+    return services, machine
+
+
+def int_param(
+    raw: str | None,
+    field: str,
+    *,
+    default: int | None = None,
+    minimum: int | None = None,
+    maximum: int | None = None,
+) -> int | None:
+    """An integer path or query parameter within [minimum, maximum]; BadInput naming ``field``."""
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise BadInput(field, f"{field} deve ser um numero inteiro (recebido {raw!r})") from None
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        low = "" if minimum is None else f" >= {minimum}"
+        high = "" if maximum is None else f" <= {maximum}"
+        joiner = " e" if low and high else ""
+        raise BadInput(field, f"{field} deve ser um inteiro{low}{joiner}{high} (recebido {raw!r})")
+    return value
+
+
+def text_param(raw: str | None, field: str, *, max_length: int = 255) -> str | None:
+    """A free-text parameter, stripped; None when blank. Refuses NUL (databases reject it)."""
+    if raw is None or not raw.strip():
+        return None
+    value = raw.strip()
+    if "\x00" in value:
+        raise BadInput(field, f"{field} contem caracteres invalidos")
+    if len(value) > max_length:
+        raise BadInput(field, f"{field} deve ter no maximo {max_length} caracteres")
+    return value
+
+
+def bool_param(raw: str | None, field: str) -> bool:
+    if raw is None:
+        return False
+    value = raw.strip().lower()
+    if value in ("true", "1", "yes", "sim"):
+        return True
+    if value in ("false", "0", "no", "nao", ""):
+        return False
+    raise BadInput(field, f"{field} deve ser true ou false")
+
+
+async def json_body(request: Request, *, required: bool = True) -> dict[str, Any]:
+    """The request body as a JSON object; BadInput naming ``body`` when absent or malformed."""
+    raw = await request.body()
+    if not raw.strip():
+        if required:
+            raise BadInput("body", "Corpo da requisicao ausente (JSON esperado)")
+        return {}
+    try:
+        body = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        raise BadInput("body", "Corpo da requisicao nao e um JSON valido") from None
+    if not isinstance(body, dict):
+        raise BadInput("body", "Corpo da requisicao deve ser um objeto JSON")
+    return body

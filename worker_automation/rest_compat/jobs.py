@@ -1,0 +1,125 @@
+"""The worker protocol over REST: trigger a job, and let machines claim, run and report it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from worker_automation.errors import BadInput, Unavailable
+from worker_automation.resolvers import claims
+from worker_automation.resolvers.auth import SCOPE_WRITE
+from worker_automation.resolvers.dispatch import dispatch
+from worker_automation.rest_compat.http import (
+    error,
+    guarded,
+    int_param,
+    json_body,
+    machine_of,
+    principal_of,
+    success,
+)
+
+PREFIX = "/api/v1/jobs"
+
+
+def _job_id(request: Request) -> int:
+    value = int_param(request.path_params["job_id"], "job_id")
+    assert value is not None
+    return value
+
+
+@guarded
+async def create_job(request: Request) -> Response:
+    """Trigger an automation: the context is validated against its form."""
+    services, principal = await principal_of(request, SCOPE_WRITE)
+    body = await json_body(request)
+    priority = body.get("priority", 0)
+    try:
+        view = await dispatch(
+            services,
+            principal.actor,
+            automation_type=body.get("automation_type"),  # type: ignore[arg-type]
+            cliente_id=body.get("cliente_id"),
+            context=body.get("context", {}),
+            priority=priority,
+            usuario_id=body.get("usuario_id"),
+        )
+    except Unavailable as exc:
+        return error(exc.message, 503, {"id": exc.details.get("worker_id")})
+    return success("Job criado com sucesso", view.as_dict(services.settings.tz), 201)
+
+
+@guarded
+async def pending(request: Request) -> Response:
+    services, machine = await machine_of(request)
+    limit = int_param(request.query_params.get("limit"), "limit", default=100)
+    assert limit is not None
+    if limit < 1:
+        raise BadInput("limit", "limit deve ser maior ou igual a 1")
+    jobs = await claims.pending_jobs(services, machine, request.query_params.get("automation") or None, limit)
+    tz = services.settings.tz
+    return success("Jobs pendentes recuperados com sucesso", [j.as_dict(tz) for j in jobs])
+
+
+@guarded
+async def start(request: Request) -> Response:
+    services, machine = await machine_of(request)
+    job_id = _job_id(request)
+    body = await json_body(request, required=False)
+    task_id = body.get("task_id")
+    if task_id is not None and not isinstance(task_id, str):
+        raise BadInput("task_id", "task_id deve ser texto")
+    view = await claims.claim(services, machine, job_id, task_id)
+    return success("Job reivindicado com sucesso", view.as_dict(services.settings.tz))
+
+
+@guarded
+async def progress(request: Request) -> Response:
+    services, machine = await machine_of(request)
+    job_id = _job_id(request)
+    body = await json_body(request)
+    if "progress" not in body:
+        raise BadInput("progress", "progress e obrigatorio")
+    message = body.get("message")
+    if message is not None and not isinstance(message, str):
+        raise BadInput("message", "message deve ser texto")
+    view = await claims.report_progress(services, machine, job_id, body["progress"], message)
+    return success("Progresso registrado", view.as_dict(services.settings.tz))
+
+
+@guarded
+async def complete(request: Request) -> Response:
+    services, machine = await machine_of(request)
+    job_id = _job_id(request)
+    body: dict[str, Any] = await json_body(request, required=False)
+    view = await claims.complete(services, machine, job_id, body.get("result"))
+    return success("Job concluido com sucesso", view.as_dict(services.settings.tz))
+
+
+@guarded
+async def fail(request: Request) -> Response:
+    services, machine = await machine_of(request)
+    job_id = _job_id(request)
+    body = await json_body(request)
+    exc_type = body.get("exc_type")
+    traceback = body.get("traceback")
+    if exc_type is not None and not isinstance(exc_type, str):
+        raise BadInput("exc_type", "exc_type deve ser texto")
+    if traceback is not None and not isinstance(traceback, str):
+        raise BadInput("traceback", "traceback deve ser texto")
+    view = await claims.fail(services, machine, job_id, body.get("error"), exc_type, traceback)
+    return success("Falha registrada", view.as_dict(services.settings.tz))
+
+
+def job_routes() -> list[BaseRoute]:
+    return [
+        Route(PREFIX, create_job, methods=["POST"]),
+        Route(f"{PREFIX}/pending", pending, methods=["GET"]),
+        Route(f"{PREFIX}/{{job_id}}/start", start, methods=["POST"]),
+        Route(f"{PREFIX}/{{job_id}}/progress", progress, methods=["POST"]),
+        Route(f"{PREFIX}/{{job_id}}/complete", complete, methods=["POST"]),
+        Route(f"{PREFIX}/{{job_id}}/fail", fail, methods=["POST"]),
+    ]

@@ -1,0 +1,197 @@
+"""Read routes of ``/api/v1/worker-automation``: lists, stats, live views, task status, dashboard.
+
+Each handler authenticates, parses its parameters (BadInput names the field), calls one resolver
+and renders the documented JSON; no rule lives here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from starlette.datastructures import QueryParams
+from starlette.requests import Request
+from starlette.responses import Response
+
+from worker_automation.models import JobStatus
+from worker_automation.resolvers import live
+from worker_automation.resolvers import reads as read_ops
+from worker_automation.resolvers.auth import SCOPE_READ
+from worker_automation.resolvers.automations import all_effective
+from worker_automation.resolvers.pagination import Page
+from worker_automation.resolvers.search import search_automations
+from worker_automation.resolvers.views import WorkerView
+from worker_automation.rest_compat.http import guarded, int_param, principal_of, success, text_param
+
+MSG_LIST = "Workers recuperados com sucesso"
+MSG_STATS = "Estatisticas recuperadas com sucesso"
+MSG_ACTIVE = "Workers ativos recuperados com sucesso"
+MSG_QUEUED = "Workers na fila recuperados com sucesso"
+MSG_QUEUE_LIVE = "Status das filas recuperado com sucesso"
+MSG_BROKER = "Snapshot do broker recuperado com sucesso"
+MSG_INSPECT = "Inspect recuperado com sucesso"
+MSG_TASK_STATUS = "Status da task recuperado com sucesso"
+MSG_DASHBOARD = "Dashboard recuperado com sucesso"
+MSG_WORKER = "Worker encontrado com sucesso"
+
+# Ids are 32-bit columns: anything outside would be a database error rather than "not found".
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+DASHBOARD_QUEUED_PER_PAGE = 10
+
+
+def search_message(count: int) -> str:
+    return f"{count} automacao(oes) encontrada(s)"
+
+
+def worker_id_of(request: Request) -> int:
+    """The ``{worker_id}`` path parameter as an integer (BadInput naming it otherwise)."""
+    value = int_param(request.path_params["worker_id"], "worker_id", minimum=1, maximum=INT32_MAX)
+    assert value is not None  # a path segment is never empty
+    return value
+
+
+def page_args(query: QueryParams) -> tuple[int | None, int | None]:
+    page = int_param(query.get("page"), "page", minimum=1, maximum=INT32_MAX)
+    per_page = int_param(query.get("per_page"), "per_page", minimum=1)
+    return page, per_page
+
+
+def page_dict(page: Page[WorkerView], tz: ZoneInfo) -> dict[str, Any]:
+    return {
+        "items": [item.rest_item(tz) for item in page.items],
+        "total": page.total,
+        "page": page.page,
+        "per_page": page.per_page,
+        "pages": page.pages,
+    }
+
+
+def queue_dict(state: live.QueueState, tz: ZoneInfo, *, with_tasks: bool) -> dict[str, Any]:
+    """One queue in the seed's key order; the dashboard leaves the task lists out."""
+    data: dict[str, Any] = {"queue_name": state.queue_name, "workers_count": state.workers_count}
+    if with_tasks:
+        data["active_tasks"] = [item.rest_item(tz) for item in state.active_tasks]
+        data["pending_tasks"] = [item.rest_item(tz) for item in state.pending_tasks]
+    data.update(
+        active_count=state.active_count,
+        pending_count=state.pending_count,
+        capacity=state.capacity,
+        load_percent=state.load_percent,
+    )
+    return data
+
+
+@guarded
+async def list_route(request: Request) -> Response:
+    services, _ = await principal_of(request, SCOPE_READ)
+    query = request.query_params
+    filters = read_ops.WorkerFilter(
+        status=text_param(query.get("status"), "status"),
+        queue=text_param(query.get("queue"), "queue"),
+        automation_type=text_param(query.get("automation_type"), "automation_type"),
+        cliente_id=int_param(query.get("cliente_id"), "cliente_id", minimum=INT32_MIN, maximum=INT32_MAX),
+        usuario_id=int_param(query.get("usuario_id"), "usuario_id", minimum=INT32_MIN, maximum=INT32_MAX),
+        task_id=text_param(query.get("task_id"), "task_id"),
+        q=text_param(query.get("q"), "q"),
+    )
+    page, per_page = page_args(query)
+    found = await read_ops.list_workers(services.db, services.settings.queues, filters, page, per_page)
+    return success(MSG_LIST, page_dict(found, services.settings.tz))
+
+
+@guarded
+async def stats_route(request: Request) -> Response:
+    services, _ = await principal_of(request, SCOPE_READ)
+    totals = await read_ops.stats(services.db, services.settings.queues)
+    return success(MSG_STATS, totals.as_dict())
+
+
+@guarded
+async def active_route(request: Request) -> Response:
+    services, _ = await principal_of(request, SCOPE_READ)
+    items = await read_ops.active_workers(services.db)
+    return success(MSG_ACTIVE, [item.rest_item(services.settings.tz) for item in items])
+
+
+@guarded
+async def queued_route(request: Request) -> Response:
+    services, _ = await principal_of(request, SCOPE_READ)
+    query = request.query_params
+    page, per_page = page_args(query)
+    queue = text_param(query.get("queue"), "queue")
+    found = await read_ops.queued_workers(services.db, services.settings.queues, page, per_page, queue)
+    return success(MSG_QUEUED, page_dict(found, services.settings.tz))
+
+
+@guarded
+async def search_route(request: Request) -> Response:
+    services, _ = await principal_of(request, SCOPE_READ)
+    q = text_param(request.query_params.get("q"), "q")
+    result = search_automations(await all_effective(services.db), q)
+    return success(search_message(result.count), result.to_dict())
+
+
+@guarded
+async def queue_live_route(request: Request) -> Response:
+    services, _ = await principal_of(request, SCOPE_READ)
+    status = await live.queue_live_status(services)
+    tz = services.settings.tz
+    data = {
+        "queues": [queue_dict(state, tz, with_tasks=True) for state in status.queues],
+        "summary": status.summary.as_dict(),
+    }
+    return success(MSG_QUEUE_LIVE, data)
+
+
+@guarded
+async def broker_status_route(request: Request) -> Response:
+    services, _ = await principal_of(request, SCOPE_READ)
+    return success(MSG_BROKER, (await live.broker_status(services)).as_dict())
+
+
+@guarded
+async def workers_inspect_route(request: Request) -> Response:
+    services, _ = await principal_of(request, SCOPE_READ)
+    return success(MSG_INSPECT, dataclasses.asdict(await live.workers_inspect(services)))
+
+
+@guarded
+async def task_status_route(request: Request) -> Response:
+    services, _ = await principal_of(request, SCOPE_READ)
+    task_id = text_param(request.path_params["task_id"], "task_id") or ""
+    status = await live.task_status(services, task_id)
+    return success(MSG_TASK_STATUS, status.as_dict())
+
+
+def dashboard_dict(board: live.Dashboard, queues: dict[str, int], tz: ZoneInfo) -> dict[str, Any]:
+    """Every section in its documented shape; a failed section keeps that shape, emptied."""
+    stats = board.stats or read_ops.Stats(0, {s.value: 0 for s in JobStatus}, dict.fromkeys(queues, 0))
+    summary = board.summary or live.Summary(0, 0, 0, 0)
+    broker = board.broker or live.BrokerStatus(False, {})
+    queued = board.queued or Page[WorkerView]([], 0, 1, DASHBOARD_QUEUED_PER_PAGE)
+    return {
+        "stats": stats.as_dict(),
+        "queues": [queue_dict(state, tz, with_tasks=False) for state in board.queues],
+        "summary": summary.as_dict(),
+        "broker": broker.as_dict(),
+        "active": [item.rest_item(tz) for item in board.active],
+        "queued": page_dict(queued, tz),
+        "history": [item.rest_item(tz) for item in board.history],
+        "errors": dict(board.errors),
+    }
+
+
+@guarded
+async def dashboard_route(request: Request) -> Response:
+    services, _ = await principal_of(request, SCOPE_READ)
+    board = await live.dashboard(services)
+    return success(MSG_DASHBOARD, dashboard_dict(board, services.settings.queues, services.settings.tz))
+
+
+@guarded
+async def worker_route(request: Request) -> Response:
+    services, _ = await principal_of(request, SCOPE_READ)
+    view = await read_ops.get_worker(services.db, worker_id_of(request))
+    return success(MSG_WORKER, view.rest_item(services.settings.tz))

@@ -1,0 +1,47 @@
+"""The documented REST API ``/api/v1/worker-automation``: its routes, in matching order.
+
+Literal paths come before ``/{worker_id}``, and ``worker_id`` is matched as any segment (not with
+an ``int`` convertor) so that ``/abc`` is a 422 naming ``worker_id`` instead of a 404.
+"""
+
+from __future__ import annotations
+
+from starlette.routing import BaseRoute, Route
+
+from worker_automation.rest_compat import reads, writes
+
+PREFIX = "/api/v1/worker-automation"
+
+
+def worker_automation_routes() -> list[BaseRoute]:
+    """Every route of the documented API, literal paths first."""
+    return [
+        # Both spellings of the collection: a slash redirect would lose the method and the body.
+        Route(PREFIX, reads.list_route, methods=["GET"], name="wa_list_bare"),
+        Route(f"{PREFIX}/", reads.list_route, methods=["GET"], name="wa_list"),
+        Route(f"{PREFIX}/stats", reads.stats_route, methods=["GET"], name="wa_stats"),
+        Route(f"{PREFIX}/active", reads.active_route, methods=["GET"], name="wa_active"),
+        Route(f"{PREFIX}/queued", reads.queued_route, methods=["GET"], name="wa_queued"),
+        Route(f"{PREFIX}/search-automations", reads.search_route, methods=["GET"], name="wa_search"),
+        Route(f"{PREFIX}/queue-live-status", reads.queue_live_route, methods=["GET"], name="wa_queue_live"),
+        Route(f"{PREFIX}/broker-status", reads.broker_status_route, methods=["GET"], name="wa_broker"),
+        Route(f"{PREFIX}/workers-inspect", reads.workers_inspect_route, methods=["GET"], name="wa_inspect"),
+        Route(f"{PREFIX}/status/{{task_id}}", reads.task_status_route, methods=["GET"], name="wa_task"),
+        Route(f"{PREFIX}/dashboard", reads.dashboard_route, methods=["GET"], name="wa_dashboard"),
+        Route(f"{PREFIX}/clear-queue", writes.clear_queue_route, methods=["POST"], name="wa_clear"),
+        Route(
+            f"{PREFIX}/broker/purge-queue/{{queue_name}}",
+            writes.purge_queue_route,
+            methods=["POST"],
+            name="wa_purge",
+        ),
+        Route(
+            f"{PREFIX}/cleanup-no-client", writes.cleanup_no_client_route, methods=["DELETE"], name="wa_cleanup"
+        ),
+        Route(f"{PREFIX}/sync-orphans", writes.sync_orphans_route, methods=["POST"], name="wa_sync"),
+        Route(f"{PREFIX}/{{worker_id}}", reads.worker_route, methods=["GET"], name="wa_worker"),
+        Route(f"{PREFIX}/{{worker_id}}/cancel", writes.cancel_route, methods=["POST"], name="wa_cancel"),
+        Route(f"{PREFIX}/{{worker_id}}/retry", writes.retry_route, methods=["POST"], name="wa_retry"),
+        Route(f"{PREFIX}/{{worker_id}}/move", writes.move_route, methods=["POST"], name="wa_move"),
+        Route(f"{PREFIX}/{{worker_id}}/reorder", writes.reorder_route, methods=["POST"], name="wa_reorder"),
+    ]

@@ -1,0 +1,115 @@
+"""Write routes of ``/api/v1/worker-automation``: operator actions and destructive maintenance.
+
+Permissions are checked before any parameter is read, so a caller without rights learns nothing
+about its input; the resolvers validate, apply the state rules and write the audit trail.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from worker_automation.errors import BadInput
+from worker_automation.resolvers import maintenance, operations
+from worker_automation.resolvers.auth import SCOPE_WRITE
+from worker_automation.rest_compat.http import (
+    bool_param,
+    guarded,
+    json_body,
+    principal_of,
+    success,
+    text_param,
+)
+from worker_automation.rest_compat.reads import worker_id_of
+
+MSG_CANCEL = "Task cancelada com sucesso"
+MSG_RETRY = "Task re-enfileirada com sucesso"
+MSG_MOVE = "Worker migrado de fila com sucesso"
+MSG_REORDER = "Prioridade alterada com sucesso"
+
+
+def clear_message(cancelled: int) -> str:
+    return f"{cancelled} worker(s) cancelado(s) com sucesso"
+
+
+def purge_message(queue_name: str) -> str:
+    return f"Fila '{queue_name}' purgada no broker"
+
+
+def cleanup_message(deleted: int) -> str:
+    return f"{deleted} worker(s) sem cliente removido(s) do banco"
+
+
+def sync_message(orphans: int) -> str:
+    return f"{orphans} worker(s) orfao(s) detectado(s) e cancelado(s)"
+
+
+@guarded
+async def cancel_route(request: Request) -> Response:
+    services, principal = await principal_of(request, SCOPE_WRITE)
+    view = await operations.cancel(services, principal.actor, worker_id_of(request))
+    return success(MSG_CANCEL, view.rest_item(services.settings.tz))
+
+
+@guarded
+async def retry_route(request: Request) -> Response:
+    services, principal = await principal_of(request, SCOPE_WRITE)
+    view = await operations.retry(services, principal.actor, worker_id_of(request))
+    return success(MSG_RETRY, view.rest_item(services.settings.tz))
+
+
+@guarded
+async def move_route(request: Request) -> Response:
+    services, principal = await principal_of(request, SCOPE_WRITE)
+    worker_id = worker_id_of(request)
+    body = await json_body(request)
+    if body.get("target_queue") is None:
+        raise BadInput("target_queue", "target_queue e obrigatorio")
+    view = await operations.move(services, principal.actor, worker_id, body["target_queue"])
+    return success(MSG_MOVE, view.rest_item(services.settings.tz))
+
+
+@guarded
+async def reorder_route(request: Request) -> Response:
+    services, principal = await principal_of(request, SCOPE_WRITE)
+    worker_id = worker_id_of(request)
+    body = await json_body(request)
+    if body.get("new_priority") is None:
+        raise BadInput("new_priority", "new_priority e obrigatorio")
+    view = await operations.reorder(services, principal.actor, worker_id, body["new_priority"])
+    return success(MSG_REORDER, view.rest_item(services.settings.tz))
+
+
+@guarded
+async def clear_queue_route(request: Request) -> Response:
+    services, principal = await principal_of(request, SCOPE_WRITE, manager=True)
+    query = request.query_params
+    scope = text_param(query.get("scope"), "scope")
+    queue = text_param(query.get("queue"), "queue")
+    result = await maintenance.clear_queue(services, principal.actor, scope, queue)
+    return success(clear_message(result.cancelled), {"cancelled": result.cancelled, "scope": result.scope.value})
+
+
+@guarded
+async def purge_queue_route(request: Request) -> Response:
+    services, principal = await principal_of(request, SCOPE_WRITE, manager=True)
+    queue_name = text_param(request.path_params["queue_name"], "queue_name") or ""
+    confirm = bool_param(request.query_params.get("confirm"), "confirm")
+    result = await maintenance.purge_queue(services, principal.actor, queue_name, confirm)
+    data = {"queue_name": result.queue_name, "redis_keys_deleted": result.redis_keys_deleted}
+    return success(purge_message(result.queue_name), data)
+
+
+@guarded
+async def cleanup_no_client_route(request: Request) -> Response:
+    services, principal = await principal_of(request, SCOPE_WRITE, manager=True)
+    deleted = await maintenance.cleanup_no_client(services, principal.actor)
+    return success(cleanup_message(deleted), {"deleted": deleted})
+
+
+@guarded
+async def sync_orphans_route(request: Request) -> Response:
+    services, principal = await principal_of(request, SCOPE_WRITE, manager=True)
+    result = await maintenance.sync_orphans(services, principal.actor)
+    data = {"orphans_found": result.orphans_found, "total_checked": result.total_checked}
+    return success(sync_message(result.orphans_found), data)

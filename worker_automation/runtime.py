@@ -1,0 +1,77 @@
+"""The API process's run-time: starts services (and, embedded, the pool workers) once."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from worker_automation.resolvers.automations import ensure_settings_rows
+from worker_automation.services import Services
+from worker_automation.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def broker_state_file() -> Path:
+    """Where an embedded ``serve`` leaves its broker address for commands run beside it."""
+    return Path.cwd() / ".worker-automation-broker"
+
+
+class Runtime:
+    """Holds the process's :class:`Services`; started by the app's lifespan (or on first use)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._services: Services | None = None
+        self._lock = asyncio.Lock()
+        self._pool: Any = None
+
+    async def services(self) -> Services:
+        if self._services is None:
+            async with self._lock:
+                if self._services is None:
+                    self._services = await self._start()
+        return self._services
+
+    async def _start(self) -> Services:
+        services = await Services.start(self.settings)
+        await ensure_settings_rows(services.db)
+        return services
+
+    async def start_pool_workers(self) -> None:
+        """Embedded mode: Celery pool workers for every queue, as separate processes."""
+        from worker_automation.worker.embedded_pool import EmbeddedPool
+
+        services = await self.services()
+        self._pool = EmbeddedPool(services)
+        await self._pool.start()
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            await self._pool.stop()
+            self._pool = None
+        if self._services is not None:
+            await self._services.close()
+            self._services = None
+
+    @asynccontextmanager
+    async def lifespan(self, _app: Any) -> AsyncIterator[None]:
+        await self.services()
+        embedded = self.settings.redis_url is None
+        state_file = broker_state_file()
+        if embedded:
+            services = await self.services()
+            # Commands run beside an embedded serve (dispatch) find its broker here.
+            state_file.write_text(services.redis_url + "\n")
+            if self.settings.embedded_workers:
+                await self.start_pool_workers()
+        try:
+            yield
+        finally:
+            await self.close()
+            if embedded:
+                state_file.unlink(missing_ok=True)

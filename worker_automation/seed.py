@@ -1,0 +1,170 @@
+"""Realistic demo data: client companies and a few thousand jobs across states and queues."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import insert, select
+
+from worker_automation.models import Cliente, JobStatus, Usuario, Worker, utcnow
+from worker_automation.models.database import Database
+
+_FIRST = [
+    "Comércio de Alimentos",
+    "Transportadora Horizonte",
+    "Construtora Vale Verde",
+    "Padaria Pão Dourado",
+    "Clínica Bem Viver",
+    "Auto Peças Central",
+    "Distribuidora Sol Nascente",
+    "Farmácia Popular do Povo",
+    "Metalúrgica Aço Forte",
+    "Escritório Contábil Exato",
+    "Supermercado Boa Compra",
+    "Laticínios Serra Azul",
+    "Gráfica Impressão Rápida",
+    "Tecnologia Nuvem Sul",
+    "Hotel Mar Aberto",
+    "Restaurante Sabor Caseiro",
+    "Agropecuária Campo Bom",
+    "Confecções Linha Fina",
+    "Madeireira Ipê Roxo",
+    "Óptica Visão Clara",
+    "Imobiliária Chave de Ouro",
+    "Logística Rota Norte",
+    "Pet Shop Amigo Fiel",
+    "Academia Corpo em Forma",
+]
+_SUFFIX = ["Ltda", "ME", "EIRELI", "S.A.", "EPP"]
+_ERRORS = [
+    "Portal da Receita indisponivel (HTTP 503)",
+    "Captcha nao resolvido apos 3 tentativas",
+    "Certidao positiva: ha pendencias para o CNPJ",
+    "Tempo esgotado aguardando o portal da SEFAZ",
+    "Sessao do e-CAC expirada",
+]
+
+
+def cnpj_check_digits(base12: str) -> str:
+    """The two check digits of a CNPJ whose first 12 digits are ``base12``."""
+    digits = [int(c) for c in base12]
+    for weights in ([5, 4, 3, 2, 9, 8, 7, 6, 5, 4, 3, 2], [6, 5, 4, 3, 2, 9, 8, 7, 6, 5, 4, 3, 2]):
+        total = sum(d * w for d, w in zip(digits, weights, strict=False))
+        rest = total % 11
+        digits.append(0 if rest < 2 else 11 - rest)
+    return "".join(str(d) for d in digits[12:])
+
+
+def fake_cnpj(rng: random.Random) -> str:
+    base = f"{rng.randrange(10**8):08d}0001"
+    return base + cnpj_check_digits(base)
+
+
+@dataclass(frozen=True)
+class SeedSummary:
+    """What :func:`seed_demo` added."""
+
+    clientes: int
+    usuarios: int
+    jobs: int
+
+
+def _job_row(rng: random.Random, cliente_ids: list[int], usuario_ids: list[int]) -> dict[str, Any]:
+    from worker_automation.worker.registry import AUTOMATION_REGISTRY
+
+    automations = [a for a in AUTOMATION_REGISTRY.values() if not a.key.startswith("demo.")]
+    automation = rng.choice(automations)
+    now = utcnow()
+    created = now - timedelta(minutes=rng.randrange(0, 60 * 24 * 14))
+    status = rng.choices(
+        [JobStatus.CONCLUIDO, JobStatus.FALHA, JobStatus.CANCELADO, JobStatus.AGENDADO, JobStatus.EXECUTANDO],
+        weights=[80, 8, 4, 6, 2],
+    )[0]
+    start = created + timedelta(seconds=rng.randrange(1, 600))
+    row: dict[str, Any] = {
+        "task_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+        "cliente_id": rng.choice(cliente_ids) if rng.random() > 0.01 else None,
+        "usuario_id": rng.choice(usuario_ids),
+        "path_file": None,
+        "status": status.value,
+        "data_inicio": None,
+        "data_fim": None,
+        "mensagem_erro": None,
+        "automation_type": automation.key,
+        "queue": automation.queue,
+        "priority": rng.choices(range(10), weights=[40, 5, 5, 5, 10, 10, 5, 5, 5, 10])[0],
+        "retry_count": 0,
+        "progress": 0,
+        "metadata_json": None,
+        "context": {"cnpj": fake_cnpj(rng)},
+        "result": None,
+        "created_at": created,
+        "updated_at": created,
+        "machine_id": None,
+    }
+    if status is not JobStatus.AGENDADO:
+        row["data_inicio"] = min(start, now)
+    if status is JobStatus.EXECUTANDO:
+        row["progress"] = rng.randrange(1, 99)
+    if status in (JobStatus.CONCLUIDO, JobStatus.FALHA, JobStatus.CANCELADO):
+        row["data_fim"] = min(start + timedelta(seconds=rng.randrange(5, 900)), now)
+        row["updated_at"] = row["data_fim"]
+    if status is JobStatus.CONCLUIDO:
+        row["progress"] = 100
+        row["result"] = {
+            "certidao_id": rng.randrange(1, 10**6),
+            "tempo_execucao_s": round(rng.uniform(3, 120), 1),
+        }
+    if status is JobStatus.FALHA:
+        message = rng.choice(_ERRORS)
+        row["mensagem_erro"] = message
+        row["result"] = {"exc_type": "AutomationError", "exc_message": message, "traceback": None}
+        row["retry_count"] = rng.choice([0, 0, 1, 2])
+    if status is JobStatus.CANCELADO:
+        row["mensagem_erro"] = "Cancelado pelo operador"
+    return row
+
+
+async def seed_demo(
+    db: Database, *, jobs: int = 3000, clientes: int = 60, seed: int | None = None
+) -> SeedSummary:
+    """Insert demo clients, users and ``jobs`` job rows in batches (not row by row)."""
+    rng = random.Random(seed)
+    async with db.session() as session:
+        existing = set((await session.scalars(select(Cliente.cnpj))).all())
+        new_clients = []
+        for i in range(clientes):
+            cnpj = fake_cnpj(rng)
+            if cnpj in existing:
+                continue
+            existing.add(cnpj)
+            name = f"{_FIRST[i % len(_FIRST)]} {rng.choice(_SUFFIX)}"
+            if i >= len(_FIRST):
+                name = f"{_FIRST[i % len(_FIRST)]} {i // len(_FIRST) + 1} {rng.choice(_SUFFIX)}"
+            new_clients.append({"razao_social": name, "cnpj": cnpj, "created_at": utcnow()})
+        if new_clients:
+            await session.execute(insert(Cliente), new_clients)
+        users = [
+            {"nome": n, "perfil": p, "created_at": utcnow()}
+            for n, p in [
+                ("Ana Souza", "administrador"),
+                ("Bruno Lima", "diretoria"),
+                ("Carla Dias", "funcionario"),
+            ]
+        ]
+        await session.execute(insert(Usuario), users)
+        cliente_ids = list((await session.scalars(select(Cliente.id))).all())
+        usuario_ids = list((await session.scalars(select(Usuario.id))).all())
+        batch: list[dict[str, Any]] = []
+        for _ in range(jobs):
+            batch.append(_job_row(rng, cliente_ids, usuario_ids))
+            if len(batch) >= 1000:
+                await session.execute(insert(Worker), batch)
+                batch = []
+        if batch:
+            await session.execute(insert(Worker), batch)
+    return SeedSummary(len(new_clients), len(users), jobs)

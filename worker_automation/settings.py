@@ -1,0 +1,79 @@
+"""Service configuration, read once from the environment (prefix ``WA_``) and passed down."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_QUEUES: dict[str, int] = {
+    "certidao": 2,
+    "scraping": 2,
+    "scan": 1,
+    "observer": 1,
+    "ui_automation": 1,
+}
+
+
+def default_database_url() -> str:
+    """A SQLite file in the working directory: every command run there shares it."""
+    return f"sqlite+aiosqlite:///{Path.cwd() / 'worker_automation.db'}"
+
+
+class Settings(BaseSettings):
+    """Everything the service, its CLI and its worker processes can be told from outside."""
+
+    model_config = SettingsConfigDict(env_prefix="WA_", extra="ignore")
+
+    database_url: str = Field(default_factory=default_database_url)
+    redis_url: str | None = None
+    # Prefix of the event channel and of this service's own Redis keys (not Celery's queues).
+    redis_prefix: str = "worker_automation"
+    timezone: str = "America/Sao_Paulo"
+    queues: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_QUEUES))
+    shutdown_grace_seconds: float = 120.0
+    api_url: str = "http://127.0.0.1:8000"
+    worker_api_key: str | None = None
+    inspect_timeout_seconds: float = 3.0
+    orphan_age_seconds: float = 7200.0
+    introspection: bool = True
+    max_query_depth: int = 10
+    max_query_tokens: int = 2000
+    max_query_aliases: int = 30
+    # Where the embedded broker listens when no WA_REDIS_URL is given (0 = any free port).
+    embedded_broker_port: int = 0
+    # Start Celery pool workers with the embedded `serve` (turned off by tests that bring their own).
+    embedded_workers: bool = True
+    require_services: bool = False
+
+    @field_validator("database_url")
+    @classmethod
+    def _async_driver(cls, value: str) -> str:
+        """Accept plain URLs and pick the async driver this service runs on."""
+        if value.startswith("postgresql://") or value.startswith("postgres://"):
+            return "postgresql+asyncpg://" + value.split("://", 1)[1]
+        if value.startswith("sqlite://") and not value.startswith("sqlite+aiosqlite://"):
+            return "sqlite+aiosqlite://" + value.split("://", 1)[1]
+        return value
+
+    @field_validator("queues")
+    @classmethod
+    def _positive_workers(cls, value: dict[str, int]) -> dict[str, int]:
+        if not value:
+            raise ValueError("at least one queue must be configured")
+        for name, count in value.items():
+            if count < 1:
+                raise ValueError(f"queue {name!r} needs at least one worker")
+        return value
+
+    @cached_property
+    def tz(self) -> ZoneInfo:
+        """The zone timestamps are shown in and "today" is counted in."""
+        return ZoneInfo(self.timezone)
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")

@@ -1,0 +1,1 @@
+"""The worker side: automation registry, context forms, progress reporting and implementations."""

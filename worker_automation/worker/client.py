@@ -1,0 +1,119 @@
+"""The worker side of the protocol: an HTTP client that speaks only to the API, with its key."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+log = logging.getLogger(__name__)
+
+# Connection failures are retried (the API may be restarting); answers are never retried.
+_RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0, 4.0)
+
+
+class ApiError(Exception):
+    """The API answered with an error the worker cannot act on."""
+
+    def __init__(self, status_code: int, message: str, data: Any = None) -> None:
+        super().__init__(f"{status_code}: {message}")
+        self.status_code = status_code
+        self.message = message
+        self.data = data
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The outcome of a claim: the job (when claimed) or the refusal reason."""
+
+    job: dict[str, Any] | None
+    reason: str | None = None
+    message: str | None = None
+
+    @property
+    def claimed(self) -> bool:
+        return self.job is not None
+
+
+class WorkerApiClient:
+    """``/api/v1/jobs`` calls authenticated with ``X-Worker-Api-Key``."""
+
+    def __init__(self, api_url: str, api_key: str, *, timeout: float = 30.0) -> None:
+        self._http = httpx.AsyncClient(
+            base_url=api_url.rstrip("/"),
+            headers={"X-Worker-Api-Key": api_key},
+            timeout=timeout,
+        )
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        for attempt, delay in enumerate((*_RETRY_DELAYS, None)):
+            try:
+                return await self._http.request(method, path, **kwargs)
+            except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError) as exc:
+                if delay is None:
+                    raise
+                log.warning("API unreachable (%s), retry %d in %.1fs", type(exc).__name__, attempt + 1, delay)
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _data(response: httpx.Response) -> Any:
+        try:
+            body = response.json()
+        except ValueError:
+            raise ApiError(response.status_code, response.text[:200]) from None
+        if response.status_code >= 400:
+            raise ApiError(response.status_code, str(body.get("message")), body.get("data"))
+        return body.get("data")
+
+    async def pending(self, automation: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        params: dict[str, Any] = {"limit": limit}
+        if automation:
+            params["automation"] = automation
+        data = self._data(await self._call("GET", "/api/v1/jobs/pending", params=params))
+        return list(data or [])
+
+    async def start(self, job_id: int, task_id: str | None = None) -> Claim:
+        body = {"task_id": task_id} if task_id else {}
+        response = await self._call("POST", f"/api/v1/jobs/{job_id}/start", json=body)
+        if response.status_code == 409:
+            payload = response.json()
+            data = payload.get("data") or {}
+            return Claim(None, data.get("reason", "not_claimable"), payload.get("message"))
+        if response.status_code == 404:
+            return Claim(None, "not_found", "job not found")
+        return Claim(self._data(response))
+
+    async def progress(self, job_id: int, percent: int, message: str | None = None) -> bool:
+        """Report progress; False when the job is no longer ours (cancelled, moved)."""
+        body: dict[str, Any] = {"progress": percent}
+        if message:
+            body["message"] = message
+        response = await self._call("POST", f"/api/v1/jobs/{job_id}/progress", json=body)
+        if response.status_code == 409:
+            return False
+        self._data(response)
+        return True
+
+    async def complete(self, job_id: int, result: Any) -> bool:
+        response = await self._call("POST", f"/api/v1/jobs/{job_id}/complete", json={"result": result})
+        if response.status_code == 409:
+            return False
+        self._data(response)
+        return True
+
+    async def fail(
+        self, job_id: int, error: str, exc_type: str | None = None, traceback: str | None = None
+    ) -> bool:
+        body = {"error": error or "erro sem mensagem", "exc_type": exc_type, "traceback": traceback}
+        response = await self._call("POST", f"/api/v1/jobs/{job_id}/fail", json=body)
+        if response.status_code == 409:
+            return False
+        self._data(response)
+        return True

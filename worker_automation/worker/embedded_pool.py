@@ -1,0 +1,69 @@
+"""Pool workers started by an embedded ``serve``: one Celery worker process per queue."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import subprocess
+import sys
+
+from worker_automation.resolvers.audit import Actor
+from worker_automation.resolvers.machines import machine_named, register_machine, rotate_machine_key
+from worker_automation.services import Services
+
+log = logging.getLogger(__name__)
+EMBEDDED_ACTOR = Actor("serve:embedded", "administrador")
+# Ctrl-C should not keep a developer waiting two minutes; running jobs still end reported.
+EMBEDDED_GRACE_SECONDS = 10.0
+
+
+class EmbeddedPool:
+    """Registers a machine per queue (new key each start) and supervises its worker process."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+
+    async def _key_for(self, queue: str) -> str:
+        name = f"embedded-{queue}"
+        existing = await machine_named(self.services.db, name)
+        if existing is None:
+            created = await register_machine(
+                self.services.db, EMBEDDED_ACTOR, self.services.settings.queues, name=name, queue=queue
+            )
+        else:
+            created = await rotate_machine_key(self.services.db, EMBEDDED_ACTOR, existing.id)
+        return created.api_key
+
+    async def start(self) -> None:
+        settings = self.services.settings
+        grace = min(settings.shutdown_grace_seconds, EMBEDDED_GRACE_SECONDS)
+        for queue, count in settings.queues.items():
+            env = {k: v for k, v in os.environ.items() if not k.startswith("WA_")}
+            env.update(
+                WA_REDIS_URL=self.services.redis_url,
+                WA_API_URL=settings.api_url,
+                WA_WORKER_API_KEY=await self._key_for(queue),
+                WA_SHUTDOWN_GRACE_SECONDS=str(grace),
+                WA_TIMEZONE=settings.timezone,
+            )
+            command = [sys.executable, "-m", "worker_automation.cli", "worker", "-Q", queue, "-c", str(count)]
+            # A session of its own: Ctrl-C in the terminal reaches serve, which stops them in order.
+            self.processes[queue] = subprocess.Popen(command, env=env, start_new_session=True)  # noqa: ASYNC220
+            log.info("pool worker for %s started (pid %d)", queue, self.processes[queue].pid)
+
+    async def stop(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        deadline = EMBEDDED_GRACE_SECONDS + 10.0
+        for queue, process in self.processes.items():
+            try:
+                await asyncio.to_thread(process.wait, deadline)
+            except subprocess.TimeoutExpired:
+                log.warning("pool worker for %s did not stop in time; killing it", queue)
+                os.killpg(process.pid, signal.SIGKILL)
+                await asyncio.to_thread(process.wait)
+        self.processes.clear()

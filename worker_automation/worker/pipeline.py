@@ -1,0 +1,175 @@
+"""One pipeline for every worker process: claim -> run the automation -> report.
+
+The automation function never talks to the API; progress reaches it through
+:func:`worker_automation.worker.progress.report_progress`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+import logging
+import traceback as tb
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from worker_automation.worker.client import WorkerApiClient
+from worker_automation.worker.contract import AutomationFn
+from worker_automation.worker.implementations import MissingImplementation
+from worker_automation.worker.progress import use_reporter
+
+log = logging.getLogger(__name__)
+# Progress is sent at most this often; the last value is always sent.
+PROGRESS_INTERVAL = 0.3
+SHUTDOWN_MESSAGE = "shutdown"
+
+
+class Outcome(StrEnum):
+    """How one attempt at a job ended for this worker."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    REFUSED = "refused"
+    LOST = "lost"  # cancelled, moved or otherwise taken away while running
+
+
+@dataclass(frozen=True)
+class RunResult:
+    outcome: Outcome
+    reason: str | None = None
+
+
+def _json_safe(value: Any) -> Any:
+    json.dumps(value)
+    return value
+
+
+class _ProgressPump:
+    """Collects progress from the automation (any thread) and posts it, throttled."""
+
+    def __init__(self, client: WorkerApiClient, job_id: int, on_lost: asyncio.Event) -> None:
+        self._client = client
+        self._job_id = job_id
+        self._loop = asyncio.get_running_loop()
+        self._latest: tuple[int, str | None] | None = None
+        self._sent: tuple[int, str | None] | None = None
+        self._wake = asyncio.Event()
+        self._lost = on_lost
+        self._task = asyncio.create_task(self._run())
+
+    def report(self, percent: int, message: str | None) -> None:
+        """Called by report_progress, possibly from a worker thread."""
+        self._loop.call_soon_threadsafe(self._set, (percent, message))
+
+    def _set(self, value: tuple[int, str | None]) -> None:
+        self._latest = value
+        self._wake.set()
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            await self._flush()
+            await asyncio.sleep(PROGRESS_INTERVAL)
+
+    async def _flush(self) -> None:
+        value = self._latest
+        if value is None or value == self._sent:
+            return
+        self._sent = value
+        try:
+            still_ours = await self._client.progress(self._job_id, value[0], value[1])
+        except Exception as exc:
+            log.warning("job %s: progress not reported: %s", self._job_id, exc)
+            return
+        if not still_ours:
+            self._lost.set()
+
+    async def close(self) -> None:
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+
+class JobPipeline:
+    """Claims, runs and reports jobs with the implementations this worker has installed."""
+
+    def __init__(self, client: WorkerApiClient, implementations: dict[str, AutomationFn]) -> None:
+        self.client = client
+        self.implementations = implementations
+
+    async def run(self, job_id: int, task_id: str | None = None) -> RunResult:
+        claim = await self.client.start(job_id, task_id)
+        if not claim.claimed:
+            # Refusals are an expected outcome (another machine won, limits, dev mode).
+            log.info("job %s not claimed: %s", job_id, claim.reason)
+            return RunResult(Outcome.REFUSED, claim.reason)
+        assert claim.job is not None
+        return await self.execute(claim.job)
+
+    async def execute(self, job: dict[str, Any]) -> RunResult:
+        """Run a job this worker has claimed and report how it ended."""
+        job_id = int(job["id"])
+        automation = str(job["automation_type"])
+        fn = self.implementations.get(automation)
+        if fn is None:
+            error = MissingImplementation(automation)
+            await self._report_failure(job_id, error.message, type(error).__name__, None)
+            return RunResult(Outcome.FAILED, error.message)
+        lost = asyncio.Event()
+        pump = _ProgressPump(self.client, job_id, lost)
+        work = asyncio.create_task(self._invoke(fn, job_id, automation, dict(job.get("context") or {}), pump))
+        watcher = asyncio.create_task(lost.wait())
+        try:
+            done, _ = await asyncio.wait({work, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            if work not in done:
+                work.cancel()
+                log.info("job %s was taken away while running (cancelled or moved); stopped", job_id)
+                return RunResult(Outcome.LOST)
+            try:
+                result = _json_safe(work.result())
+            except asyncio.CancelledError:
+                raise
+            except (TypeError, ValueError) as exc:
+                if isinstance(exc, TypeError) and "JSON serializable" in str(exc):
+                    message = f"Resultado da automacao nao e serializavel em JSON: {exc}"
+                    await self._report_failure(job_id, message, "ResultNotSerializable", None)
+                    return RunResult(Outcome.FAILED, message)
+                return await self._failed(job_id, exc)
+            except Exception as exc:
+                return await self._failed(job_id, exc)
+            await pump.close()
+            if not await self.client.complete(job_id, result):
+                return RunResult(Outcome.LOST)
+            return RunResult(Outcome.COMPLETED)
+        except asyncio.CancelledError:
+            work.cancel()
+            raise
+        finally:
+            watcher.cancel()
+            await pump.close()
+
+    async def _invoke(
+        self, fn: AutomationFn, job_id: int, automation: str, context: dict[str, Any], pump: _ProgressPump
+    ) -> Any:
+        with use_reporter(pump.report):
+            if inspect.iscoroutinefunction(fn):
+                return await fn(job_id, automation, context)
+            # to_thread copies the context, so report_progress works inside sync automations.
+            result = await asyncio.to_thread(fn, job_id, automation, context)
+            if inspect.isawaitable(result):
+                return await result
+            return result
+
+    async def _failed(self, job_id: int, exc: BaseException) -> RunResult:
+        message = str(exc) or type(exc).__name__
+        summary = "".join(tb.format_exception(exc)[-6:])
+        await self._report_failure(job_id, message, type(exc).__name__, summary)
+        return RunResult(Outcome.FAILED, message)
+
+    async def _report_failure(self, job_id: int, message: str, exc_type: str, summary: str | None) -> None:
+        if not await self.client.fail(job_id, message, exc_type, summary):
+            log.info("job %s: failure not recorded, the job is no longer ours", job_id)

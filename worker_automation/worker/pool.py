@@ -1,0 +1,142 @@
+"""Celery pool workers: hear a job as a task on their queue, then run the common pipeline.
+
+Every pool worker is a registered machine serving one queue: it claims through the API with its
+``X-Worker-Api-Key`` like any dedicated machine, so the same rules (atomic claim, limits,
+dev mode) hold. It never touches the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import signal
+import socket
+import threading
+from typing import Any
+
+import httpx
+from celery import Celery, Task
+from celery.signals import worker_shutting_down
+from celery.worker import state as worker_state
+
+from worker_automation.broker.celery_app import make_celery
+from worker_automation.settings import Settings
+from worker_automation.worker.client import WorkerApiClient
+from worker_automation.worker.implementations import load_implementations
+from worker_automation.worker.pipeline import SHUTDOWN_MESSAGE, JobPipeline, Outcome
+
+log = logging.getLogger(__name__)
+
+
+class _ProcessState:
+    """Per-process (per pool child) loop and HTTP client, created after the fork."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.pid = os.getpid()
+        self.loop = asyncio.new_event_loop()
+        key = settings.worker_api_key or ""
+        self.client = WorkerApiClient(settings.api_url, key)
+        self.pipeline = JobPipeline(self.client, load_implementations())
+
+
+_state: _ProcessState | None = None
+
+
+def _process_state(settings: Settings) -> _ProcessState:
+    global _state
+    if _state is None or _state.pid != os.getpid():
+        _state = _ProcessState(settings)
+    return _state
+
+
+def retry_delay(retries: int) -> float:
+    """Back off while the automation is at its concurrency limit (capped, with jitter)."""
+    return float(min(30.0, 1.0 * 2 ** min(retries, 5)) * random.uniform(0.5, 1.0))
+
+
+def register_tasks(app: Celery, settings: Settings) -> None:
+    """One Celery task per automation task name: any automation may be moved to any queue."""
+    from worker_automation.worker.registry import AUTOMATION_REGISTRY
+
+    def run_job(task: Task, job_id: int) -> dict[str, Any]:
+        state = _process_state(settings)
+        result = state.loop.run_until_complete(state.pipeline.run(int(job_id), task.request.id))
+        if result.outcome is Outcome.REFUSED and result.reason == "concurrency_limit":
+            # The job stays AGENDADO; try again later without anyone acting.
+            raise task.retry(countdown=retry_delay(task.request.retries or 0), max_retries=None)
+        return {"outcome": result.outcome.value, "reason": result.reason}
+
+    for automation in AUTOMATION_REGISTRY.values():
+        app.task(name=automation.task_name, bind=True, acks_late=True, max_retries=None)(run_job)
+
+
+def _fail_running_after_grace(settings: Settings) -> None:
+    """After the grace period, report what still runs as failed, then stop hard."""
+    grace = settings.shutdown_grace_seconds
+    stop = threading.Event()
+
+    def watchdog() -> None:
+        if stop.wait(grace):
+            return
+        running = [r for r in list(worker_state.active_requests) if r.args]
+        log.warning("grace period over: %d job(s) still running are reported as failed", len(running))
+        headers = {"X-Worker-Api-Key": settings.worker_api_key or ""}
+        with httpx.Client(base_url=settings.api_url, headers=headers, timeout=10) as http:
+            for request in running:
+                job_id = request.args[0]
+                try:
+                    http.post(
+                        f"/api/v1/jobs/{job_id}/fail",
+                        json={"error": SHUTDOWN_MESSAGE, "exc_type": "WorkerShutdown"},
+                    )
+                except httpx.HTTPError as exc:
+                    log.error("job %s: shutdown failure not reported: %s", job_id, exc)
+        os.kill(os.getpid(), signal.SIGQUIT)
+
+    threading.Thread(target=watchdog, name="shutdown-grace", daemon=True).start()
+
+
+def build_pool_app(settings: Settings) -> Celery:
+    if not settings.redis_url:
+        raise SystemExit("worker: WA_REDIS_URL is required (the broker the API sends tasks to)")
+    app = make_celery(settings, settings.redis_url)
+    register_tasks(app, settings)
+    return app
+
+
+def run_pool_worker(settings: Settings, *, queue: str, concurrency: int | None, name: str | None) -> int:
+    """``worker-automation worker -Q QUEUE``: a Celery prefork worker for one queue."""
+    if queue not in settings.queues:
+        raise SystemExit(f"worker: unknown queue {queue!r} (configured: {', '.join(settings.queues)})")
+    if not settings.worker_api_key:
+        raise SystemExit("worker: WA_WORKER_API_KEY is required (machines register --queue QUEUE)")
+    app = build_pool_app(settings)
+    workers = concurrency or settings.queues[queue]
+
+    @worker_shutting_down.connect  # type: ignore[untyped-decorator]
+    def _on_shutdown(sig: str = "", how: str = "", exitcode: int = 0, **_kw: Any) -> None:
+        if how == "Warm":
+            _fail_running_after_grace(settings)
+
+    node = name or f"{queue}-{os.getpid()}@{socket.gethostname()}"
+    argv = [
+        "worker",
+        "-Q",
+        queue,
+        "-c",
+        str(workers),
+        "-P",
+        "prefork",
+        "-n",
+        node,
+        "-E",
+        "--without-mingle",
+        "--without-gossip",
+        "-l",
+        "INFO",
+    ]
+    app.worker_main(argv=argv)
+    return 0
