@@ -294,7 +294,8 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    for noisy in ("alembic", "httpx", "httpcore"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         code: int = args.fn(args)
     except DomainError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
 
 from worker_automation.errors import Unavailable
+from worker_automation.resolvers.counts import counters
 from worker_automation.services import Services
 
 
@@ -32,16 +33,10 @@ class Metrics:
         )
 
     async def render(self, services: Services) -> bytes:
-        from sqlalchemy import func, select
-
-        from worker_automation.models import Worker
-
         async with services.db.session() as session:
-            rows = await session.execute(
-                select(Worker.status, Worker.queue, func.count()).group_by(Worker.status, Worker.queue)
-            )
+            counts = await counters(session)
             self.jobs.clear()
-            for status, queue, count in rows:
+            for (queue, status), count in counts.items():
                 self.jobs.labels(status=status, queue=queue).set(count)
         try:
             lengths = await services.broker.queue_lengths()

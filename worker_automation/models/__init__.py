@@ -10,6 +10,7 @@ from worker_automation.models.worker import (
     TERMINAL_STATUSES,
     JobStatus,
     Worker,
+    WorkerCount,
 )
 
 __all__ = [
@@ -28,5 +29,6 @@ __all__ = [
     "Perfil",
     "Usuario",
     "Worker",
+    "WorkerCount",
     "utcnow",
 ]

@@ -6,7 +6,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Index, Integer, String, Text
+from sqlalchemy import BigInteger, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from worker_automation.models.base import Base, JSONType, UtcDateTime, utcnow
@@ -77,3 +77,17 @@ class Worker(Base):
         Index("ix_workers_status_data_fim", "status", "data_fim"),
         Index("ix_workers_data_fim", "data_fim"),
     )
+
+
+class WorkerCount(Base):
+    """Rows per (queue, status), kept exact by database triggers on ``workers``.
+
+    Aggregates over a million rows cannot answer in milliseconds by scanning; these counters
+    change in the same transaction as the rows they count, whoever writes them.
+    """
+
+    __tablename__ = "worker_counts"
+
+    queue: Mapped[str] = mapped_column(String(50), primary_key=True)
+    status: Mapped[str] = mapped_column(String(16), primary_key=True)
+    n: Mapped[int] = mapped_column(BigInteger, default=0)

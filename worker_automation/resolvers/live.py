@@ -15,6 +15,7 @@ from worker_automation.broker.inspect import InspectResult
 from worker_automation.errors import NotFound, Unavailable
 from worker_automation.models import JobStatus, Worker, utcnow
 from worker_automation.resolvers import reads
+from worker_automation.resolvers.counts import counters
 from worker_automation.resolvers.pagination import Page
 from worker_automation.resolvers.reads import MSG_TASK_NOT_FOUND, Stats, TaskStatus
 from worker_automation.resolvers.views import WorkerView, enriched_select, views_of
@@ -77,12 +78,7 @@ def start_of_today(services: Services) -> datetime:
 
 async def _open_counts(services: Services) -> dict[tuple[str, str], int]:
     async with services.db.session() as session:
-        rows = await session.execute(
-            select(Worker.queue, Worker.status, func.count())
-            .where(Worker.status.in_([JobStatus.AGENDADO.value, JobStatus.EXECUTANDO.value]))
-            .group_by(Worker.queue, Worker.status)
-        )
-        return {(q, s): n for q, s, n in rows}
+        return await counters(session)
 
 
 async def _today_counts(services: Services) -> tuple[int, int]:

@@ -10,6 +10,7 @@ from sqlalchemy import ColumnElement, and_, func, or_, select
 from worker_automation.errors import BadInput, NotFound
 from worker_automation.models import CELERY_STATE, Cliente, JobStatus, Worker
 from worker_automation.models.database import Database
+from worker_automation.resolvers.counts import count_matching, counters
 from worker_automation.resolvers.pagination import Page, PageRequest
 from worker_automation.resolvers.views import WorkerView, enriched_select, views_of
 
@@ -42,6 +43,17 @@ class WorkerFilter:
     usuario_id: int | None = None
     task_id: str | None = None
     q: str | None = None
+
+    @property
+    def only_status_or_queue(self) -> bool:
+        """True when the counters can give the total (no other filter narrows it)."""
+        return not (
+            self.automation_type
+            or self.cliente_id is not None
+            or self.usuario_id is not None
+            or self.task_id
+            or (self.q and self.q.strip())
+        )
 
     def conditions(self, queues: dict[str, int]) -> list[ColumnElement[bool]]:
         """SQL conditions, after validating each value (BadInput names the field)."""
@@ -100,12 +112,17 @@ async def list_workers(
     conds = filters.conditions(queues)
     where = and_(*conds) if conds else None
     async with db.session() as session:
-        count = select(func.count()).select_from(Worker)
         rows_q = enriched_select().order_by(Worker.id.desc())
         if where is not None:
-            count = count.where(where)
             rows_q = rows_q.where(where)
-        total = int(await session.scalar(count) or 0)
+        if filters.only_status_or_queue:
+            status = parse_status(filters.status).value if filters.status else None
+            total = await count_matching(session, status=status, queue=filters.queue or None)
+        else:
+            count = select(func.count()).select_from(Worker)
+            if where is not None:
+                count = count.where(where)
+            total = int(await session.scalar(count) or 0)
         rows = await session.execute(rows_q.offset(request.offset).limit(request.per_page))
         items = views_of(rows)
     return Page(items, total, request.page, request.per_page)
@@ -145,7 +162,7 @@ async def queued_workers(
     if queue:
         conds.append(Worker.queue == check_queue(queue, queues))
     async with db.session() as session:
-        total = int(await session.scalar(select(func.count()).select_from(Worker).where(*conds)) or 0)
+        total = await count_matching(session, status=JobStatus.AGENDADO.value, queue=queue or None)
         rows = await session.execute(
             enriched_select()
             .where(*conds)
@@ -185,13 +202,11 @@ class Stats:
 async def stats(db: Database, queues: dict[str, int]) -> Stats:
     """Every status and every configured queue appear, with zero when empty."""
     async with db.session() as session:
-        rows = await session.execute(
-            select(Worker.status, Worker.queue, func.count()).group_by(Worker.status, Worker.queue)
-        )
+        counts = await counters(session)
         by_status = {s.value: 0 for s in JobStatus}
         by_queue = dict.fromkeys(queues, 0)
         total = 0
-        for status, queue, count in rows:
+        for (queue, status), count in counts.items():
             by_status[status] = by_status.get(status, 0) + count
             by_queue[queue] = by_queue.get(queue, 0) + count
             total += count

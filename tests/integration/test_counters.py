@@ -1,0 +1,100 @@
+"""The (queue, status) counters never drift from a full recount, on PostgreSQL and SQLite."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+from sqlalchemy import delete, insert, update
+
+from worker_automation.models import JobStatus, Worker, utcnow
+from worker_automation.models.database import Database
+from worker_automation.models.migrate import migrate
+from worker_automation.resolvers.counts import counters, recount
+
+QUEUES = ["certidao", "scraping", "scan", "observer", "ui_automation"]
+STATUSES = [s.value for s in JobStatus]
+
+
+def _row(rng: random.Random) -> dict[str, object]:
+    now = utcnow()
+    return {
+        "automation_type": "demo.echo",
+        "queue": rng.choice(QUEUES),
+        "status": rng.choice(STATUSES),
+        "priority": rng.randrange(10),
+        "retry_count": 0,
+        "progress": 0,
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
+async def _check(db: Database) -> dict[tuple[str, str], int]:
+    async with db.session() as session:
+        kept, scanned = await counters(session), await recount(session)
+    assert kept == scanned
+    return kept
+
+
+async def test_counters_follow_every_kind_of_write(database_url: str, make_settings) -> None:  # type: ignore[no-untyped-def]
+    await migrate(database_url)
+    db = Database(make_settings(database_url, None))
+    rng = random.Random(11)
+    try:
+        async with db.session() as session:
+            await session.execute(insert(Worker), [_row(rng) for _ in range(2000)])
+        totals = await _check(db)
+        assert sum(totals.values()) == 2000
+
+        # Bulk updates of status and of queue, a no-op update, and progress-only updates.
+        async with db.session() as session:
+            await session.execute(
+                update(Worker).where(Worker.status == "AGENDADO").values(status="CANCELADO")
+            )
+            await session.execute(update(Worker).where(Worker.id % 7 == 0).values(queue="scan"))
+            await session.execute(update(Worker).where(Worker.id % 5 == 0).values(progress=50))
+            await session.execute(update(Worker).where(Worker.id % 3 == 0).values(status=Worker.status))
+        await _check(db)
+
+        async with db.session() as session:
+            await session.execute(delete(Worker).where(Worker.id % 4 == 0))
+        totals = await _check(db)
+        assert sum(totals.values()) == 1500
+
+        # A rolled-back change leaves the counters as they were.
+        try:
+            async with db.session() as session:
+                await session.execute(update(Worker).values(status="FALHA"))
+                raise RuntimeError("abort")
+        except RuntimeError:
+            pass
+        assert await _check(db) == totals
+    finally:
+        await db.close()
+
+
+async def test_counters_under_concurrent_transitions(pg_database_url: str, make_settings) -> None:  # type: ignore[no-untyped-def]
+    """Many concurrent single-row transitions in opposite directions: exact, and no deadlock."""
+    await migrate(pg_database_url)
+    db = Database(make_settings(pg_database_url, None))
+    rng = random.Random(5)
+    try:
+        async with db.session() as session:
+            await session.execute(insert(Worker), [_row(rng) for _ in range(400)])
+
+        async def flip(worker_id: int, seed: int) -> None:
+            local = random.Random(seed)
+            for _ in range(10):
+                async with db.session() as session:
+                    await session.execute(
+                        update(Worker)
+                        .where(Worker.id == worker_id)
+                        .values(status=local.choice(STATUSES), queue=local.choice(QUEUES))
+                    )
+
+        await asyncio.gather(*(flip(i, i) for i in range(1, 401, 10)))
+        totals = await _check(db)
+        assert sum(totals.values()) == 400
+    finally:
+        await db.close()
