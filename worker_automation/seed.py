@@ -86,7 +86,9 @@ def _job_row(rng: random.Random, cliente_ids: list[int], usuario_ids: list[int])
     )[0]
     start = created + timedelta(seconds=rng.randrange(1, 600))
     row: dict[str, Any] = {
-        "task_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+        # Task ids are identities, not demo content: never drawn from the (possibly seeded) rng,
+        # or seeding twice with the same seed would collide on the unique task_id.
+        "task_id": str(uuid.uuid4()),
         "cliente_id": rng.choice(cliente_ids) if rng.random() > 0.01 else None,
         "usuario_id": rng.choice(usuario_ids),
         "path_file": None,
@@ -156,7 +158,10 @@ async def seed_demo(
                 ("Carla Dias", "funcionario"),
             ]
         ]
-        await session.execute(insert(Usuario), users)
+        if await session.scalar(select(Usuario.id).limit(1)) is None:
+            await session.execute(insert(Usuario), users)
+        else:
+            users = []
         cliente_ids = list((await session.scalars(select(Cliente.id))).all())
         usuario_ids = list((await session.scalars(select(Usuario.id))).all())
         batch: list[dict[str, Any]] = []

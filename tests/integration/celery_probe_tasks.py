@@ -24,9 +24,13 @@ from worker_automation.broker.celery_app import make_celery
 from worker_automation.settings import Settings
 
 BROKER_ENV = "WA_PROBE_BROKER_URL"
+# Broadcasts (ping, inspect, revoke) go through this exchange; a test naming its own keeps its
+# worker invisible to other tests sharing the Redis database, and theirs invisible to it.
+CONTROL_EXCHANGE_ENV = "WA_PROBE_CONTROL_EXCHANGE"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 app = make_celery(Settings(), os.environ.get(BROKER_ENV, "redis://127.0.0.1:6379/13"), name="probe")
+app.conf.control_exchange = os.environ.get(CONTROL_EXCHANGE_ENV, app.conf.control_exchange)
 
 
 def echo(value: Any) -> Any:
@@ -73,10 +77,12 @@ def wait_for_ping(control_app: Celery, hostname: str, deadline_seconds: float = 
 
 
 @contextmanager
-def probe_worker(broker_url: str, queues: Sequence[str], *, wait: bool = True) -> Iterator[str]:
+def probe_worker(
+    broker_url: str, queues: Sequence[str], *, control_exchange: str = "celery", wait: bool = True
+) -> Iterator[str]:
     """Run a prefork worker (one child) of this module on ``queues``; yields its hostname."""
     hostname = f"probe-{uuid.uuid4().hex[:8]}@{socket.gethostname()}"
-    env = dict(os.environ, **{BROKER_ENV: broker_url})
+    env = dict(os.environ, **{BROKER_ENV: broker_url, CONTROL_EXCHANGE_ENV: control_exchange})
     process = subprocess.Popen(
         [
             sys.executable,
@@ -101,8 +107,11 @@ def probe_worker(broker_url: str, queues: Sequence[str], *, wait: bool = True) -
         ],
         cwd=PROJECT_ROOT,
         env=env,
+        # The start-up banner says nothing a test needs; errors still reach stderr.
+        stdout=subprocess.DEVNULL,
     )
     control_app = make_celery(Settings(), broker_url, name="probe-control")
+    control_app.conf.control_exchange = control_exchange
     try:
         if wait:
             wait_for_ping(control_app, hostname)

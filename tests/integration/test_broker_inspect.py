@@ -1,4 +1,8 @@
-"""Inspecting Celery workers: bounded by the timeout, empty and unavailable when nobody answers."""
+"""Inspecting Celery workers: bounded by the timeout, empty and unavailable when nobody answers.
+
+Each test broadcasts on a control exchange of its own, so workers that other tests run on the
+same Redis database neither answer here nor hear these broadcasts.
+"""
 
 from __future__ import annotations
 
@@ -18,8 +22,9 @@ BOUND = 4.5
 
 
 @pytest.fixture
-async def gateway(redis_url: str) -> AsyncIterator[BrokerGateway]:
+async def gateway(redis_url: str, redis_prefix: str) -> AsyncIterator[BrokerGateway]:
     gateway = BrokerGateway(Settings(inspect_timeout_seconds=TIMEOUT), redis_url)
+    gateway.app.conf.control_exchange = redis_prefix
     try:
         yield gateway
     finally:
@@ -38,8 +43,10 @@ async def test_no_worker_answers_within_the_bound(gateway: BrokerGateway) -> Non
         assert result.active == result.reserved == result.scheduled == result.stats == result.ping == {}
 
 
-async def test_a_running_worker_is_listed_in_every_section(gateway: BrokerGateway, redis_url: str) -> None:
-    with probe_worker(redis_url, ["scan", "observer"]) as hostname:
+async def test_a_running_worker_is_listed_in_every_section(
+    gateway: BrokerGateway, redis_url: str, redis_prefix: str
+) -> None:
+    with probe_worker(redis_url, [f"{redis_prefix}-scan"], control_exchange=redis_prefix) as hostname:
         started = time.monotonic()
         result = await gateway.inspect()
         elapsed = time.monotonic() - started

@@ -1,4 +1,8 @@
-"""Sending through the gateway lands in one Redis list per priority; counting and purging see them all."""
+"""Sending through the gateway lands in one Redis list per priority; counting and purging see them all.
+
+The queues are named after the test's own prefix: the Redis database is shared, and a worker of
+another test consuming a queue called ``scan`` must not take these messages.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import asyncio
 import socket
 import time
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 
 import pytest
 import redis
@@ -19,14 +24,28 @@ from worker_automation.settings import Settings
 RESULT_TIMEOUT = 20.0
 
 
-@pytest.fixture
-def settings() -> Settings:
-    return Settings()
+@dataclass(frozen=True)
+class Queues:
+    """This test's two queues."""
+
+    main: str
+    other: str
 
 
 @pytest.fixture
-async def gateway(settings: Settings, redis_url: str) -> AsyncIterator[BrokerGateway]:
+def queues(redis_prefix: str) -> Queues:
+    return Queues(main=f"{redis_prefix}-scan", other=f"{redis_prefix}-scraping")
+
+
+@pytest.fixture
+def settings(queues: Queues) -> Settings:
+    return Settings(queues={queues.main: 1, queues.other: 2})
+
+
+@pytest.fixture
+async def gateway(settings: Settings, redis_url: str, redis_prefix: str) -> AsyncIterator[BrokerGateway]:
     gateway = BrokerGateway(settings, redis_url)
+    gateway.app.conf.control_exchange = redis_prefix
     try:
         yield gateway
     finally:
@@ -57,71 +76,72 @@ def test_priority_keys_follow_the_transport_layout() -> None:
 
 
 async def test_every_priority_has_its_list_and_is_counted(
-    gateway: BrokerGateway, raw_redis: redis.Redis
+    gateway: BrokerGateway, raw_redis: redis.Redis, queues: Queues
 ) -> None:
-    ids = [await gateway.send("probe.echo", queue="scan", priority=p, args=[p]) for p in range(10)]
-    await gateway.send("probe.echo", queue="scraping", priority=3, args=[1])
-    await gateway.send("probe.echo", queue="scraping", priority=3, args=[2])
+    ids = [await gateway.send("probe.echo", queue=queues.main, priority=p, args=[p]) for p in range(10)]
+    await gateway.send("probe.echo", queue=queues.other, priority=3, args=[1])
+    await gateway.send("probe.echo", queue=queues.other, priority=3, args=[2])
 
     assert len(set(ids)) == 10
-    for key in priority_keys("scan"):
+    for key in priority_keys(queues.main):
         assert raw_redis.llen(key) == 1, key
-    assert raw_redis.llen("scraping:3") == 2
-    assert await gateway.queue_lengths() == {
-        "certidao": 0,
-        "scraping": 2,
-        "scan": 10,
-        "observer": 0,
-        "ui_automation": 0,
-    }
+    assert raw_redis.llen(f"{queues.other}:3") == 2
+    assert await gateway.queue_lengths() == {queues.main: 10, queues.other: 2}
 
 
-async def test_send_keeps_a_given_task_id(gateway: BrokerGateway) -> None:
-    sent = await gateway.send("probe.echo", queue="scan", priority=0, args=[], task_id="fixed-id")
+async def test_send_keeps_a_given_task_id(gateway: BrokerGateway, queues: Queues) -> None:
+    sent = await gateway.send("probe.echo", queue=queues.main, priority=0, args=[], task_id="fixed-id")
     assert sent == "fixed-id"
 
 
 async def test_purge_deletes_every_list_of_the_queue_only(
-    gateway: BrokerGateway, raw_redis: redis.Redis
+    gateway: BrokerGateway, raw_redis: redis.Redis, queues: Queues
 ) -> None:
     for priority in (0, 0, 4, 9):
-        await gateway.send("probe.echo", queue="scraping", priority=priority, args=[])
-    await gateway.send("probe.echo", queue="scan", priority=0, args=[])
+        await gateway.send("probe.echo", queue=queues.other, priority=priority, args=[])
+    await gateway.send("probe.echo", queue=queues.main, priority=0, args=[])
 
-    assert await gateway.purge("scraping") == 3
-    assert not any(raw_redis.exists(key) for key in priority_keys("scraping"))
-    assert (await gateway.queue_lengths())["scraping"] == 0
-    assert (await gateway.queue_lengths())["scan"] == 1
-    assert await gateway.purge("scraping") == 0
+    assert await gateway.purge(queues.other) == 3
+    assert not any(raw_redis.exists(key) for key in priority_keys(queues.other))
+    assert await gateway.queue_lengths() == {queues.main: 1, queues.other: 0}
+    assert await gateway.purge(queues.other) == 0
 
 
 async def test_worker_runs_priority_zero_first_and_results_are_readable(
-    gateway: BrokerGateway, redis_url: str, raw_redis: redis.Redis
+    gateway: BrokerGateway, redis_url: str, raw_redis: redis.Redis, queues: Queues, redis_prefix: str
 ) -> None:
+    order_key = f"{redis_prefix}:order"
     # Queued before any worker exists, the low-priority tasks first.
     for n in range(3):
-        await gateway.send("probe.record", queue="scan", priority=9, args=["order", f"late-{n}"])
+        await gateway.send("probe.record", queue=queues.main, priority=9, args=[order_key, f"late-{n}"])
     for n in range(3):
-        await gateway.send("probe.record", queue="scan", priority=0, args=["order", f"early-{n}"])
-    echo_id = await gateway.send("probe.echo", queue="scan", priority=5, args=[{"ok": True}])
-    fail_id = await gateway.send("probe.fail", queue="scan", priority=5, args=["certidao recusada"])
+        await gateway.send("probe.record", queue=queues.main, priority=0, args=[order_key, f"early-{n}"])
+    echo_id = await gateway.send("probe.echo", queue=queues.main, priority=5, args=[{"ok": True}])
+    fail_id = await gateway.send("probe.fail", queue=queues.main, priority=5, args=["certidao recusada"])
     assert await gateway.task_result(echo_id) is None
 
-    with probe_worker(redis_url, ["scan"]):
+    with probe_worker(redis_url, [queues.main], control_exchange=redis_prefix):
         echoed = await wait_for_state(gateway, echo_id, "SUCCESS")
         failed = await wait_for_state(gateway, fail_id, "FAILURE")
         for _ in range(int(RESULT_TIMEOUT / 0.05)):
-            if raw_redis.llen("order") == 6:
+            if raw_redis.llen(order_key) == 6:
                 break
             await asyncio.sleep(0.05)
 
-    assert raw_redis.lrange("order", 0, -1) == ["early-0", "early-1", "early-2", "late-0", "late-1", "late-2"]
+    assert raw_redis.lrange(order_key, 0, -1) == [
+        "early-0",
+        "early-1",
+        "early-2",
+        "late-0",
+        "late-1",
+        "late-2",
+    ]
     assert echoed.result == {"ok": True}
     assert echoed.exc_type is None and echoed.date_done
     assert failed.exc_type == "ValueError"
     assert failed.exc_message == "certidao recusada"
     assert failed.traceback and "ValueError" in failed.traceback
-    assert await gateway.queue_lengths() == dict.fromkeys(Settings().queues, 0)
+    assert await gateway.queue_lengths() == {queues.main: 0, queues.other: 0}
 
 
 async def test_unknown_task_has_no_result(gateway: BrokerGateway) -> None:
@@ -135,18 +155,18 @@ def closed_port() -> int:
         return int(probe.getsockname()[1])
 
 
-async def test_everything_fails_fast_when_redis_is_down(settings: Settings) -> None:
+async def test_everything_fails_fast_when_redis_is_down(settings: Settings, queues: Queues) -> None:
     gateway = BrokerGateway(settings, f"redis://127.0.0.1:{closed_port()}/0")
     try:
         started = time.monotonic()
         with pytest.raises(Unavailable, match="Broker indisponivel"):
-            await gateway.send("probe.echo", queue="scan", priority=0, args=[])
+            await gateway.send("probe.echo", queue=queues.main, priority=0, args=[])
         with pytest.raises(Unavailable):
             await gateway.revoke("some-task", terminate=True)
         with pytest.raises(Unavailable):
             await gateway.queue_lengths()
         with pytest.raises(Unavailable):
-            await gateway.purge("scan")
+            await gateway.purge(queues.main)
         with pytest.raises(Unavailable):
             await gateway.task_result("some-task")
         assert await gateway.ping() is False
@@ -157,7 +177,9 @@ async def test_everything_fails_fast_when_redis_is_down(settings: Settings) -> N
         await gateway.close()
 
 
-async def test_send_gives_up_on_a_silent_server_within_two_seconds(settings: Settings) -> None:
+async def test_send_gives_up_on_a_silent_server_within_two_seconds(
+    settings: Settings, queues: Queues
+) -> None:
     # Accepts connections (the kernel does) but never answers: the worst kind of "down".
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
@@ -166,7 +188,7 @@ async def test_send_gives_up_on_a_silent_server_within_two_seconds(settings: Set
         try:
             started = time.monotonic()
             with pytest.raises(Unavailable):
-                await gateway.send("probe.echo", queue="scan", priority=0, args=[])
+                await gateway.send("probe.echo", queue=queues.main, priority=0, args=[])
             assert time.monotonic() - started < 2.5
         finally:
             await gateway.close()

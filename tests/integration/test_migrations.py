@@ -23,9 +23,7 @@ def _model_indexes() -> dict[str, dict[str, tuple[str, ...]]]:
     """Every index the models declare, by table: name -> columns."""
     found: dict[str, dict[str, tuple[str, ...]]] = {}
     for table in Base.metadata.tables.values():
-        found[table.name] = {
-            str(index.name): tuple(c.name for c in index.columns) for index in table.indexes
-        }
+        found[table.name] = {str(index.name): tuple(c.name for c in index.columns) for index in table.indexes}
     return found
 
 
@@ -54,9 +52,9 @@ async def _table_names(url: str) -> set[str]:
     return set(await _inspect(url, lambda insp: insp.get_table_names()))
 
 
-async def _downgrade_to_base(url: str) -> None:
+async def _downgrade(url: str, revision: str) -> None:
     def run(connection: Connection) -> None:
-        command.downgrade(alembic_config(connection), "base")
+        command.downgrade(alembic_config(connection), revision)
 
     engine = make_engine(url)
     try:
@@ -64,6 +62,12 @@ async def _downgrade_to_base(url: str) -> None:
             await conn.run_sync(run)
     finally:
         await engine.dispose()
+
+
+def _revisions() -> list[str]:
+    """Every revision, oldest first."""
+    script = ScriptDirectory.from_config(alembic_config())
+    return [r.revision for r in reversed(list(script.walk_revisions()))]
 
 
 def _head() -> str:
@@ -98,7 +102,15 @@ async def test_migrate_creates_every_table(database_url: str) -> None:
 
     tables = await _table_names(database_url)
     assert tables == APP_TABLES | {ALEMBIC_TABLE}
-    assert {"workers", "clientes", "usuarios", "api_keys", "machines", "automation_settings", "audit_log"} <= tables
+    assert {
+        "workers",
+        "clientes",
+        "usuarios",
+        "api_keys",
+        "machines",
+        "automation_settings",
+        "audit_log",
+    } <= tables
 
 
 async def test_migrate_creates_every_column(database_url: str) -> None:
@@ -112,9 +124,26 @@ async def test_migrate_creates_every_column(database_url: str) -> None:
         assert found[table.name] == {c.name for c in table.columns}, table.name
     # The job row carries the documented fields plus the service's own.
     assert {
-        "id", "task_id", "cliente_id", "usuario_id", "path_file", "status", "data_inicio", "data_fim",
-        "mensagem_erro", "automation_type", "queue", "priority", "retry_count", "progress",
-        "metadata_json", "context", "result", "created_at", "updated_at", "machine_id",
+        "id",
+        "task_id",
+        "cliente_id",
+        "usuario_id",
+        "path_file",
+        "status",
+        "data_inicio",
+        "data_fim",
+        "mensagem_erro",
+        "automation_type",
+        "queue",
+        "priority",
+        "retry_count",
+        "progress",
+        "metadata_json",
+        "context",
+        "result",
+        "created_at",
+        "updated_at",
+        "machine_id",
     } == found["workers"]
 
 
@@ -133,7 +162,12 @@ async def test_migrate_creates_every_index(database_url: str) -> None:
         for name, cols in wanted.items():
             assert found[table].get(name) == cols, f"{table}.{name}"
     # The list/queue/stats indexes the reads rely on.
-    assert found["workers"]["ix_workers_status_priority_created"] == ("status", "priority", "created_at", "id")
+    assert found["workers"]["ix_workers_status_priority_created"] == (
+        "status",
+        "priority",
+        "created_at",
+        "id",
+    )
     assert found["workers"]["ix_workers_status_queue_id"] == ("status", "queue", "id")
     assert found["audit_log"]["ix_audit_log_at"] == ("at",)
 
@@ -178,8 +212,10 @@ async def test_migrate_twice_is_idempotent(database_url: str) -> None:
 async def test_current_revision_is_head(database_url: str) -> None:
     await migrate(database_url)
 
-    assert _head() == "0001"
-    assert await current_revision(database_url) == "0001"
+    assert await current_revision(database_url) == _head()
+    # One linear history, starting at the initial schema.
+    assert _revisions()[0] == "0001"
+    assert len(ScriptDirectory.from_config(alembic_config()).get_heads()) == 1
 
 
 async def test_downgrade_to_base_and_upgrade_again(database_url: str) -> None:
@@ -187,29 +223,48 @@ async def test_downgrade_to_base_and_upgrade_again(database_url: str) -> None:
     engine = make_engine(database_url)
     try:
         async with engine.begin() as conn:
-            await conn.execute(sa.insert(Base.metadata.tables["clientes"]).values(
-                razao_social="Antes da volta", cnpj=None, created_at=sa.func.current_timestamp()
-            ))
+            await conn.execute(
+                sa.insert(Base.metadata.tables["clientes"]).values(
+                    razao_social="Antes da volta", cnpj=None, created_at=sa.func.current_timestamp()
+                )
+            )
     finally:
         await engine.dispose()
 
-    await _downgrade_to_base(database_url)
+    await _downgrade(database_url, "base")
 
     assert await current_revision(database_url) is None
     assert await _table_names(database_url) <= {ALEMBIC_TABLE}
 
     await migrate(database_url)
 
-    assert await current_revision(database_url) == "0001"
+    assert await current_revision(database_url) == _head()
     assert await _table_names(database_url) == APP_TABLES | {ALEMBIC_TABLE}
     assert await _drift(database_url, Base.metadata) == []
     engine = make_engine(database_url)
     try:
         async with engine.connect() as conn:
-            count = await conn.scalar(sa.select(sa.func.count()).select_from(Base.metadata.tables["clientes"]))
+            count = await conn.scalar(
+                sa.select(sa.func.count()).select_from(Base.metadata.tables["clientes"])
+            )
     finally:
         await engine.dispose()
     assert count == 0
+
+
+async def test_every_revision_upgrades_and_downgrades_one_step_at_a_time(database_url: str) -> None:
+    revisions = _revisions()
+
+    for revision in revisions:
+        await migrate(database_url, revision)
+        assert await current_revision(database_url) == revision
+    for previous in [*reversed(revisions[:-1]), None]:
+        await _downgrade(database_url, previous or "base")
+        assert await current_revision(database_url) == previous
+    assert await _table_names(database_url) <= {ALEMBIC_TABLE}
+
+    await migrate(database_url)
+    assert await _drift(database_url, Base.metadata) == []
 
 
 async def test_models_and_migrations_agree(database_url: str) -> None:

@@ -116,15 +116,17 @@ async def test_list_page_of_100_costs_as_much_as_a_page_of_5(db: Database, count
     await list_workers(db, QUEUES, WorkerFilter(), 1, 1)
 
     small, small_page = await statements_for(counter, lambda: list_workers(db, QUEUES, WorkerFilter(), 1, 5))
-    large, large_page = await statements_for(counter, lambda: list_workers(db, QUEUES, WorkerFilter(), 1, 100))
+    large, large_page = await statements_for(
+        counter, lambda: list_workers(db, QUEUES, WorkerFilter(), 1, 100)
+    )
 
     assert len(small_page.items) == 5
     assert len(large_page.items) == 100
     # Enrichment really happened, so it was not skipped to save queries.
     assert any(w.client_name for w in large_page.items)
     assert any(w.client_name is None for w in large_page.items)
-    assert large == small
-    assert large <= 2
+    # One count and one page query.
+    assert large == small == 2
 
 
 async def test_filtered_list_by_client_text_costs_the_same(db: Database, counter: StatementCounter) -> None:
@@ -138,7 +140,9 @@ async def test_filtered_list_by_client_text_costs_the_same(db: Database, counter
     assert large == small
 
 
-async def test_queued_page_size_does_not_change_statement_count(db: Database, counter: StatementCounter) -> None:
+async def test_queued_page_size_does_not_change_statement_count(
+    db: Database, counter: StatementCounter
+) -> None:
     await queued_workers(db, QUEUES, 1, 1)
 
     small, _ = await statements_for(counter, lambda: queued_workers(db, QUEUES, 1, 5))

@@ -92,10 +92,18 @@ async def add_clients(db: Database) -> None:
         await session.execute(
             insert(Cliente),
             [
-                {"id": PADARIA, "razao_social": "Padaria Pão Dourado Ltda", "cnpj": "11222333000181",
-                 "created_at": T0},
-                {"id": METALURGICA, "razao_social": "Metalúrgica Aço Forte S.A.", "cnpj": None,
-                 "created_at": T0},
+                {
+                    "id": PADARIA,
+                    "razao_social": "Padaria Pão Dourado Ltda",
+                    "cnpj": "11222333000181",
+                    "created_at": T0,
+                },
+                {
+                    "id": METALURGICA,
+                    "razao_social": "Metalúrgica Aço Forte S.A.",
+                    "cnpj": None,
+                    "created_at": T0,
+                },
             ],
         )
 
@@ -106,29 +114,61 @@ async def mixed(db: Database) -> dict[str, int]:
     await add_clients(db)
     spec: list[tuple[str, dict[str, Any]]] = [
         ("agendado_cnd", {}),
-        ("executando_simples", {
-            "status": "EXECUTANDO", "automation_type": "simples_nacional", "queue": "scraping",
-            "cliente_id": METALURGICA, "usuario_id": 20, "data_inicio": T0 + timedelta(hours=1),
-            "progress": 40,
-        }),
-        ("concluido_scan", {
-            "status": "CONCLUIDO", "automation_type": "scan_integridade_dados", "queue": "scan",
-            "data_inicio": T0, "data_fim": T0 + timedelta(hours=2), "progress": 100,
-            "result": {"certidao_id": 7},
-        }),
-        ("falha_dou", {
-            "status": "FALHA", "automation_type": "observer_dou", "queue": "observer",
-            "cliente_id": METALURGICA, "data_inicio": T0, "data_fim": T0 + timedelta(hours=3),
-            "mensagem_erro": "Captcha nao resolvido",
-        }),
-        ("cancelado_ui", {
-            "status": "CANCELADO", "automation_type": "ui_emissao_guia_das", "queue": "ui_automation",
-            "cliente_id": None, "usuario_id": 20, "data_fim": T0 + timedelta(hours=1),
-            "mensagem_erro": "Cancelado pelo operador",
-        }),
-        ("orfao_falencia", {
-            "automation_type": "certidao_falencia", "cliente_id": MISSING_CLIENT,
-        }),
+        (
+            "executando_simples",
+            {
+                "status": "EXECUTANDO",
+                "automation_type": "simples_nacional",
+                "queue": "scraping",
+                "cliente_id": METALURGICA,
+                "usuario_id": 20,
+                "data_inicio": T0 + timedelta(hours=1),
+                "progress": 40,
+            },
+        ),
+        (
+            "concluido_scan",
+            {
+                "status": "CONCLUIDO",
+                "automation_type": "scan_integridade_dados",
+                "queue": "scan",
+                "data_inicio": T0,
+                "data_fim": T0 + timedelta(hours=2),
+                "progress": 100,
+                "result": {"certidao_id": 7},
+            },
+        ),
+        (
+            "falha_dou",
+            {
+                "status": "FALHA",
+                "automation_type": "observer_dou",
+                "queue": "observer",
+                "cliente_id": METALURGICA,
+                "data_inicio": T0,
+                "data_fim": T0 + timedelta(hours=3),
+                "mensagem_erro": "Captcha nao resolvido",
+            },
+        ),
+        (
+            "cancelado_ui",
+            {
+                "status": "CANCELADO",
+                "automation_type": "ui_emissao_guia_das",
+                "queue": "ui_automation",
+                "cliente_id": None,
+                "usuario_id": 20,
+                "data_fim": T0 + timedelta(hours=1),
+                "mensagem_erro": "Cancelado pelo operador",
+            },
+        ),
+        (
+            "orfao_falencia",
+            {
+                "automation_type": "certidao_falencia",
+                "cliente_id": MISSING_CLIENT,
+            },
+        ),
     ]
     rows = [job(i, **overrides) for i, (_, overrides) in enumerate(spec)]
     ids = await insert_rows(db, rows)
@@ -214,6 +254,14 @@ async def test_q_matches_accented_client_name_in_any_case(db: Database) -> None:
 
     assert await ids_of(db, WorkerFilter(q="óptica")) == [worker_id]
     assert await ids_of(db, WorkerFilter(q="ÓPTICA VISÃO")) == [worker_id]
+    # Accents are ignored both ways: what operators type rarely carries them.
+    assert await ids_of(db, WorkerFilter(q="optica visao")) == [worker_id]
+
+
+async def test_q_ignores_accents_in_error_messages_and_automation_names(db: Database) -> None:
+    [failed] = await insert_rows(db, [job(0, mensagem_erro="Certidão positiva: há pendências")])
+    assert await ids_of(db, WorkerFilter(q="certidao positiva")) == [failed]
+    assert await ids_of(db, WorkerFilter(q="PENDÊNCIAS")) == [failed]
 
 
 async def test_q_matches_automation_display_name(db: Database, mixed: dict[str, int]) -> None:
@@ -230,22 +278,24 @@ async def test_q_matching_nothing_is_empty(db: Database, mixed: dict[str, int]) 
     assert result.items == [] and result.total == 0
 
 
-@pytest.mark.parametrize(
-    ("filters", "field"),
-    [
-        (WorkerFilter(status="RODANDO"), "status"),
-        (WorkerFilter(queue="fila_inexistente"), "queue"),
-        (WorkerFilter(automation_type="nao_existe"), "automation_type"),
-    ],
-)
-async def test_unknown_filter_value_is_bad_input_naming_the_field(
-    db: Database, filters: WorkerFilter, field: str
-) -> None:
-    with pytest.raises(BadInput) as caught:
-        await list_workers(db, QUEUES, filters)
+# One database serves every case: each case is a separate call that must fail on its own.
+BAD_FILTERS = [
+    (WorkerFilter(status="RODANDO"), "status"),
+    (WorkerFilter(queue="fila_inexistente"), "queue"),
+    (WorkerFilter(automation_type="nao_existe"), "automation_type"),
+    (WorkerFilter(status="CONCLUIDO", queue="fila_inexistente"), "queue"),
+]
 
-    assert caught.value.field == field
-    assert field in caught.value.message
+
+async def test_unknown_filter_value_is_bad_input_naming_the_field(
+    db: Database, mixed: dict[str, int]
+) -> None:
+    for filters, field in BAD_FILTERS:
+        with pytest.raises(BadInput) as caught:
+            await list_workers(db, QUEUES, filters)
+
+        assert caught.value.field == field, filters
+        assert field in caught.value.message, filters
 
 
 # --- list_workers: pagination ----------------------------------------------------------------
@@ -303,16 +353,16 @@ async def test_empty_table_has_zero_pages(db: Database) -> None:
     assert (result.items, result.total, result.pages) == ([], 0, 0)
 
 
-@pytest.mark.parametrize(
-    ("page", "per_page", "field"),
-    [(0, 20, "page"), (-1, 20, "page"), (1, 0, "per_page"), (1, -5, "per_page")],
-)
-async def test_bad_page_numbers_name_the_field(db: Database, page: int, per_page: int, field: str) -> None:
-    with pytest.raises(BadInput) as caught:
-        await list_workers(db, QUEUES, WorkerFilter(), page=page, per_page=per_page)
+BAD_PAGES = [(0, 20, "page"), (-1, 20, "page"), (1, 0, "per_page"), (1, -5, "per_page"), (0, 0, "page")]
 
-    assert caught.value.field == field
-    assert field in caught.value.message
+
+async def test_bad_page_numbers_name_the_field(db: Database, many: list[int]) -> None:
+    for page, per_page, field in BAD_PAGES:
+        with pytest.raises(BadInput) as caught:
+            await list_workers(db, QUEUES, WorkerFilter(), page=page, per_page=per_page)
+
+        assert caught.value.field == field, (page, per_page)
+        assert field in caught.value.message, (page, per_page)
 
 
 async def test_newest_first_is_by_creation(db: Database, many: list[int]) -> None:
@@ -438,7 +488,11 @@ async def test_stats_counts(db: Database, mixed: dict[str, int]) -> None:
 
     assert result.total == 6
     assert result.by_status == {
-        "AGENDADO": 2, "EXECUTANDO": 1, "CONCLUIDO": 1, "FALHA": 1, "CANCELADO": 1,
+        "AGENDADO": 2,
+        "EXECUTANDO": 1,
+        "CONCLUIDO": 1,
+        "FALHA": 1,
+        "CANCELADO": 1,
     }
     assert result.by_queue == {"certidao": 2, "scraping": 1, "scan": 1, "observer": 1, "ui_automation": 1}
     assert result.as_dict() == {"total": 6, "by_status": result.by_status, "by_queue": result.by_queue}
@@ -456,28 +510,31 @@ async def test_stats_uses_the_configured_queues(db: Database) -> None:
 # --- task status ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("status", "state"),
-    [
-        ("AGENDADO", "PENDING"),
-        ("EXECUTANDO", "STARTED"),
-        ("CONCLUIDO", "SUCCESS"),
-        ("FALHA", "FAILURE"),
-        ("CANCELADO", "REVOKED"),
-    ],
-)
-async def test_task_state_mapping(db: Database, status: str, state: str) -> None:
-    row = job(0, status=status, task_id=f"map-{status}")
-    [worker_id] = await insert_rows(db, [row])
+CELERY_STATES = {
+    "AGENDADO": "PENDING",
+    "EXECUTANDO": "STARTED",
+    "CONCLUIDO": "SUCCESS",
+    "FALHA": "FAILURE",
+    "CANCELADO": "REVOKED",
+}
 
-    found = await task_status_from_db(db, f"map-{status}")
 
-    assert found is not None
-    assert found.state == state
-    assert found.as_dict()["status"] == state
-    assert found.as_dict()["worker_id"] == worker_id
-    if status in ("AGENDADO", "EXECUTANDO"):
-        assert found.result is None
+async def test_task_state_mapping(db: Database) -> None:
+    ids = await insert_rows(
+        db, [job(i, status=status, task_id=f"map-{status}") for i, status in enumerate(CELERY_STATES)]
+    )
+
+    for (status, state), worker_id in zip(CELERY_STATES.items(), ids, strict=True):
+        found = await task_status_from_db(db, f"map-{status}")
+
+        assert found is not None, status
+        assert found.state == state
+        assert found.as_dict()["status"] == state
+        assert found.as_dict()["worker_id"] == worker_id
+        if status in ("AGENDADO", "EXECUTANDO"):
+            assert found.result is None
+        if status == "CANCELADO":
+            assert found.result is not None and found.result["exc_type"]
 
 
 async def test_task_success_carries_the_result_object(db: Database) -> None:
@@ -500,8 +557,13 @@ async def test_task_failure_carries_exc_type_and_message(db: Database) -> None:
     await insert_rows(
         db,
         [
-            job(0, status="FALHA", task_id="fail-stored", mensagem_erro="Portal fora do ar",
-                result={"exc_type": "PortalError", "exc_message": "Portal fora do ar", "traceback": None}),
+            job(
+                0,
+                status="FALHA",
+                task_id="fail-stored",
+                mensagem_erro="Portal fora do ar",
+                result={"exc_type": "PortalError", "exc_message": "Portal fora do ar", "traceback": None},
+            ),
             job(1, status="FALHA", task_id="fail-bare", mensagem_erro="Sessao expirada", result=None),
         ],
     )
@@ -538,7 +600,9 @@ async def test_rows_carry_display_name_and_client_name(db: Database, mixed: dict
     assert views[mixed["agendado_cnd"]].display_name == AUTOMATION_REGISTRY["cnd_federal"].display_name
 
 
-async def test_missing_client_gives_no_name_but_the_row_is_listed(db: Database, mixed: dict[str, int]) -> None:
+async def test_missing_client_gives_no_name_but_the_row_is_listed(
+    db: Database, mixed: dict[str, int]
+) -> None:
     views = {w.id: w for w in (await list_workers(db, QUEUES, WorkerFilter())).items}
 
     orphan = views[mixed["orfao_falencia"]]
@@ -559,7 +623,9 @@ async def test_unregistered_automation_shows_its_key(db: Database) -> None:
     assert view.display_name == "automacao_aposentada"
 
 
-async def test_rest_item_has_the_documented_keys_and_local_offsets(db: Database, mixed: dict[str, int]) -> None:
+async def test_rest_item_has_the_documented_keys_and_local_offsets(
+    db: Database, mixed: dict[str, int]
+) -> None:
     from zoneinfo import ZoneInfo
 
     view = await get_worker(db, mixed["concluido_scan"])

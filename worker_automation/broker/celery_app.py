@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from types import MappingProxyType
 from typing import Any, Final
 
 from celery import Celery
@@ -14,13 +13,12 @@ from worker_automation.settings import Settings
 
 # Producers, workers, queue counters and purgers must agree on these or messages land in lists
 # that some of them never look at: one list per priority 0..9, named `queue`, `queue:1`..`queue:9`.
-TRANSPORT_OPTIONS: Final[MappingProxyType[str, Any]] = MappingProxyType(
-    {
-        "queue_order_strategy": "priority",
-        "priority_steps": list(range(10)),
-        "sep": ":",
-    }
-)
+# A plain dict so it can be handed to kombu as is; treat it as read-only (transport_options() copies).
+TRANSPORT_OPTIONS: Final[dict[str, Any]] = {
+    "queue_order_strategy": "priority",
+    "priority_steps": list(range(10)),
+    "sep": ":",
+}
 
 # A down broker must turn into a quick error for the operator, not a request hanging for seconds.
 CONNECT_TIMEOUT_SECONDS: Final = 1.0
@@ -47,7 +45,7 @@ class ResultBackend(RedisBackend):  # type: ignore[misc]
 
 
 def transport_options() -> dict[str, Any]:
-    """A fresh, mutable copy of :data:`TRANSPORT_OPTIONS` (Celery and kombu want a real dict)."""
+    """A fresh copy of :data:`TRANSPORT_OPTIONS`, safe to extend with connection options."""
     options = dict(TRANSPORT_OPTIONS)
     options["priority_steps"] = list(TRANSPORT_OPTIONS["priority_steps"])
     return options
@@ -81,7 +79,6 @@ def make_celery(settings: Settings, broker_url: str, *, name: str = DEFAULT_APP_
         redis_socket_connect_timeout=CONNECT_TIMEOUT_SECONDS,
         redis_socket_timeout=SOCKET_TIMEOUT_SECONDS,
         redis_retry_on_timeout=False,
-        result_backend_transport_options={"retry_policy": {"max_retries": 0}},
         task_queues=[Queue(queue) for queue in settings.queues],  # type: ignore[no-untyped-call]
         task_routes=_task_routes(),
         task_default_priority=0,

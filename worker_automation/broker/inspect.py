@@ -16,6 +16,7 @@ and sends a single broadcast when nobody listens.
 from __future__ import annotations
 
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -29,6 +30,7 @@ TARGETED_SECTIONS: Final = ("active", "reserved", "scheduled", "stats")
 # Upper bound of each follow-up: replies take milliseconds, so this only matters when a worker
 # vanishes between the ping and the follow-ups.
 FOLLOW_UP_TIMEOUT_SECONDS: Final = 0.5
+QUICK_FAILURE_SECONDS: Final = 0.5
 
 
 @dataclass(frozen=True)
@@ -53,23 +55,36 @@ def _ask(app: Celery, section: str, timeout: float, destination: list[str] | Non
     return dict(replies or {})
 
 
+def _inspect(app: Celery, timeout: float) -> InspectResult:
+    ping = _ask(app, "ping", timeout)
+    if not ping:
+        return InspectResult()
+    hosts = sorted(ping)
+    follow_up = min(timeout, FOLLOW_UP_TIMEOUT_SECONDS)
+    with ThreadPoolExecutor(max_workers=len(TARGETED_SECTIONS), thread_name_prefix="inspect") as pool:
+        futures = {s: pool.submit(_ask, app, s, follow_up, hosts) for s in TARGETED_SECTIONS}
+        sections = {section: future.result() for section, future in futures.items()}
+    return InspectResult(**sections, ping=ping, available=True)
+
+
 def inspect_workers(app: Celery, timeout: float) -> InspectResult:
     """Ping, then ask active/reserved/scheduled/stats of the workers that answered.
 
     Blocking (run it in a thread from async code); returns within about ``timeout`` + 0.5 s. A
     broker that cannot be reached gives an empty, unavailable result rather than an exception.
     """
+    started = time.monotonic()
     try:
-        ping = _ask(app, "ping", timeout)
-        if not ping:
-            return InspectResult()
-        hosts = sorted(ping)
-        follow_up = min(timeout, FOLLOW_UP_TIMEOUT_SECONDS)
-        with ThreadPoolExecutor(max_workers=len(TARGETED_SECTIONS), thread_name_prefix="inspect") as pool:
-            futures = {s: pool.submit(_ask, app, s, follow_up, hosts) for s in TARGETED_SECTIONS}
-            sections = {section: future.result() for section, future in futures.items()}
+        return _inspect(app, timeout)
     except Exception as exc:
-        # The broker is down or unreachable: callers show "no workers", not an error page.
-        logger.warning("celery inspect failed: %s", exc)
-        return InspectResult()
-    return InspectResult(**sections, ping=ping, available=True)
+        failure: Exception = exc
+    # After a Redis restart the first broadcast fails at once on a pooled connection the server
+    # closed, and a second one on a fresh connection works. A slow failure is not worth repeating.
+    if time.monotonic() - started < QUICK_FAILURE_SECONDS:
+        try:
+            return _inspect(app, timeout)
+        except Exception as exc:
+            failure = exc
+    # The broker is down or unreachable: callers show "no workers", not an error page.
+    logger.warning("celery inspect failed: %s", failure)
+    return InspectResult()

@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
+from worker_automation.models.folding import SQLITE_FUNCTION, sqlite_fold
 from worker_automation.settings import Settings
 
 
@@ -20,6 +21,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     # SQLite's built-in lower() folds ASCII only ("Óptica" stays "Óptica"), so case-insensitive
     # searches would miss accented names that PostgreSQL finds; replace it with Python's.
     dbapi_connection.create_function("lower", 1, _unicode_lower, deterministic=True)
+    dbapi_connection.create_function(SQLITE_FUNCTION, 1, sqlite_fold, deterministic=True)
     # WAL lets readers proceed while a writer commits; the busy timeout makes writers queue up
     # instead of failing when the API and the CLI share the file.
     cursor = dbapi_connection.cursor()
@@ -35,8 +37,10 @@ def make_engine(database_url: str) -> AsyncEngine:
         engine = create_async_engine(database_url, connect_args={"timeout": 30})
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
+    # Every connection up to the ceiling (30) is kept: with a smaller pool plus overflow, each
+    # overflow connection was closed on return and reopened by the next burst (a connect per request).
     return create_async_engine(
-        database_url, pool_size=10, max_overflow=20, pool_pre_ping=True, pool_recycle=1800
+        database_url, pool_size=30, max_overflow=0, pool_pre_ping=True, pool_recycle=1800
     )
 
 

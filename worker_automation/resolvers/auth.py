@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import select, update
 
@@ -151,15 +152,13 @@ async def authenticate(db: Database, raw_key: str | None) -> Principal:
         return Principal(row.id, row.name, frozenset(row.scopes.split(",")), Perfil(row.perfil))
 
 
-def key_from_headers(headers: dict[str, str] | object) -> str | None:
-    """The key from ``X-API-Key`` or ``Authorization: Bearer`` (header names case-insensitive)."""
-    get = getattr(headers, "get", None)
-    if get is None:
-        return None
-    value = get("x-api-key") or get("X-API-Key")
+def key_from_headers(headers: Mapping[str, Any]) -> str | None:
+    """The key from ``X-API-Key`` or ``Authorization: Bearer`` (header names in any case)."""
+    lowered = {str(name).lower(): value for name, value in headers.items()}
+    value = lowered.get("x-api-key")
     if value:
-        return str(value).strip()
-    auth = get("authorization") or get("Authorization")
-    if auth and str(auth).lower().startswith("bearer "):
-        return str(auth)[7:].strip() or None
+        return str(value).strip() or None
+    auth = str(lowered.get("authorization") or "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip() or None
     return None

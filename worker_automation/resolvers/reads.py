@@ -9,6 +9,7 @@ from sqlalchemy import ColumnElement, and_, func, or_, select
 
 from worker_automation.errors import BadInput, NotFound
 from worker_automation.models import CELERY_STATE, Cliente, JobStatus, Worker
+from worker_automation.models.folding import fold, fold_text
 from worker_automation.models.database import Database
 from worker_automation.resolvers.counts import count_matching, counters
 from worker_automation.resolvers.pagination import Page, PageRequest
@@ -80,20 +81,21 @@ class WorkerFilter:
 
 
 def _text_search(q: str) -> ColumnElement[bool]:
-    """Free text: task id, automation key or name, client name, error message."""
+    """Free text, ignoring case and accents: task id, automation key or name, client, error."""
     from worker_automation.worker.registry import AUTOMATION_REGISTRY
 
-    pattern = f"%{q.lower()}%"
+    needle = fold_text(q)
+    pattern = f"%{needle}%"
     keys = [
         a.key
         for a in AUTOMATION_REGISTRY.values()
-        if q.lower() in a.display_name.lower() or q.lower() in a.key.lower()
+        if needle in fold_text(a.display_name) or needle in fold_text(a.key)
     ]
-    clients = select(Cliente.id).where(func.lower(Cliente.razao_social).like(pattern))
+    clients = select(Cliente.id).where(fold(Cliente.razao_social).like(pattern))
     options: list[ColumnElement[bool]] = [
         Worker.task_id == q,
         Worker.cliente_id.in_(clients),
-        func.lower(Worker.mensagem_erro).like(pattern),
+        fold(Worker.mensagem_erro).like(pattern),
     ]
     if keys:
         options.append(Worker.automation_type.in_(keys))
@@ -111,10 +113,13 @@ async def list_workers(
     request = PageRequest.of(page, per_page, default_per_page=20)
     conds = filters.conditions(queues)
     where = and_(*conds) if conds else None
+    # The page's ids first (an index-only scan can skip ``offset`` entries without visiting their
+    # rows), then only those rows are read and joined: deep pages cost about what page 1 costs.
+    page_ids = select(Worker.id).order_by(Worker.id.desc()).offset(request.offset).limit(request.per_page)
+    if where is not None:
+        page_ids = page_ids.where(where)
+    rows_q = enriched_select().where(Worker.id.in_(page_ids.correlate(None))).order_by(Worker.id.desc())
     async with db.session() as session:
-        rows_q = enriched_select().order_by(Worker.id.desc())
-        if where is not None:
-            rows_q = rows_q.where(where)
         if filters.only_status_or_queue:
             status = parse_status(filters.status).value if filters.status else None
             total = await count_matching(session, status=status, queue=filters.queue or None)
@@ -123,7 +128,7 @@ async def list_workers(
             if where is not None:
                 count = count.where(where)
             total = int(await session.scalar(count) or 0)
-        rows = await session.execute(rows_q.offset(request.offset).limit(request.per_page))
+        rows = await session.execute(rows_q)
         items = views_of(rows)
     return Page(items, total, request.page, request.per_page)
 

@@ -26,7 +26,7 @@ PREFIX = "/api/v1/jobs"
 
 
 def _job_id(request: Request) -> int:
-    value = int_param(request.path_params["job_id"], "job_id")
+    value = int_param(request.path_params["job_id"], "job_id", minimum=1, maximum=2**31 - 1)
     assert value is not None
     return value
 

@@ -36,7 +36,10 @@ def worker_automation_routes() -> list[BaseRoute]:
             name="wa_purge",
         ),
         Route(
-            f"{PREFIX}/cleanup-no-client", writes.cleanup_no_client_route, methods=["DELETE"], name="wa_cleanup"
+            f"{PREFIX}/cleanup-no-client",
+            writes.cleanup_no_client_route,
+            methods=["DELETE"],
+            name="wa_cleanup",
         ),
         Route(f"{PREFIX}/sync-orphans", writes.sync_orphans_route, methods=["POST"], name="wa_sync"),
         Route(f"{PREFIX}/{{worker_id}}", reads.worker_route, methods=["GET"], name="wa_worker"),

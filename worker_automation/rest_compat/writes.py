@@ -87,7 +87,9 @@ async def clear_queue_route(request: Request) -> Response:
     scope = text_param(query.get("scope"), "scope")
     queue = text_param(query.get("queue"), "queue")
     result = await maintenance.clear_queue(services, principal.actor, scope, queue)
-    return success(clear_message(result.cancelled), {"cancelled": result.cancelled, "scope": result.scope.value})
+    return success(
+        clear_message(result.cancelled), {"cancelled": result.cancelled, "scope": result.scope.value}
+    )
 
 
 @guarded

@@ -1,0 +1,146 @@
+"""Zero setup: ``worker-automation serve`` in an empty directory with no configuration brings up the
+whole system (SQLite, embedded broker, pool workers); jobs run, cancel stops them, the CLI beside it
+dispatches through the same broker, and Ctrl-C leaves nothing behind."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.integration.harness import (
+    OPERATOR_SCOPES,
+    Processes,
+    clean_env,
+    cli_command,
+    descendants,
+    free_port,
+    is_running,
+    managed_processes,
+    run_cli,
+    wait_ready,
+    wait_until,
+)
+
+READY_TIMEOUT = 90.0
+# The first job waits for the embedded pool workers to connect.
+FIRST_JOB_TIMEOUT = 60.0
+JOB_TIMEOUT = 20.0
+EXIT_TIMEOUT = 40.0
+TERMINAL = {"CONCLUIDO", "FALHA", "CANCELADO"}
+
+
+@pytest.fixture
+def processes(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Processes]:
+    with managed_processes(tmp_path / "logs", request.session) as procs:
+        yield procs
+
+
+class Embedded:
+    """A user's terminal in ``directory``: no WA_* variable at all."""
+
+    def __init__(self, directory: Path, port: int) -> None:
+        self.directory = directory
+        self.env = clean_env()
+        self.url = f"http://127.0.0.1:{port}"
+        self.http = httpx.Client(base_url=self.url, timeout=15.0)
+        self.headers: dict[str, str] = {}
+
+    def cli(self, *args: str) -> str:
+        return run_cli(args, self.env, self.directory)
+
+    def create(self, automation_type: str, context: dict[str, Any]) -> int:
+        body = {"automation_type": automation_type, "cliente_id": None, "context": context, "priority": 0}
+        response = self.http.post("/api/v1/jobs", json=body, headers=self.headers)
+        assert response.status_code == 201, response.text
+        return int(response.json()["data"]["id"])
+
+    def job(self, job_id: int) -> dict[str, Any]:
+        response = self.http.get(f"/api/v1/worker-automation/{job_id}", headers=self.headers)
+        assert response.status_code == 200, response.text
+        data: dict[str, Any] = response.json()["data"]
+        return data
+
+    def wait(self, job_id: int, statuses: set[str], timeout: float) -> dict[str, Any]:
+        last: dict[str, Any] = {}
+
+        def probe() -> dict[str, Any] | None:
+            nonlocal last
+            last = self.job(job_id)
+            return last if last["status"] in statuses else None
+
+        return wait_until(probe, timeout, lambda: f"job {job_id} never reached {statuses}: {last}", 0.1)
+
+    def result(self, job_id: int) -> Any:
+        """The stored result, read from the SQLite file the way any local tool could."""
+        import json
+
+        path = self.directory / "worker_automation.db"
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30) as conn:
+            (raw,) = conn.execute("SELECT result FROM workers WHERE id = ?", (job_id,)).fetchone()
+        return json.loads(raw) if isinstance(raw, str) else raw
+
+
+def test_serve_with_no_configuration_runs_everything(tmp_path: Path, processes: Processes) -> None:
+    workdir = tmp_path / "empty"
+    workdir.mkdir()
+    port = free_port()
+    user = Embedded(workdir, port)
+    started = time.monotonic()
+    serve = processes.start("serve", [*cli_command(), "serve", "--port", str(port)], user.env, workdir)
+    wait_ready(user.url, serve, READY_TIMEOUT)
+    ready_after = time.monotonic() - started
+    assert (workdir / "worker_automation.db").exists()
+    assert (workdir / ".worker-automation-broker").exists()
+
+    key = user.cli("keys", "create", "--perfil", "administrador", "--scopes", OPERATOR_SCOPES)
+    user.headers = {"X-API-Key": key}
+
+    echo = user.create("demo.echo", {"ola": "mundo"})
+    assert user.wait(echo, TERMINAL, FIRST_JOB_TIMEOUT)["status"] == "CONCLUIDO"
+    assert user.result(echo) == {"ola": "mundo"}
+
+    # Cancel really stops a running job: the single scan worker is free again right after.
+    sleeper = user.create("demo.sleep", {"seconds": 60})
+    wait_until(
+        lambda: (row := user.job(sleeper))["status"] == "EXECUTANDO" and row["progress"] >= 1,
+        JOB_TIMEOUT,
+        lambda: f"the 60 s sleep never ran: {user.job(sleeper)}",
+        0.1,
+    )
+    response = user.http.post(f"/api/v1/worker-automation/{sleeper}/cancel", headers=user.headers)
+    assert response.status_code == 200, response.text
+    assert response.json()["data"]["status"] == "CANCELADO"
+    frozen = user.job(sleeper)["progress"]
+    after = user.create("demo.echo", {"depois": 1})
+    assert user.wait(after, TERMINAL, JOB_TIMEOUT)["status"] == "CONCLUIDO"
+    time.sleep(0.5)
+    stopped = user.job(sleeper)
+    assert stopped["status"] == "CANCELADO" and stopped["progress"] == frozen
+
+    # The CLI run beside it finds the embedded broker and database on its own.
+    dispatched = int(user.cli("dispatch", "demo.echo", "--context", '{"via": "cli"}'))
+    assert user.wait(dispatched, TERMINAL, JOB_TIMEOUT)["status"] == "CONCLUIDO"
+    assert user.result(dispatched) == {"via": "cli"}
+
+    # Ctrl-C: serve stops its pool workers and leaves no process behind.
+    children = descendants(serve.pid)
+    assert len(children) >= 5, f"expected the pool workers below serve, found {children}"
+    stop_started = time.monotonic()
+    serve.send(signal.SIGINT)
+    code = serve.wait(EXIT_TIMEOUT)
+    stop_took = time.monotonic() - stop_started
+    assert code is not None, f"serve still running {EXIT_TIMEOUT}s after SIGINT"
+    wait_until(
+        lambda: not [pid for pid in children if is_running(pid)],
+        3.0,
+        lambda: f"left behind: {[pid for pid in children if is_running(pid)]}",
+    )
+    assert not (workdir / ".worker-automation-broker").exists()
+    print(f"ready after {ready_after:.1f}s, stopped {stop_took:.1f}s after SIGINT (exit {code})")

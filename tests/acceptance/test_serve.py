@@ -1,0 +1,294 @@
+"""``worker-automation serve`` with zero setup: SQLite, embedded broker and pool workers, clean Ctrl-C."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+START_TIMEOUT = 60.0
+STOP_TIMEOUT = 30.0
+API = "/api/v1/worker-automation"
+QUEUE_COUNT = 5
+
+
+def cli_command() -> list[str]:
+    """The installed console script, as a user would call it (the module as a fallback)."""
+    beside_python = Path(sys.executable).with_name("worker-automation")
+    if beside_python.exists():
+        return [str(beside_python)]
+    found = shutil.which("worker-automation")
+    if found:
+        return [found]
+    return [sys.executable, "-m", "worker_automation.cli"]
+
+
+def clean_env() -> dict[str, str]:
+    """The caller's environment without any of the service's settings."""
+    return {k: v for k, v in os.environ.items() if not k.upper().startswith("WA_")}
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def children_of(pid: int) -> list[int]:
+    try:
+        import psutil  # type: ignore[import-untyped, unused-ignore]
+    except ImportError:
+        done = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False)
+        return [int(line) for line in done.stdout.split()]
+    try:
+        return [child.pid for child in psutil.Process(pid).children()]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def descendants_of(pid: int) -> set[int]:
+    found: set[int] = set()
+    pending = [pid]
+    while pending:
+        for child in children_of(pending.pop()):
+            if child not in found:
+                found.add(child)
+                pending.append(child)
+    return found
+
+
+def is_running(pid: int) -> bool:
+    """Alive and not a zombie waiting to be reaped."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        # Gone in between, or no procfs at all (then kill() is all there is to go on).
+        return not Path("/proc/self").exists()
+    # The state letter follows the parenthesised command name.
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def running_in(directory: Path) -> set[int]:
+    """Processes whose working directory is ``directory`` (every process serve starts inherits it)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return set()
+    found: set[int] = set()
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if Path(os.readlink(entry / "cwd")) == directory:
+                found.add(int(entry.name))
+        except OSError:
+            continue
+    return {pid for pid in found if pid != os.getpid() and is_running(pid)}
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen[bytes]
+    port: int
+    cwd: Path
+    log: Path
+    seen: set[int]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def output(self) -> str:
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return text[-6000:]
+
+    def track(self) -> set[int]:
+        """Remember every process serve has started so far."""
+        self.seen |= descendants_of(self.process.pid)
+        return self.seen
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    port = free_port()
+    log = tmp_path / "serve.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [*cli_command(), "serve", "--port", str(port)],
+            cwd=tmp_path,
+            env=clean_env(),
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    started = Server(process, port, tmp_path, log, set())
+    try:
+        yield started
+    finally:
+        # Only what this test started: serve itself and the processes it spawned.
+        leftovers = started.track() | running_in(tmp_path)
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+        for pid in leftovers:
+            if is_running(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def wait_for(server: Server, path: str, timeout: float) -> httpx.Response:
+    """Poll ``path`` until it answers 200 (or fail with serve's output)."""
+    deadline = time.monotonic() + timeout
+    last: str = "no answer"
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            pytest.fail(f"serve exited with {server.process.returncode}:\n{server.output()}")
+        server.track()
+        try:
+            response = httpx.get(server.url + path, timeout=5.0)
+        except httpx.HTTPError as exc:
+            last = repr(exc)
+        else:
+            if response.status_code == 200:
+                return response
+            last = f"{response.status_code} {response.text[:300]}"
+        time.sleep(0.25)
+    pytest.fail(f"{path} not 200 within {timeout:.0f} s (last: {last}):\n{server.output()}")
+
+
+def create_key(cwd: Path) -> str:
+    done = subprocess.run(
+        [
+            *cli_command(),
+            "keys",
+            "create",
+            "--perfil",
+            "funcionario",
+            "--scopes",
+            "worker_automation:read",
+        ],
+        cwd=cwd,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    key = done.stdout.strip().splitlines()[-1].strip()
+    assert key.startswith("wak_")
+    return key
+
+
+def dispatch_echo(cwd: Path) -> str:
+    """Dispatch ``demo.echo`` from the command line; its task id."""
+    done = subprocess.run(
+        [*cli_command(), "dispatch", "demo.echo", "--context", json.dumps({"eco": "ola"})],
+        cwd=cwd,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    match = re.search(r"\(task ([^)]+)\)", done.stdout)
+    assert match, done.stdout
+    return match.group(1)
+
+
+def wait_for_task(server: Server, key: str, task_id: str, timeout: float) -> dict[str, Any]:
+    """Poll ``/status/{task_id}`` until the task is no longer pending or running."""
+    deadline = time.monotonic() + timeout
+    data: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        response = httpx.get(f"{server.url}{API}/status/{task_id}", headers={"X-API-Key": key}, timeout=10.0)
+        assert response.status_code == 200, response.text
+        data = response.json()["data"]
+        if data["status"] not in ("PENDING", "STARTED"):
+            return data
+        time.sleep(0.25)
+    pytest.fail(f"task {task_id} still {data.get('status')} after {timeout:.0f} s:\n{server.output()}")
+
+
+def wait_for_pool_workers(server: Server, timeout: float) -> set[int]:
+    """The embedded pool: a worker process per queue under serve (they fork their own children)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if len(children_of(server.process.pid)) >= QUEUE_COUNT:
+            break
+        time.sleep(0.25)
+    # Let the pool workers fork their own children before taking the census.
+    time.sleep(2.0)
+    return server.track()
+
+
+# SIGINT is Ctrl-C in a terminal; SIGTERM is what a container runtime or systemd sends.
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_serve_with_zero_setup_answers_and_stops_cleanly(server: Server, stop_signal: signal.Signals) -> None:
+    health = wait_for(server, "/healthz", START_TIMEOUT)
+    assert health.status_code == 200
+
+    ready = wait_for(server, "/readyz", START_TIMEOUT)
+    body = ready.json()
+    assert body["checks"] == {"database": True, "broker": True}
+    assert body["down"] == []
+    # The default database is a file in the directory serve was started in.
+    assert (server.cwd / "worker_automation.db").exists()
+
+    # A key made by another command in the same directory works on the running server.
+    key = create_key(server.cwd)
+    stats = httpx.get(f"{server.url}{API}/stats", headers={"X-API-Key": key}, timeout=10.0)
+    assert stats.status_code == 200, stats.text
+    payload = stats.json()
+    assert payload["status"] == "success"
+    assert set(payload["data"]["by_queue"]) == {"certidao", "scraping", "scan", "observer", "ui_automation"}
+    bearer = httpx.get(f"{server.url}{API}/stats", headers={"Authorization": f"Bearer {key}"}, timeout=10.0)
+    assert bearer.status_code == 200
+    anonymous = httpx.get(f"{server.url}{API}/stats", timeout=10.0)
+    assert anonymous.status_code == 401
+    assert anonymous.json()["status"] == "error"
+
+    # The embedded pool really runs jobs: a demo job dispatched from the CLI ends CONCLUIDO.
+    task_id = dispatch_echo(server.cwd)
+    finished = wait_for_task(server, key, task_id, START_TIMEOUT)
+    assert finished["status"] == "SUCCESS", finished
+    assert finished["result"] == {"eco": "ola"}
+
+    spawned = wait_for_pool_workers(server, START_TIMEOUT)
+    assert len(children_of(server.process.pid)) >= QUEUE_COUNT, server.output()
+
+    server.process.send_signal(stop_signal)
+    try:
+        server.process.wait(STOP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"serve still running {STOP_TIMEOUT:.0f} s after {stop_signal.name}:\n{server.output()}")
+
+    assert server.process.returncode in (0, -stop_signal, 128 + stop_signal), server.output()
+    # Its pool workers may need a moment after serve returns to be reaped by the system.
+    deadline = time.monotonic() + 5.0
+    left = {pid for pid in spawned if is_running(pid)} | running_in(server.cwd)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = {pid for pid in left if is_running(pid)}
+    assert not left, f"processes left behind: {sorted(left)}\n{server.output()}"
+    # Nothing stale for later commands to trip on (such as the embedded broker's address).
+    assert sorted(p.name for p in server.cwd.iterdir() if p.name.startswith(".")) == []

@@ -1,0 +1,150 @@
+"""The whole pipeline on real PostgreSQL, real Redis and real Celery worker processes started by the CLI.
+
+Jobs are created with ``POST /api/v1/jobs`` against ``worker-automation serve``; pool workers
+(``worker-automation worker -Q scan``) claim them through the API with a machine key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from tests.integration.harness import Stack, wait_until
+from worker_automation.models.database import Database
+from worker_automation.resolvers.automations import update_settings
+from worker_automation.settings import Settings
+from worker_automation.worker.implementations import missing_implementation_message
+from worker_automation.worker.registry import AUTOMATION_REGISTRY
+
+pytestmark = pytest.mark.services
+
+RUN_TIMEOUT = 20.0
+
+
+def set_max_concurrent(database_url: str, automation: str, limit: int) -> None:
+    """``update_settings`` (the admin operation) on the served database."""
+
+    async def run() -> None:
+        db = Database(Settings(database_url=database_url))
+        try:
+            await update_settings(db, automation, actor="test", max_concurrent_jobs=limit)
+        finally:
+            await db.close()
+
+    asyncio.run(run())
+
+
+def test_sleep_runs_through_every_state_with_progress(stack: Stack) -> None:
+    stack.pool_worker("scan", 1)
+    job_id = stack.dispatch("demo.sleep", {"seconds": 1.5})
+    seen_status: list[str] = []
+    seen_progress: list[int] = []
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while time.monotonic() < deadline:
+        item = stack.rest_job(job_id)
+        if not seen_status or seen_status[-1] != item["status"]:
+            seen_status.append(item["status"])
+        seen_progress.append(item["progress"])
+        if item["status"] in ("CONCLUIDO", "FALHA", "CANCELADO"):
+            break
+        time.sleep(0.05)
+    assert seen_status == ["AGENDADO", "EXECUTANDO", "CONCLUIDO"] or seen_status == [
+        "EXECUTANDO",
+        "CONCLUIDO",
+    ], seen_status
+    assert any(1 <= p <= 99 for p in seen_progress), seen_progress
+    row = stack.db.job(job_id)
+    assert row["status"] == "CONCLUIDO"
+    assert row["progress"] == 100
+    assert row["result"] == {"slept": 1.5}
+    assert row["mensagem_erro"] is None
+    assert row["machine_id"] is not None
+    assert row["data_inicio"] is not None and row["data_fim"] is not None
+    assert (row["data_fim"] - row["data_inicio"]).total_seconds() >= 1.4
+
+
+def test_fail_records_the_automation_message(stack: Stack) -> None:
+    stack.pool_worker("scan", 1, wait=False)
+    job_id = stack.dispatch("demo.fail", {"message": "portal fora do ar (teste 7)"})
+    row = stack.wait_status(job_id, {"FALHA", "CONCLUIDO", "CANCELADO"}, RUN_TIMEOUT)
+    assert row["status"] == "FALHA"
+    assert row["mensagem_erro"] == "portal fora do ar (teste 7)"
+    assert row["data_fim"] is not None
+
+
+def test_cancel_stops_a_running_job_and_frees_the_worker(stack: Stack) -> None:
+    stack.pool_worker("scan", 1)
+    job_id = stack.dispatch("demo.sleep", {"seconds": 60})
+    wait_until(
+        lambda: stack.db.job(job_id)["progress"] >= 1, RUN_TIMEOUT, "the 60 s sleep never made progress"
+    )
+    cancelled = stack.cancel(job_id)
+    assert cancelled["status"] == "CANCELADO"
+
+    started = time.monotonic()
+    echo_id = stack.dispatch("demo.echo", {"marca": "depois do cancelamento"})
+    echo = stack.wait_status(echo_id, {"CONCLUIDO", "FALHA"}, 10.0)
+    assert echo["status"] == "CONCLUIDO"
+    assert echo["result"] == {"marca": "depois do cancelamento"}
+    assert time.monotonic() - started < 10.0
+    # The worker did not overwrite the operator's decision on its way out.
+    row = stack.db.job(job_id)
+    assert row["status"] == "CANCELADO"
+    assert row["progress"] < 100
+    assert row["result"] is None
+
+
+def test_lower_priority_number_runs_first(stack: Stack) -> None:
+    stack.pool_worker("scan", 1)
+    blocker = stack.dispatch("demo.sleep", {"seconds": 2})
+    stack.wait_status(blocker, "EXECUTANDO", RUN_TIMEOUT)
+    late = [stack.dispatch("demo.echo", {"n": n}, priority=9) for n in range(3)]
+    urgent = [stack.dispatch("demo.echo", {"n": n}, priority=0) for n in range(3)]
+    assert stack.db.job(blocker)["status"] == "EXECUTANDO", "the blocker ended before all were queued"
+    rows = {job_id: stack.wait_status(job_id, "CONCLUIDO", RUN_TIMEOUT) for job_id in late + urgent}
+    last_urgent = max(rows[j]["data_inicio"] for j in urgent)
+    first_late = min(rows[j]["data_inicio"] for j in late)
+    assert last_urgent < first_late, {j: rows[j]["data_inicio"].isoformat() for j in late + urgent}
+    # Equal priorities keep their send order.
+    assert sorted(urgent, key=lambda j: rows[j]["data_inicio"]) == urgent
+    assert sorted(late, key=lambda j: rows[j]["data_inicio"]) == late
+
+
+def test_automation_without_implementation_fails_with_that_message(stack: Stack) -> None:
+    key = next(
+        a.key
+        for a in AUTOMATION_REGISTRY.values()
+        if a.queue == "scan" and not a.key.startswith("demo.") and not any(f.required for f in a.form.fields)
+    )
+    stack.pool_worker("scan", 1, wait=False)
+    job_id = stack.dispatch(key, {})
+    row = stack.wait_status(job_id, {"FALHA", "CONCLUIDO"}, RUN_TIMEOUT)
+    assert row["status"] == "FALHA"
+    assert row["mensagem_erro"] == missing_implementation_message(key)
+
+
+def test_concurrency_limit_holds_and_the_refused_job_runs_later(stack: Stack) -> None:
+    set_max_concurrent(stack.database_url, "demo.sleep", 1)
+    stack.pool_worker("scan", 2, wait=False)
+    stack.pool_worker("scan", 2)
+    jobs = [stack.dispatch("demo.sleep", {"seconds": 1}) for _ in range(2)]
+    most_running = 0
+    history: list[dict[int, str]] = []
+
+    def both_done() -> bool:
+        nonlocal most_running
+        states = stack.db.statuses("demo.sleep")
+        history.append(states)
+        most_running = max(most_running, sum(1 for s in states.values() if s == "EXECUTANDO"))
+        assert most_running <= 1, f"two jobs ran at once: {states}"
+        return all(states[j] == "CONCLUIDO" for j in jobs)
+
+    wait_until(both_done, 30.0, lambda: f"jobs never both finished: {history[-1] if history else None}")
+    rows: list[dict[str, Any]] = [stack.db.job(j) for j in jobs]
+    first, second = sorted(rows, key=lambda r: r["data_inicio"])
+    # Serial, not overlapping: the second started only after the first ended.
+    assert second["data_inicio"] >= first["data_fim"]
+    assert most_running == 1

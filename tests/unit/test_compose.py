@@ -1,0 +1,164 @@
+"""compose.yaml and the Dockerfile describe the deployment the code supports: PostgreSQL, Redis,
+the API and one worker service per configured queue, with commands the CLI really accepts."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml  # type: ignore[import-untyped]
+
+from worker_automation.cli import build_parser
+from worker_automation.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "compose.yaml"
+DOCKERFILE = ROOT / "Dockerfile"
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    data = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))
+    assert isinstance(data, dict)
+    return data
+
+
+@pytest.fixture(scope="module")
+def services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    found = compose.get("services")
+    assert isinstance(found, dict) and found
+    return found
+
+
+def command_of(service: dict[str, Any]) -> list[str]:
+    command = service.get("command")
+    if command is None:
+        return []
+    if isinstance(command, str):
+        return shlex.split(command)
+    assert isinstance(command, list)
+    return [str(part) for part in command]
+
+
+def cli_args(command: list[str]) -> list[str] | None:
+    """The arguments after ``worker-automation`` (or ``python -m worker_automation.cli``)."""
+    if command[:1] == ["worker-automation"]:
+        return command[1:]
+    if len(command) >= 3 and command[1:3] == ["-m", "worker_automation.cli"]:
+        return command[3:]
+    return None
+
+
+def parses(args: list[str]) -> Any:
+    """Parse with the real parser; a usage error is a test failure, not a SystemExit."""
+    try:
+        return build_parser().parse_args(args)
+    except SystemExit as exc:
+        pytest.fail(f"worker-automation {' '.join(args)} is not a valid command (exit {exc.code})")
+
+
+def worker_services(services: dict[str, dict[str, Any]]) -> dict[str, tuple[str, Any]]:
+    """queue -> (service name, parsed ``worker`` arguments)."""
+    found: dict[str, tuple[str, Any]] = {}
+    for name, service in services.items():
+        args = cli_args(command_of(service))
+        if args and args[0] == "worker":
+            parsed = parses(args)
+            assert parsed.queue not in found, f"two worker services for queue {parsed.queue}"
+            found[parsed.queue] = (name, parsed)
+    return found
+
+
+def test_infrastructure_and_api_services(services: dict[str, dict[str, Any]]) -> None:
+    assert {"postgres", "redis", "api"} <= set(services)
+    assert str(services["postgres"]["image"]).startswith("postgres")
+    assert str(services["redis"]["image"]).startswith("redis")
+    api_args = cli_args(command_of(services["api"]))
+    assert api_args is not None and api_args[0] == "serve"
+    parsed = parses(api_args)
+    # Reachable from the other containers, not only from inside its own.
+    assert parsed.host == "0.0.0.0"
+
+
+def test_one_worker_service_per_configured_queue_with_its_count(services: dict[str, dict[str, Any]]) -> None:
+    configured = Settings().queues
+    workers = worker_services(services)
+    assert set(workers) == set(configured)
+    for queue, (name, parsed) in workers.items():
+        assert parsed.concurrency == configured[queue], f"{name}: -c {parsed.concurrency}"
+
+
+def test_every_cli_command_parses(services: dict[str, dict[str, Any]]) -> None:
+    commands = [args for s in services.values() if (args := cli_args(command_of(s))) is not None]
+    assert len(commands) >= 1 + len(Settings().queues)
+    for args in commands:
+        parses(args)
+
+
+def test_services_talk_to_each_other(services: dict[str, dict[str, Any]]) -> None:
+    api_env = services["api"].get("environment") or {}
+    assert "postgres" in str(api_env.get("WA_DATABASE_URL", ""))
+    assert "redis" in str(api_env.get("WA_REDIS_URL", ""))
+    keys = []
+    for name, _parsed in worker_services(services).values():
+        env = services[name].get("environment") or {}
+        assert env.get("WA_WORKER_API_KEY"), f"{name} has no machine key"
+        assert str(env.get("WA_API_URL", "")).startswith("http://api"), name
+        assert "redis" in str(env.get("WA_REDIS_URL", "")), name
+        # Pool workers claim through the API: they are never given database credentials.
+        assert "WA_DATABASE_URL" not in env, name
+        keys.append(str(env["WA_WORKER_API_KEY"]))
+    # One machine per queue: each worker service has a key of its own.
+    assert len(set(keys)) == len(keys)
+
+
+def test_health_checks(services: dict[str, dict[str, Any]]) -> None:
+    for name in ("postgres", "redis", "api"):
+        check = services[name].get("healthcheck")
+        assert check and check.get("test"), f"{name} has no health check"
+    api_check = " ".join(str(part) for part in services["api"]["healthcheck"]["test"])
+    assert "/readyz" in api_check or "/healthz" in api_check
+    # Nothing starts before what it needs is healthy.
+    for name, service in services.items():
+        for dependency, condition in (service.get("depends_on") or {}).items():
+            assert dependency in services, f"{name} depends on unknown {dependency}"
+            if isinstance(condition, dict) and condition.get("condition") == "service_healthy":
+                assert services[dependency].get("healthcheck"), f"{name} waits on {dependency}'s health"
+    for queue, (name, _parsed) in worker_services(services).items():
+        depends = services[name].get("depends_on") or {}
+        assert "api" in depends, f"worker for {queue} does not wait for the API"
+
+
+def test_grace_period_fits_in_the_stop_timeout(services: dict[str, dict[str, Any]]) -> None:
+    for _queue, (name, _parsed) in worker_services(services).items():
+        service = services[name]
+        grace = float((service.get("environment") or {}).get("WA_SHUTDOWN_GRACE_SECONDS", 120))
+        stop = service.get("stop_grace_period")
+        assert stop, f"{name}: docker would kill it 10 s after SIGTERM, before the grace period"
+        match = re.fullmatch(r"(\d+)s", str(stop))
+        assert match and int(match.group(1)) > grace, f"{name}: stop_grace_period {stop} <= {grace}s"
+
+
+def dockerfile_instruction(name: str) -> str:
+    """The last ``NAME`` instruction of the Dockerfile (continuation lines joined)."""
+    text = DOCKERFILE.read_text(encoding="utf-8").replace("\\\n", " ")
+    found = [line.split(None, 1)[1] for line in text.splitlines() if line.upper().startswith(name + " ")]
+    assert found, f"the Dockerfile has no {name}"
+    return found[-1].strip()
+
+
+def test_dockerfile_cmd_is_a_real_command() -> None:
+    raw = dockerfile_instruction("CMD")
+    command = json.loads(raw) if raw.startswith("[") else shlex.split(raw)
+    args = cli_args(command)
+    assert args is not None, f"CMD does not run worker-automation: {command}"
+    assert parses(args).command == "serve"
+
+
+def test_dockerfile_health_check_uses_a_health_route() -> None:
+    check = dockerfile_instruction("HEALTHCHECK")
+    assert "/healthz" in check or "/readyz" in check

@@ -1,0 +1,133 @@
+"""Demo data on SQLite: clients, users and jobs across every status and the five queues; re-runnable."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+from sqlalchemy import func, select
+
+from worker_automation.models import TERMINAL_STATUSES, Cliente, JobStatus, Usuario, Worker
+from worker_automation.models.database import Database
+from worker_automation.models.migrate import migrate
+from worker_automation.resolvers.reads import WorkerFilter, list_workers, stats
+from worker_automation.seed import cnpj_check_digits, seed_demo
+from worker_automation.settings import DEFAULT_QUEUES, Settings
+from worker_automation.worker.forms import is_valid_cnpj
+from worker_automation.worker.registry import AUTOMATION_REGISTRY
+
+QUEUES = dict(DEFAULT_QUEUES)
+
+
+@pytest.fixture
+async def db(sqlite_database_url: str, make_settings: Callable[..., Settings]) -> AsyncIterator[Database]:
+    await migrate(sqlite_database_url)
+    database = Database(make_settings(sqlite_database_url, None))
+    try:
+        yield database
+    finally:
+        await database.close()
+
+
+async def count(db: Database, model: type) -> int:
+    async with db.session() as session:
+        return int(await session.scalar(select(func.count()).select_from(model)) or 0)
+
+
+async def test_seed_inserts_clients_users_and_jobs(db: Database) -> None:
+    summary = await seed_demo(db, jobs=1200, clientes=30, seed=7)
+
+    assert (summary.clientes, summary.usuarios, summary.jobs) == (30, 3, 1200)
+    assert await count(db, Cliente) == 30
+    assert await count(db, Usuario) == 3
+    assert await count(db, Worker) == 1200
+
+
+async def test_seed_covers_every_status_and_the_five_queues(db: Database) -> None:
+    await seed_demo(db, jobs=1200, clientes=30, seed=7)
+
+    result = await stats(db, QUEUES)
+
+    assert result.total == 1200
+    assert set(result.by_status) == {s.value for s in JobStatus}
+    assert all(n > 0 for n in result.by_status.values()), result.by_status
+    assert set(result.by_queue) == {"certidao", "scraping", "scan", "observer", "ui_automation"}
+    assert all(n > 0 for n in result.by_queue.values()), result.by_queue
+
+
+async def test_seeded_rows_are_consistent(db: Database) -> None:
+    await seed_demo(db, jobs=600, clientes=20, seed=3)
+
+    async with db.session() as session:
+        rows = (await session.scalars(select(Worker))).all()
+        cnpjs = (await session.scalars(select(Cliente.cnpj))).all()
+    for row in rows:
+        automation = AUTOMATION_REGISTRY[row.automation_type]
+        assert not row.automation_type.startswith("demo.")
+        assert row.queue == automation.queue
+        assert 0 <= row.priority <= 9
+        status = JobStatus(row.status)
+        if status is JobStatus.AGENDADO:
+            assert row.data_inicio is None and row.data_fim is None
+        if status is JobStatus.EXECUTANDO:
+            assert row.data_inicio is not None and row.data_fim is None
+        if status in TERMINAL_STATUSES:
+            assert row.data_fim is not None
+            assert row.data_inicio is not None and row.data_inicio <= row.data_fim
+        if status is JobStatus.FALHA:
+            assert row.mensagem_erro
+            assert row.result is not None and row.result["exc_message"] == row.mensagem_erro
+        if status is JobStatus.CONCLUIDO:
+            assert row.progress == 100
+    assert len({r.task_id for r in rows}) == len(rows)
+    assert all(c is not None and is_valid_cnpj(c) for c in cnpjs)
+
+
+async def test_seeded_rows_are_enriched_with_client_names(db: Database) -> None:
+    await seed_demo(db, jobs=200, clientes=10, seed=11)
+
+    page = await list_workers(db, QUEUES, WorkerFilter(), 1, 100)
+
+    named = [w for w in page.items if w.cliente_id is not None]
+    assert named and all(w.client_name for w in named)
+    assert all(w.display_name == AUTOMATION_REGISTRY[w.automation_type].display_name for w in page.items)
+
+
+async def test_seed_twice_adds_more(db: Database) -> None:
+    await seed_demo(db, jobs=300, clientes=12, seed=5)
+    second = await seed_demo(db, jobs=300, clientes=12)
+
+    assert await count(db, Worker) == 600
+    assert await count(db, Usuario) == 3  # the demo users are added once
+    assert await count(db, Cliente) == 12 + second.clientes
+    async with db.session() as session:
+        cnpjs = (await session.scalars(select(Cliente.cnpj))).all()
+    assert len(cnpjs) == len(set(cnpjs))
+
+
+async def test_seed_twice_with_the_same_seed_skips_existing_clients(db: Database) -> None:
+    await seed_demo(db, jobs=50, clientes=12, seed=5)
+    again = await seed_demo(db, jobs=50, clientes=12, seed=5)
+
+    # The same seed draws the same CNPJs first: those clients are skipped, never duplicated,
+    # and the jobs are added (task ids stay unique).
+    assert again.clientes < 12
+    assert await count(db, Cliente) == 12 + again.clientes
+    assert await count(db, Worker) == 100
+    async with db.session() as session:
+        cnpjs = (await session.scalars(select(Cliente.cnpj))).all()
+        task_ids = (await session.scalars(select(Worker.task_id))).all()
+    assert len(cnpjs) == len(set(cnpjs))
+    assert len(task_ids) == len(set(task_ids)) == 100
+
+
+async def test_seed_with_no_jobs(db: Database) -> None:
+    summary = await seed_demo(db, jobs=0, clientes=2, seed=1)
+
+    assert summary.jobs == 0
+    assert await count(db, Worker) == 0
+    assert await count(db, Cliente) == 2
+
+
+def test_cnpj_check_digits_known_value() -> None:
+    assert cnpj_check_digits("112223330001") == "81"

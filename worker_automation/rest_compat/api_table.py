@@ -1,0 +1,212 @@
+"""The table of REST operations the OpenAPI document is generated from: one entry per route, with
+its parameters, body, permissions, success message and the schema of its ``data``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from worker_automation.rest_compat.reads import (
+    MSG_ACTIVE,
+    MSG_BROKER,
+    MSG_DASHBOARD,
+    MSG_INSPECT,
+    MSG_LIST,
+    MSG_QUEUE_LIVE,
+    MSG_QUEUED,
+    MSG_STATS,
+    MSG_TASK_STATUS,
+    MSG_WORKER,
+)
+from worker_automation.rest_compat.writes import MSG_CANCEL, MSG_MOVE, MSG_REORDER, MSG_RETRY
+
+WA = "/api/v1/worker-automation"
+JOBS = "/api/v1/jobs"
+READ = "worker_automation:read"
+WRITE = "worker_automation:write"
+INT32_MAX = 2**31 - 1
+
+
+def ref(name: str) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def array_of(name: str) -> dict[str, Any]:
+    return {"type": "array", "items": ref(name)}
+
+
+@dataclass(frozen=True)
+class Param:
+    """A path or query parameter; ``enum`` names a list filled in when the document is built."""
+
+    name: str
+    location: Literal["path", "query"]
+    schema: dict[str, Any]
+    description: str = ""
+    required: bool = False
+    enum: Literal["queue", "status", "automation"] | None = None
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One documented route."""
+
+    method: str
+    path: str
+    operation_id: str
+    summary: str
+    tag: str
+    data: dict[str, Any]
+    message: str = ""
+    scope: str | None = READ
+    manager: bool = False
+    auth: Literal["operator", "machine"] = "operator"
+    params: tuple[Param, ...] = ()
+    body: str | None = None
+    body_required: bool = True
+    errors: tuple[int, ...] = ()
+    success_code: int = 200
+    description: str = ""
+
+
+_INT: dict[str, Any] = {"type": "integer"}
+_TEXT: dict[str, Any] = {"type": "string", "maxLength": 255}
+WORKER_ID = Param("worker_id", "path", {"type": "integer", "minimum": 1, "maximum": INT32_MAX}, "ID interno")
+JOB_ID = Param("job_id", "path", {"type": "integer", "minimum": 1, "maximum": INT32_MAX}, "ID do job")
+PAGE = Param("page", "query", {"type": "integer", "minimum": 1, "maximum": INT32_MAX, "default": 1}, "Pagina")
+
+
+def per_page(default: int) -> Param:
+    schema = {"type": "integer", "minimum": 1, "maximum": 100, "default": default}
+    return Param("per_page", "query", schema, "Itens por pagina (acima de 100 vira 100)")
+
+
+QUEUE = Param("queue", "query", {"type": "string"}, "Fila", enum="queue")
+ID32: dict[str, Any] = {"type": "integer", "minimum": -(2**31), "maximum": INT32_MAX}
+
+
+def _wa(
+    method: str, path: str, op_id: str, data: dict[str, Any], message: str, summary: str, **kw: Any
+) -> Operation:
+    tag = kw.pop("tag", "worker-automation")
+    return Operation(method, f"{WA}{path}", op_id, summary, tag, data, message, **kw)
+
+
+def _maintenance(
+    method: str, path: str, op_id: str, data: str, message: str, summary: str, **kw: Any
+) -> Operation:
+    return _wa(
+        method,
+        path,
+        op_id,
+        ref(data),
+        message,
+        summary,
+        tag="maintenance",
+        scope=WRITE,
+        manager=True,
+        errors=(503,),
+        **kw,
+    )
+
+
+def _action(path: str, op_id: str, message: str, summary: str, body: str | None = None) -> Operation:
+    return _wa(
+        "POST",
+        path,
+        op_id,
+        ref("WorkerItem"),
+        message,
+        summary,
+        tag="operations",
+        scope=WRITE,
+        params=(WORKER_ID,),
+        body=body,
+        errors=(404, 409, 503),
+    )
+
+
+def _job(method: str, path: str, op_id: str, message: str, summary: str, **kw: Any) -> Operation:
+    kw.setdefault("params", (JOB_ID,))
+    kw.setdefault("errors", (404, 409))
+    data = kw.pop("data", ref("Job"))
+    return Operation(
+        method, f"{JOBS}{path}", op_id, summary, "jobs", data, message, None, auth="machine", **kw
+    )
+
+
+LIST_PARAMS = (
+    Param("status", "query", {"type": "string"}, "Status do worker", enum="status"),
+    QUEUE,
+    Param("automation_type", "query", {"type": "string"}, "Chave da automacao", enum="automation"),
+    Param("cliente_id", "query", ID32, "ID do cliente"),
+    Param("usuario_id", "query", ID32, "ID do usuario"),
+    Param("task_id", "query", _TEXT, "Task id Celery"),
+    Param("q", "query", _TEXT, "Busca livre: automacao, cliente, erro, task id"),
+    PAGE,
+    per_page(20),
+)
+SCOPE = Param("scope", "query", {"type": "string", "enum": ["all", "queued", "running"], "default": "all"})
+PURGE_PARAMS = (
+    Param("queue_name", "path", {"type": "string"}, "Fila", enum="queue"),
+    Param("confirm", "query", {"type": "boolean"}, "Precisa ser true", required=True),
+)
+PENDING_PARAMS = (
+    Param("automation", "query", {"type": "string"}, "Automacao (padrao: a da maquina)", enum="automation"),
+    Param("limit", "query", {"type": "integer", "minimum": 1, "maximum": 500, "default": 100}, "Maximo"),
+)
+REFUSALS = "already_claimed, concurrency_limit, dev_mode, wrong_automation, machine_off, not_claimable"
+
+# fmt: off
+_WORKER_OPS: tuple[Operation, ...] = (
+    _wa("GET", "/", "listWorkers", ref("WorkerPage"), MSG_LIST, "Lista paginada de workers",
+        params=LIST_PARAMS),
+    _wa("GET", "/stats", "getStats", ref("Stats"), MSG_STATS, "Totais por status e por fila"),
+    _wa("GET", "/active", "listActive", array_of("WorkerItem"), MSG_ACTIVE, "Workers EXECUTANDO"),
+    _wa("GET", "/queued", "listQueued", ref("WorkerPage"), MSG_QUEUED, "Workers AGENDADO, prioridade e idade",
+        params=(PAGE, per_page(10), QUEUE)),
+    _wa("GET", "/search-automations", "searchAutomations", ref("SearchResult"),
+        "2 automacao(oes) encontrada(s)", "Busca fuzzy no catalogo de automacoes",
+        params=(Param("q", "query", _TEXT, "Termo de busca"),),
+        description="Com q: score >= 60, do mais relevante ao menos. Sem q: o catalogo, por categoria."),
+    _wa("GET", "/queue-live-status", "queueLiveStatus", ref("QueueLiveStatus"), MSG_QUEUE_LIVE,
+        "Estado de cada fila agora"),
+    _wa("GET", "/broker-status", "brokerStatus", ref("BrokerStatus"), MSG_BROKER, "LLEN de cada fila"),
+    _wa("GET", "/workers-inspect", "workersInspect", ref("WorkersInspect"), MSG_INSPECT, "Inspect do Celery"),
+    _wa("GET", "/status/{task_id}", "taskStatus", ref("TaskStatus"), MSG_TASK_STATUS, "Estado de uma task",
+        params=(Param("task_id", "path", _TEXT, "Task id (UUID)"),), errors=(404,)),
+    _wa("GET", "/dashboard", "dashboard", ref("Dashboard"), MSG_DASHBOARD, "Dashboard agregado",
+        description="Secoes isoladas: uma secao que falha vem vazia e nomeada em errors."),
+    _maintenance("POST", "/clear-queue", "clearQueue", "ClearResult", "18 worker(s) cancelado(s) com sucesso",
+                 "Cancela em massa", params=(SCOPE, QUEUE)),
+    _maintenance("POST", "/broker/purge-queue/{queue_name}", "purgeQueue", "PurgeResult",
+                 "Fila 'scraping' purgada no broker", "Apaga a fila no broker", params=PURGE_PARAMS),
+    _maintenance("DELETE", "/cleanup-no-client", "cleanupNoClient", "CleanupResult",
+                 "3 worker(s) sem cliente removido(s) do banco", "Remove workers abertos sem cliente"),
+    _maintenance("POST", "/sync-orphans", "syncOrphans", "SyncResult",
+                 "2 worker(s) orfao(s) detectado(s) e cancelado(s)", "Cancela workers que perderam a task"),
+    _wa("GET", "/{worker_id}", "getWorker", ref("WorkerItem"), MSG_WORKER, "Detalhe de um worker",
+        params=(WORKER_ID,), errors=(404,)),
+    _action("/{worker_id}/cancel", "cancelWorker", MSG_CANCEL, "Revoga a task e marca CANCELADO"),
+    _action("/{worker_id}/retry", "retryWorker", MSG_RETRY, "Re-enfileira um worker FALHA ou CANCELADO"),
+    _action("/{worker_id}/move", "moveWorker", MSG_MOVE, "Migra o worker para outra fila", "MoveBody"),
+    _action("/{worker_id}/reorder", "reorderWorker", MSG_REORDER, "Altera a prioridade", "ReorderBody"),
+)
+
+_JOB_OPS: tuple[Operation, ...] = (
+    Operation("POST", JOBS, "dispatchJob", "Dispara uma automacao", "jobs", ref("Job"),
+              "Job criado com sucesso", WRITE, body="DispatchBody", success_code=201, errors=(409, 503),
+              description="O contexto e validado contra o formulario da automacao; publica JobCreated."),
+    _job("GET", "/pending", "pendingJobs", "Jobs pendentes recuperados com sucesso",
+         "Jobs que a maquina pode reivindicar", data=array_of("Job"), params=PENDING_PARAMS, errors=()),
+    _job("POST", "/{job_id}/start", "startJob", "Job reivindicado com sucesso", "Reivindica o job",
+         body="StartBody", body_required=False, description=f"Recusa: 409 com data.reason em {REFUSALS}."),
+    _job("POST", "/{job_id}/progress", "jobProgress", "Progresso registrado", "Progresso 0..100",
+         body="ProgressBody"),
+    _job("POST", "/{job_id}/complete", "completeJob", "Job concluido com sucesso", "Resultado (CONCLUIDO)",
+         body="CompleteBody", body_required=False),
+    _job("POST", "/{job_id}/fail", "failJob", "Falha registrada", "Falha (FALHA)", body="FailBody"),
+)
+# fmt: on
+
+OPERATIONS: tuple[Operation, ...] = _WORKER_OPS + _JOB_OPS

@@ -1,0 +1,311 @@
+"""The OpenAPI 3.0 document of the REST API, built from the operation table in
+:mod:`worker_automation.rest_compat.api_table` and served at ``GET /api/v1/openapi.json``.
+
+Enumerations that depend on configuration (the queues) are filled from the running settings, so
+the document always describes the service that serves it.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from worker_automation.models import JobStatus
+from worker_automation.rest_compat.api_table import OPERATIONS, Operation, Param
+from worker_automation.settings import Settings
+from worker_automation.worker.registry import AUTOMATION_REGISTRY
+
+OPENAPI_PATH = "/api/v1/openapi.json"
+INT32_MAX = 2**31 - 1
+
+_STATUS_CODES: dict[int, str] = {
+    400: "Requisicao invalida",
+    401: "API Key ausente, invalida ou revogada",
+    403: "Sem o escopo ou o perfil exigido",
+    404: "Nao encontrado",
+    409: "Operacao ilegal no estado atual; nada foi alterado",
+    422: "Parametro ou corpo invalido; data.field nomeia o campo",
+    503: "Broker (Redis) indisponivel",
+}
+_SECURITY: dict[str, list[dict[str, list[str]]]] = {
+    "operator": [{"ApiKeyHeader": []}, {"BearerKey": []}],
+    "machine": [{"WorkerApiKey": []}],
+}
+
+
+def _ref(name: str) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    return {**schema, "nullable": True}
+
+
+def _obj(required: list[str], **properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "required": required, "properties": properties}
+
+
+def _int(minimum: int | None = None, maximum: int | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "integer"}
+    if minimum is not None:
+        schema["minimum"] = minimum
+    if maximum is not None:
+        schema["maximum"] = maximum
+    return schema
+
+
+_STR: dict[str, Any] = {"type": "string"}
+_TIME: dict[str, Any] = {"type": "string", "format": "date-time", "nullable": True}
+_COUNTS: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "integer"}}
+
+
+def _worker_item(statuses: list[str]) -> dict[str, Any]:
+    properties: dict[str, dict[str, Any]] = {
+        "id": _int(1),
+        "task_id": _nullable(_STR),
+        "cliente_id": _nullable(_int()),
+        "usuario_id": _nullable(_int()),
+        "path_file": _nullable(_STR),
+        "status": {"type": "string", "enum": statuses},
+        "data_inicio": _TIME,
+        "data_fim": _TIME,
+        "mensagem_erro": _nullable(_STR),
+        "automation_type": _STR,
+        "queue": _STR,
+        "priority": _int(0, 9),
+        "retry_count": _int(0),
+        "progress": _int(0, 100),
+        "metadata_json": {"type": "object", "nullable": True},
+        "display_name": _STR,
+        "client_name": _nullable(_STR),
+    }
+    return _obj(list(properties), **properties)
+
+
+def _schemas(queues: list[str]) -> dict[str, Any]:
+    statuses = [s.value for s in JobStatus]
+    queue_enum = {"type": "string", "enum": queues}
+    item = _ref("WorkerItem")
+    summary_keys = ["total_active", "total_pending", "total_completed_today", "total_errors_today"]
+    load = {
+        "queue_name": _STR,
+        "workers_count": _int(0),
+        "active_count": _int(0),
+        "pending_count": _int(0),
+        "capacity": _int(0),
+        "load_percent": {"type": "number", "minimum": 0},
+    }
+    tasks = {
+        "active_tasks": {"type": "array", "items": item},
+        "pending_tasks": {"type": "array", "items": item},
+    }
+    search_item = _obj(
+        ["key", "display_name", "category", "queue", "requires_selenium"],
+        key=_STR,
+        display_name=_STR,
+        category=_STR,
+        queue=_STR,
+        requires_selenium={"type": "boolean"},
+        score=_int(0, 100),
+    )
+    job = {
+        "allOf": [
+            item,
+            {
+                "type": "object",
+                "properties": {
+                    "context": {"type": "object", "nullable": True},
+                    "result": {"nullable": True},
+                    "created_at": _TIME,
+                    "updated_at": _TIME,
+                    "machine_id": _nullable(_int()),
+                },
+            },
+        ]
+    }
+    return {
+        "ErrorEnvelope": _obj(
+            ["status", "message", "data"],
+            status={"type": "string", "enum": ["error"]},
+            message=_STR,
+            data={"type": "object", "nullable": True, "description": "field: o campo invalido (422)"},
+        ),
+        "WorkerItem": _worker_item(statuses),
+        "Job": job,
+        "WorkerPage": _obj(
+            ["items", "total", "page", "per_page", "pages"],
+            items={"type": "array", "items": item},
+            total=_int(0),
+            page=_int(1),
+            per_page=_int(1, 100),
+            pages=_int(0),
+        ),
+        "Stats": _obj(["total", "by_status", "by_queue"], total=_int(0), by_status=_COUNTS, by_queue=_COUNTS),
+        "Summary": _obj(summary_keys, **{key: _int(0) for key in summary_keys}),
+        "QueueLoad": _obj(list(load), **load),
+        "QueueLive": _obj([*load, *tasks], **load, **tasks),
+        "QueueLiveStatus": _obj(
+            ["queues", "summary"],
+            queues={"type": "array", "items": _ref("QueueLive")},
+            summary=_ref("Summary"),
+        ),
+        "BrokerStatus": _obj(["available", "queues"], available={"type": "boolean"}, queues=_COUNTS),
+        "WorkersInspect": _obj(
+            ["active", "reserved", "scheduled", "stats", "ping", "available"],
+            available={"type": "boolean"},
+            **{s: {"type": "object"} for s in ("active", "reserved", "scheduled", "stats", "ping")},
+        ),
+        "TaskStatus": _obj(
+            ["task_id", "status", "state", "result"],
+            task_id=_STR,
+            status={**_STR, "description": "Estado Celery: PENDING, STARTED, SUCCESS, FAILURE, REVOKED..."},
+            state=_STR,
+            result={"type": "object", "nullable": True},
+            worker_id=_int(1),
+            progress=_int(0, 100),
+        ),
+        "Dashboard": _obj(
+            ["stats", "queues", "summary", "broker", "active", "queued", "history", "errors"],
+            stats=_ref("Stats"),
+            queues={"type": "array", "items": _ref("QueueLoad")},
+            summary=_ref("Summary"),
+            broker=_ref("BrokerStatus"),
+            active={"type": "array", "items": item},
+            queued=_ref("WorkerPage"),
+            history={"type": "array", "items": item},
+            errors={"type": "object", "additionalProperties": _STR, "description": "secao -> motivo"},
+        ),
+        "SearchResult": _obj(
+            ["results"],
+            results={"type": "array", "items": search_item},
+            by_category={"type": "object", "additionalProperties": {"type": "array", "items": search_item}},
+            total=_int(0),
+        ),
+        "ClearResult": _obj(
+            ["cancelled", "scope"],
+            cancelled=_int(0),
+            scope={"type": "string", "enum": ["all", "queued", "running"]},
+        ),
+        "PurgeResult": _obj(
+            ["queue_name", "redis_keys_deleted"], queue_name=_STR, redis_keys_deleted=_int(0)
+        ),
+        "CleanupResult": _obj(["deleted"], deleted=_int(0)),
+        "SyncResult": _obj(["orphans_found", "total_checked"], orphans_found=_int(0), total_checked=_int(0)),
+        "MoveBody": _obj(["target_queue"], target_queue=queue_enum),
+        "ReorderBody": _obj(["new_priority"], new_priority=_int(0, 9)),
+        "DispatchBody": _obj(
+            ["automation_type"],
+            automation_type={"type": "string", "enum": sorted(AUTOMATION_REGISTRY)},
+            cliente_id=_nullable(_int(1, INT32_MAX)),
+            context={"type": "object", "description": "Validado contra o formulario da automacao"},
+            priority={**_int(0, 9), "default": 0},
+        ),
+        "StartBody": {"type": "object", "properties": {"task_id": _STR}},
+        "ProgressBody": _obj(
+            ["progress"], progress={"type": "number", "minimum": 0, "maximum": 100}, message=_STR
+        ),
+        "CompleteBody": {"type": "object", "properties": {"result": {"description": "Valor devolvido"}}},
+        "FailBody": _obj(["error"], error={**_STR, "minLength": 1}, exc_type=_STR, traceback=_STR),
+    }
+
+
+def _param_schema(param: Param, queues: list[str]) -> dict[str, Any]:
+    schema = dict(param.schema)
+    if param.enum == "queue":
+        schema["enum"] = queues
+    elif param.enum == "status":
+        schema["enum"] = [s.value for s in JobStatus]
+    elif param.enum == "automation":
+        schema["enum"] = sorted(AUTOMATION_REGISTRY)
+    return schema
+
+
+def _operation(op: Operation, queues: list[str]) -> dict[str, Any]:
+    envelope = _obj(
+        ["status", "message", "data"],
+        status={"type": "string", "enum": ["success"]},
+        message={**_STR, "example": op.message} if op.message else _STR,
+        data=op.data,
+    )
+    responses: dict[str, Any] = {
+        str(op.success_code): {
+            "description": op.message or op.summary,
+            "content": {"application/json": {"schema": envelope}},
+        }
+    }
+    for code in sorted({401, 403, 422, *op.errors}):
+        responses[str(code)] = {
+            "description": _STATUS_CODES[code],
+            "content": {"application/json": {"schema": _ref("ErrorEnvelope")}},
+        }
+    document: dict[str, Any] = {
+        "operationId": op.operation_id,
+        "summary": op.summary,
+        "tags": [op.tag],
+        "security": _SECURITY[op.auth],
+        "parameters": [
+            {
+                "name": p.name,
+                "in": p.location,
+                "required": p.location == "path" or p.required,
+                "description": p.description,
+                "schema": _param_schema(p, queues),
+            }
+            for p in op.params
+        ],
+        "responses": responses,
+    }
+    if op.description:
+        document["description"] = op.description
+    if op.scope:
+        document["x-required-scope"] = op.scope
+    if op.manager:
+        document["x-required-perfil"] = ["administrador", "diretoria"]
+    if op.body:
+        document["requestBody"] = {
+            "required": op.body_required,
+            "content": {"application/json": {"schema": _ref(op.body)}},
+        }
+    return document
+
+
+@lru_cache(maxsize=8)
+def _document(queues: tuple[str, ...]) -> dict[str, Any]:
+    paths: dict[str, dict[str, Any]] = {}
+    for op in OPERATIONS:
+        paths.setdefault(op.path, {})[op.method.lower()] = _operation(op, list(queues))
+    return {
+        "openapi": "3.0.3",
+        "info": {
+            "title": "Worker Automation",
+            "version": "1.0.0",
+            "description": "Gestao de tasks Celery e workers da plataforma Alcance, e o protocolo dos "
+            "workers. Toda resposta segue o envelope {status, message, data}.",
+        },
+        "paths": paths,
+        "components": {
+            "schemas": _schemas(list(queues)),
+            "securitySchemes": {
+                "ApiKeyHeader": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
+                "BearerKey": {"type": "http", "scheme": "bearer", "description": "A mesma API Key"},
+                "WorkerApiKey": {"type": "apiKey", "in": "header", "name": "X-Worker-Api-Key"},
+            },
+        },
+    }
+
+
+def openapi_document(settings: Settings) -> dict[str, Any]:
+    """The document for a service running with ``settings``."""
+    return _document(tuple(settings.queues))
+
+
+async def openapi_endpoint(request: Request) -> Response:
+    return JSONResponse(openapi_document(request.app.state.settings))
+
+
+def openapi_routes() -> list[BaseRoute]:
+    return [Route(OPENAPI_PATH, openapi_endpoint, methods=["GET"], name="openapi")]
