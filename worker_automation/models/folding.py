@@ -28,7 +28,7 @@ def sqlite_fold(value: Any) -> Any:
     return fold_text(value) if isinstance(value, str) else value
 
 
-class fold(FunctionElement[str]):  # noqa: N801 - reads like the SQL function it renders
+class fold(FunctionElement[str]):
     """Case- and accent-insensitive form of a text expression."""
 
     type = String()

@@ -9,8 +9,8 @@ from sqlalchemy import ColumnElement, and_, func, or_, select
 
 from worker_automation.errors import BadInput, NotFound
 from worker_automation.models import CELERY_STATE, Cliente, JobStatus, Worker
-from worker_automation.models.folding import fold, fold_text
 from worker_automation.models.database import Database
+from worker_automation.models.folding import fold, fold_text
 from worker_automation.resolvers.counts import count_matching, counters
 from worker_automation.resolvers.pagination import Page, PageRequest
 from worker_automation.resolvers.views import WorkerView, enriched_select, views_of

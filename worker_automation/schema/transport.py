@@ -1,11 +1,125 @@
-"""GraphQL transport routes (placeholder until the GraphQL schema is mounted here)."""
+"""``/graphql`` over HTTP and websockets, and the offline GraphiQL page with its assets.
+
+HTTP requests authenticate with ``X-API-Key`` or ``Authorization: Bearer``; websockets with the
+``connection_init`` payload (or the handshake headers) and are refused at connect when the key is
+missing or not valid, before any operation can start.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from datetime import timedelta
+from importlib import resources
+from typing import cast
 
-from starlette.routing import BaseRoute
+from cross_web import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
+from starlette.types import Receive, Scope, Send
+from starlette.websockets import WebSocket
+from strawberry.asgi import GraphQL
+from strawberry.exceptions import ConnectionRejectionError
+from strawberry.types.unset import UNSET, UnsetType
+
+from worker_automation.errors import DomainError
+from worker_automation.resolvers.auth import MSG_MISSING, authenticate
+from worker_automation.resolvers.machines import authenticate_machine
+from worker_automation.runtime import Runtime
+from worker_automation.schema import build_schema
+from worker_automation.schema.context import GraphQLContext
+from worker_automation.schema.errors import INTERNAL_CODE as INTERNAL
+from worker_automation.schema.errors import code_of
+
+log = logging.getLogger(__name__)
+
+STATIC_DIR = resources.files("worker_automation.schema") / "static"
+# Bodies carry variables (a dispatch context can be a few kB) besides the document, whose own
+# limit is enforced by the schema; anything past this is refused before it is read.
+MAX_BODY_BYTES = 256 * 1024
+# graphql-ws (legacy) clients expect keep-alive messages to tell a quiet stream from a dead one.
+KEEP_ALIVE_SECONDS = 15.0
 
 
-def graphql_routes(runtime: Any) -> list[BaseRoute]:
-    return []
+def _rejection(message: str, code: str) -> ConnectionRejectionError:
+    return ConnectionRejectionError({"message": message, "extensions": {"code": code}})
+
+
+class GraphQLApp(GraphQL[GraphQLContext, None]):
+    """Strawberry's ASGI view with this service's context, websocket auth and GraphiQL page."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        super().__init__(
+            build_schema(runtime.settings),
+            graphql_ide="graphiql",
+            keep_alive=True,
+            keep_alive_interval=KEEP_ALIVE_SECONDS,
+            connection_init_wait_timeout=timedelta(seconds=10),
+        )
+        self.runtime = runtime
+        self._ide_html = (STATIC_DIR / "graphiql.html").read_text(encoding="utf-8")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        response: Response
+        if _declared_length(scope) > MAX_BODY_BYTES:
+            response = _http_error(413, f"Requisicao grande demais (maximo {MAX_BODY_BYTES} bytes).")
+        else:
+            try:
+                response = await self.run(Request(scope, receive))
+            except HTTPException as exc:
+                # Strawberry answers these in plain text; clients (GraphiQL included) expect JSON.
+                response = _http_error(exc.status_code, exc.reason)
+        await response(scope, receive, send)
+
+    async def get_context(
+        self, request: Request | WebSocket, response: Response | WebSocket
+    ) -> GraphQLContext:
+        services = await self.runtime.services()
+        return GraphQLContext(services, request.headers, request=request, response=response)
+
+    async def on_ws_connect(self, context: GraphQLContext) -> UnsetType | dict[str, object] | None:
+        """Refuse the connection unless every key sent is valid and at least one was sent."""
+        api_key, machine_key = context.api_key(), context.machine_key()
+        if api_key is None and machine_key is None:
+            raise _rejection(MSG_MISSING, "UNAUTHENTICATED")
+        try:
+            if api_key is not None:
+                await authenticate(context.services.db, api_key)
+            if machine_key is not None:
+                await authenticate_machine(context.services.db, machine_key)
+        except DomainError as exc:
+            raise _rejection(exc.message, code_of(exc)) from None
+        return cast(UnsetType, UNSET)
+
+    async def render_graphql_ide(self, request: Request) -> Response:
+        return HTMLResponse(self._ide_html)
+
+
+def _declared_length(scope: Scope) -> int:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return 0
+    return 0
+
+
+def _http_error(status_code: int, message: str) -> Response:
+    """A request refused before execution, in the GraphQL response shape."""
+    error = {"message": message, "extensions": {"code": "BAD_USER_INPUT" if status_code < 500 else INTERNAL}}
+    return JSONResponse({"data": None, "errors": [error]}, status_code=status_code)
+
+
+def graphql_routes(runtime: Runtime) -> list[BaseRoute]:
+    """``/graphql`` (GET for GraphiQL and queries, POST, websocket) and ``/graphql/static``."""
+    app = GraphQLApp(runtime)
+    return [
+        Mount("/graphql/static", app=StaticFiles(directory=str(STATIC_DIR)), name="graphql-static"),
+        Route("/graphql", app, methods=["GET", "POST"], name="graphql"),
+        WebSocketRoute("/graphql", app, name="graphql-ws"),
+    ]

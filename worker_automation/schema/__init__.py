@@ -1,0 +1,51 @@
+"""The GraphQL schema: Strawberry types, Query, Mutation and Subscription over the shared resolvers."""
+
+from __future__ import annotations
+
+from graphql import GraphQLError
+from strawberry import Schema
+from strawberry.schema.config import StrawberryConfig
+from strawberry.types import ExecutionContext
+from strawberry.utils.logging import StrawberryLogger
+
+from worker_automation.schema.context import GraphQLContext, OperationScopeExtension
+from worker_automation.schema.errors import is_expected, translate_in_place
+from worker_automation.schema.limits import MAX_DOCUMENT_BYTES, guard_extension
+from worker_automation.schema.mutation import Mutation
+from worker_automation.schema.query import Query
+from worker_automation.schema.scalars import SCALAR_MAP
+from worker_automation.schema.sharing import SharedExecutionContext
+from worker_automation.schema.subscription import Subscription
+from worker_automation.settings import Settings
+
+__all__ = ["MAX_DOCUMENT_BYTES", "GraphQLContext", "WorkerAutomationSchema", "build_schema"]
+
+
+class WorkerAutomationSchema(Schema):
+    """Strawberry's schema: unexpected errors logged, then every error given its code (and
+    unexpected ones masked) before the result leaves."""
+
+    def process_errors(
+        self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
+    ) -> None:
+        for error in errors:
+            if not is_expected(error):
+                StrawberryLogger.error(error, execution_context)
+        translate_in_place(errors)
+
+
+def build_schema(
+    settings: Settings, *, max_document_bytes: int = MAX_DOCUMENT_BYTES
+) -> WorkerAutomationSchema:
+    """The schema with the guards ``settings`` ask for (the SDL itself never depends on them)."""
+    return WorkerAutomationSchema(
+        query=Query,
+        mutation=Mutation,
+        subscription=Subscription,
+        extensions=[
+            OperationScopeExtension,
+            guard_extension(settings, max_document_bytes),
+        ],
+        config=StrawberryConfig(scalar_map=SCALAR_MAP),
+        execution_context_class=SharedExecutionContext,
+    )

@@ -1,0 +1,134 @@
+"""Guards of the GraphQL endpoint: document size, tokens, depth, aliases and introspection.
+
+Every limit comes from the settings. Tokens are counted while parsing (a document with too many is
+abandoned before it is fully read); size, depth and aliases are validation rules, so a refused
+document never reaches a resolver and the caller gets a message naming the limit. The rules are
+built once per schema and applied by a single extension, which keeps the per-payload cost of
+subscriptions (every extension is visited for every payload) as low as it can be.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import Any
+
+from graphql import ASTValidationRule, GraphQLError, ValidationRule, parse
+from graphql.language import DocumentNode
+from graphql.validation import NoSchemaIntrospectionCustomRule
+from strawberry.extensions import SchemaExtension
+from strawberry.extensions.max_aliases import create_validator as aliases_rule
+from strawberry.extensions.query_depth_limiter import create_validator as depth_rule
+
+from worker_automation.settings import Settings
+
+# Large enough for any hand-written or generated operation of this API, small enough that parsing
+# a refused document costs nothing worth noticing.
+MAX_DOCUMENT_BYTES = 20_000
+
+
+def document_size_rule(max_bytes: int) -> type[ValidationRule]:
+    """A validation rule refusing documents longer than ``max_bytes`` (UTF-8)."""
+
+    class DocumentSizeRule(ValidationRule):
+        def enter_document(self, node: DocumentNode, *_args: Any) -> None:
+            body = node.loc.source.body if node.loc is not None else ""
+            size = len(body.encode("utf-8"))
+            if size > max_bytes:
+                self.report_error(
+                    GraphQLError(f"Documento GraphQL grande demais: {size} bytes (maximo {max_bytes} bytes).")
+                )
+
+    return DocumentSizeRule
+
+
+class DocumentCache:
+    """Documents parsed and validated recently, by text: clients send the same few operations over
+    and over (a screen's polling, thousands of identical subscriptions after a deploy)."""
+
+    def __init__(self, max_tokens: int, max_chars: int, keep: int = 256) -> None:
+        self.max_tokens = max_tokens
+        self.max_chars = max_chars
+        self._keep = keep
+        self._documents: OrderedDict[str, DocumentNode] = OrderedDict()
+        self._valid: set[str] = set()
+
+    def document(self, query: str) -> DocumentNode | None:
+        """The parsed document, or None to let Strawberry parse it (and report its errors)."""
+        if len(query) > self.max_chars:
+            return None
+        found = self._documents.get(query)
+        if found is not None:
+            self._documents.move_to_end(query)
+            return found
+        try:
+            found = parse(query, max_tokens=self.max_tokens)
+        except GraphQLError:
+            return None
+        self._documents[query] = found
+        if len(self._documents) > self._keep:
+            evicted, _ = self._documents.popitem(last=False)
+            self._valid.discard(evicted)
+        return found
+
+    def is_valid(self, query: str, document: DocumentNode | None) -> bool:
+        """Whether ``document`` is this cache's parse of ``query`` and passed validation before."""
+        return query in self._valid and self._documents.get(query) is document
+
+    def mark_valid(self, query: str, document: DocumentNode | None) -> None:
+        if document is not None and self._documents.get(query) is document:
+            self._valid.add(query)
+
+
+class Guards(SchemaExtension):
+    """Applies the token limit to parsing and the guard rules to validation, reusing the parse and
+    the validation of documents seen before."""
+
+    def __init__(self, rules: tuple[type[ASTValidationRule], ...], cache: DocumentCache) -> None:
+        self.rules = rules
+        self.cache = cache
+
+    def on_operation(self) -> Iterator[None]:
+        context = self.execution_context
+        context.parse_options["max_tokens"] = self.cache.max_tokens
+        context.validation_rules = context.validation_rules + self.rules
+        yield
+
+    def on_parse(self) -> Iterator[None]:
+        context = self.execution_context
+        if context.graphql_document is None and context.query:
+            context.graphql_document = self.cache.document(context.query)
+        yield
+
+    def on_validate(self) -> Iterator[None]:
+        context = self.execution_context
+        query = context.query or ""
+        known = self.cache.is_valid(query, context.graphql_document)
+        if known:
+            # Strawberry skips its own validation when an extension has already given the verdict.
+            context.pre_execution_errors = []
+        yield
+        if not known and not context.pre_execution_errors:
+            self.cache.mark_valid(query, context.graphql_document)
+
+
+def guard_rules(
+    settings: Settings, max_document_bytes: int = MAX_DOCUMENT_BYTES
+) -> tuple[type[ASTValidationRule], ...]:
+    """The validation rules ``settings`` ask for."""
+    rules: list[type[ASTValidationRule]] = [
+        document_size_rule(max_document_bytes),
+        depth_rule(settings.max_query_depth, None),
+        aliases_rule(settings.max_query_aliases),
+    ]
+    if not settings.introspection:
+        rules.append(NoSchemaIntrospectionCustomRule)
+    return tuple(rules)
+
+
+def guard_extension(settings: Settings, max_document_bytes: int = MAX_DOCUMENT_BYTES) -> Callable[[], Guards]:
+    """A factory of the guard extension (Strawberry wants a new instance per operation); the rules
+    and the document cache are built once, here, for one schema."""
+    cache = DocumentCache(settings.max_query_tokens, max_chars=max_document_bytes)
+    return partial(Guards, guard_rules(settings, max_document_bytes), cache)

@@ -1,0 +1,125 @@
+"""The Query root: each field translates its arguments, calls one resolver and wraps its view."""
+
+from __future__ import annotations
+
+import strawberry
+
+from worker_automation.resolvers import live, reads
+from worker_automation.resolvers.automations import all_effective
+from worker_automation.resolvers.clientes import list_clientes
+from worker_automation.resolvers.machines import list_machines
+from worker_automation.resolvers.search import search_automations
+from worker_automation.schema.catalog import Automation, AutomationSearch
+from worker_automation.schema.context import Info, selects
+from worker_automation.schema.fields import field
+from worker_automation.schema.inputs import WorkerFilterInput
+from worker_automation.schema.monitoring import (
+    BrokerStatus,
+    Dashboard,
+    QueueLiveStatus,
+    Stats,
+    TaskStatus,
+    WorkersInspect,
+)
+from worker_automation.schema.permissions import read
+from worker_automation.schema.types import Cliente, Machine, Worker, WorkerPage, workers_of
+from worker_automation.worker.registry import AUTOMATION_REGISTRY
+
+# Asking for these fields of QueueState means loading the jobs of every queue, not only counts.
+TASK_FIELDS = ("activeTasks", "pendingTasks")
+
+
+async def load_queue_status(info: Info) -> QueueLiveStatus:
+    """Every queue's state; the job lists only when the selection asks for them."""
+    services = info.context.services
+    states, summary = await live.queue_states(services, with_tasks=selects(info, *TASK_FIELDS))
+    return QueueLiveStatus.build(states, summary, services.settings.tz)
+
+
+@strawberry.type(description="Reads. Every field needs an API key with worker_automation:read.")
+class Query:
+    """Read-only entry points."""
+
+    @field(description="Jobs, newest first, filtered and paginated.", extensions=read())
+    async def workers(
+        self,
+        info: Info,
+        filter: WorkerFilterInput | None = None,
+        page: int = 1,
+        per_page: int = 20,
+    ) -> WorkerPage:
+        services = info.context.services
+        chosen = (filter or WorkerFilterInput()).to_filter()
+        found = await reads.list_workers(services.db, services.settings.queues, chosen, page, per_page)
+        return WorkerPage.from_page(found, services.settings.tz)
+
+    @field(description="One job by id (NOT_FOUND when there is none).", extensions=read())
+    async def worker(self, info: Info, id: int) -> Worker | None:
+        view = await reads.get_worker(info.context.services.db, id)
+        return Worker.from_view(view, info.context.tz)
+
+    @field(description="Totals by status and by queue.", extensions=read())
+    async def stats(self, info: Info) -> Stats:
+        services = info.context.services
+        return Stats.from_view(await reads.stats(services.db, services.settings.queues))
+
+    @field(description="Every running job, longest running first.", extensions=read())
+    async def active_workers(self, info: Info) -> list[Worker]:
+        return workers_of(await reads.active_workers(info.context.services.db), info.context.tz)
+
+    @field(description="Queued jobs in run order (priority, then age).", extensions=read())
+    async def queued_workers(
+        self, info: Info, page: int = 1, per_page: int = 10, queue: str | None = None
+    ) -> WorkerPage:
+        services = info.context.services
+        found = await reads.queued_workers(services.db, services.settings.queues, page, per_page, queue)
+        return WorkerPage.from_page(found, services.settings.tz)
+
+    @field(
+        description="Fuzzy search of the automation catalogue (score >= 60); without q, everything.",
+        extensions=read(),
+    )
+    async def search_automations(self, info: Info, q: str | None = None) -> AutomationSearch:
+        return AutomationSearch.from_view(search_automations(AUTOMATION_REGISTRY.values(), q))
+
+    @field(description="Each configured queue right now, with totals.", extensions=read())
+    async def queue_live_status(self, info: Info) -> QueueLiveStatus:
+        return await load_queue_status(info)
+
+    @field(description="Messages waiting in the broker per queue.", extensions=read())
+    async def broker_status(self, info: Info) -> BrokerStatus:
+        return BrokerStatus.from_view(await live.broker_status(info.context.services))
+
+    @field(
+        description="Raw Celery inspect of the workers (waits up to the inspect timeout).", extensions=read()
+    )
+    async def workers_inspect(self, info: Info) -> WorkersInspect:
+        return WorkersInspect.from_view(await live.workers_inspect(info.context.services))
+
+    @field(
+        description="A task's state in Celery's vocabulary (NOT_FOUND when nobody knows it).",
+        extensions=read(),
+    )
+    async def task_status(self, info: Info, task_id: str) -> TaskStatus | None:
+        view = await live.task_status(info.context.services, task_id)
+        return TaskStatus.from_view(view, info.context.tz)
+
+    @field(
+        description="Every section of the operators' screen; a failing source empties only its section.",
+        extensions=read(),
+    )
+    async def dashboard(self, info: Info) -> Dashboard:
+        return Dashboard.from_view(await live.dashboard(info.context.services), info.context.tz)
+
+    @field(description="The automation catalogue with the limits in force.", extensions=read())
+    async def automations(self, info: Info) -> list[Automation]:
+        return [Automation.from_definition(a) for a in await all_effective(info.context.services.db)]
+
+    @field(description="Registered worker machines.", extensions=read())
+    async def machines(self, info: Info) -> list[Machine]:
+        views = await list_machines(info.context.services.db)
+        return [Machine.from_view(v, info.context.tz) for v in views]
+
+    @field(description="Client companies, by name.", extensions=read())
+    async def clientes(self, info: Info) -> list[Cliente]:
+        return [Cliente.from_view(v) for v in await list_clientes(info.context.services.db)]

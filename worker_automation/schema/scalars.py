@@ -1,0 +1,56 @@
+"""Custom scalars of the GraphQL schema: ``JSON`` and ``DateTime``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, NewType
+
+import strawberry
+from strawberry.types.scalar import ScalarDefinition
+
+JSON = NewType("JSON", object)
+DateTime = NewType("DateTime", str)
+
+
+def _serialize_datetime(value: Any) -> str:
+    # Views hand over strings already rendered in the service's zone (as events carry them);
+    # a bare datetime is accepted so the scalar never depends on who built the value.
+    if isinstance(value, datetime):
+        return value.isoformat(timespec="seconds")
+    return str(value)
+
+
+def _parse_datetime(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError("DateTime must be an ISO 8601 string")
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"DateTime invalido: {value!r} (use ISO 8601 com deslocamento)") from None
+    return parsed.isoformat(timespec="seconds")
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+JSON_SCALAR: ScalarDefinition = strawberry.scalar(
+    name="JSON",
+    description="Any JSON value (object, array, string, number, boolean or null), passed through as is.",
+    specified_by_url="https://ecma-international.org/publications-and-standards/standards/ecma-404/",
+    serialize=_identity,
+    parse_value=_identity,
+)
+
+DATETIME_SCALAR: ScalarDefinition = strawberry.scalar(
+    name="DateTime",
+    description=(
+        "An instant as ISO 8601 text with its UTC offset, rendered in the service's configured time "
+        "zone (WA_TIMEZONE), e.g. 2026-07-08T09:15:00-03:00."
+    ),
+    serialize=_serialize_datetime,
+    parse_value=_parse_datetime,
+)
+
+# Handed to StrawberryConfig(scalar_map=...): the NewTypes above become these scalars.
+SCALAR_MAP: dict[object, ScalarDefinition] = {JSON: JSON_SCALAR, DateTime: DATETIME_SCALAR}

@@ -1,0 +1,219 @@
+"""The Subscription root: live views fed by the process's event bus.
+
+Each subscription attaches its :class:`Feed` before reading any state, so no change can fall
+between the first payload and the events after it, and opens a fresh operation scope before each
+payload so loaders never serve data cached by an earlier payload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import strawberry
+
+from worker_automation.broker.events import Event, EventKind
+from worker_automation.errors import BadInput
+from worker_automation.resolvers import live
+from worker_automation.resolvers.automations import registered
+from worker_automation.resolvers.claims import pending_jobs
+from worker_automation.schema.context import GraphQLContext, Info, selects
+from worker_automation.schema.fields import subscription
+from worker_automation.schema.inputs import WorkerEventFilter
+from worker_automation.schema.monitoring import Dashboard, QueueLiveStatus, TaskStatus
+from worker_automation.schema.permissions import machine, read
+from worker_automation.schema.query import TASK_FIELDS
+from worker_automation.schema.scalars import JSON
+from worker_automation.schema.sharing import SharedPayloads, shareable
+from worker_automation.schema.streams import Feed, FeedClosed, coalesced, shared_load
+from worker_automation.schema.types import Worker, WorkerEvent
+
+# A task id with no job row is only known to Celery's result backend, which sends no events.
+BACKEND_POLL_SECONDS = 2.0
+# Every subscriber of the process gets the same WorkerEvent object for an event (see sharing).
+_EVENTS = SharedPayloads()
+
+
+def _shared_event(event: Event, tz: ZoneInfo) -> WorkerEvent:
+    return _EVENTS.get((event.id, tz.key), lambda: WorkerEvent.from_event(event, tz))
+
+
+def _replaced(task_id: str, event: Event, tz: Any) -> TaskStatus:
+    """The status of a task whose job was moved, reordered or removed: its task was revoked."""
+    worker = Worker.from_dict(event.worker)
+    if event.kind is EventKind.DELETED:
+        detail = "Worker removido"
+    else:
+        detail = f"Task substituida por {worker.task_id}"
+    return TaskStatus(
+        task_id=task_id,
+        state="REVOKED",
+        status="REVOKED",
+        result=JSON({"exc_type": "TaskRevokedError", "exc_message": detail}),
+        worker_id=worker.id,
+        progress=worker.progress,
+        worker=worker,
+    )
+
+
+async def _task_status(context: GraphQLContext, task_id: str) -> TaskStatus:
+    return TaskStatus.from_view(await live.task_status(context.services, task_id), context.tz)
+
+
+@strawberry.type(description="Live views. Operator subscriptions need worker_automation:read.")
+class Subscription:
+    """Push entry points, over websockets (graphql-transport-ws or graphql-ws)."""
+
+    @subscription(
+        description=(
+            "Every queue's state at once, then a fresh state after each change (at most ~4 per second; "
+            "the last change is always followed by a push)."
+        ),
+        extensions=read(),
+    )
+    async def queue_load(self, info: Info) -> AsyncGenerator[QueueLiveStatus, None]:
+        context = info.context
+        services = context.services
+        with_tasks = selects(info, *TASK_FIELDS)
+        slot = shared_load(services.events, ("queue_load", with_tasks))
+
+        async def compute() -> QueueLiveStatus:
+            states, summary = await live.queue_states(services, with_tasks=with_tasks)
+            return shareable(QueueLiveStatus.build(states, summary, services.settings.tz))
+
+        async def load(fresh_after: float) -> QueueLiveStatus:
+            result: QueueLiveStatus = await slot.get(fresh_after, compute)
+            return result
+
+        feed = Feed(services.events)
+        try:
+            async for state in coalesced(feed, load):
+                context.begin_operation()
+                yield state
+        finally:
+            feed.close()
+
+    @subscription(
+        description=(
+            "Job events (created, claimed, progress, completed, failed, cancelled, moved, reordered, "
+            "deleted) with the job as it is after each; RESYNC when events may have been missed."
+        ),
+        extensions=read(),
+    )
+    async def worker_events(
+        self, info: Info, filter: WorkerEventFilter | None = None
+    ) -> AsyncGenerator[WorkerEvent, None]:
+        context = info.context
+        chosen = filter or WorkerEventFilter()
+        chosen.check(context.services.settings.queues)
+        feed = Feed(context.services.events)
+        try:
+            while True:
+                event = await feed.next()
+                if event is None:
+                    continue
+                if event.kind is EventKind.RESYNC or chosen.matches(event.worker):
+                    context.begin_operation()
+                    yield _shared_event(event, context.tz)
+        except FeedClosed:
+            return
+        finally:
+            feed.close()
+
+    @subscription(
+        description=(
+            "A task's state now, then on every change (state or progress); completes once the state "
+            "is terminal (SUCCESS, FAILURE, REVOKED)."
+        ),
+        extensions=read(),
+    )
+    async def task_status(self, info: Info, task_id: str) -> AsyncGenerator[TaskStatus, None]:
+        context = info.context
+        feed = Feed(context.services.events)
+        try:
+            current = await _task_status(context, task_id)
+            context.begin_operation()
+            yield current
+            while not current.is_terminal:
+                worker_id = current.worker_id
+                event = await feed.next(within=BACKEND_POLL_SECONDS if worker_id is None else None)
+                if event is not None and event.kind is not EventKind.RESYNC:
+                    row = event.worker
+                    if worker_id is not None and row.get("id") == worker_id:
+                        if event.kind is EventKind.DELETED or row.get("task_id") != task_id:
+                            context.begin_operation()
+                            yield _replaced(task_id, event, context.tz)
+                            return
+                    elif row.get("task_id") != task_id:
+                        continue
+                latest = await _task_status(context, task_id)
+                if (latest.state, latest.progress) != (current.state, current.progress):
+                    context.begin_operation()
+                    yield latest
+                current = latest
+        except FeedClosed:
+            return
+        finally:
+            feed.close()
+
+    @subscription(
+        description=(
+            "For worker machines (X-Worker-Api-Key): each new job, of one automation or of all. After "
+            "missed events the machine's pending jobs are sent again (claims refuse duplicates)."
+        ),
+        extensions=machine(),
+    )
+    async def job_created(self, info: Info, automation: str | None = None) -> AsyncGenerator[Worker, None]:
+        context = info.context
+        services = context.services
+        if automation is not None:
+            registered(automation, "automation")
+        me = await context.machine()
+        feed = Feed(services.events)
+        try:
+            while True:
+                event = await feed.next()
+                if event is None:
+                    continue
+                if event.kind is EventKind.RESYNC:
+                    try:
+                        missed = await pending_jobs(services, me, automation)
+                    except BadInput:
+                        missed = []
+                    for view in missed:
+                        context.begin_operation()
+                        yield Worker.from_view(view, context.tz)
+                elif event.kind is EventKind.CREATED and (
+                    automation is None or event.worker.get("automation_type") == automation
+                ):
+                    context.begin_operation()
+                    yield Worker.from_dict(event.worker)
+        except FeedClosed:
+            return
+        finally:
+            feed.close()
+
+    @subscription(
+        description="The dashboard at once, then after each change (coalesced like queueLoad).",
+        extensions=read(),
+    )
+    async def dashboard(self, info: Info) -> AsyncGenerator[Dashboard, None]:
+        context = info.context
+        services = context.services
+        slot = shared_load(services.events, "dashboard")
+
+        async def compute() -> Dashboard:
+            return shareable(Dashboard.from_view(await live.dashboard(services), services.settings.tz))
+
+        async def load(fresh_after: float) -> Dashboard:
+            result: Dashboard = await slot.get(fresh_after, compute)
+            return result
+
+        feed = Feed(services.events)
+        try:
+            async for board in coalesced(feed, load):
+                context.begin_operation()
+                yield board
+        finally:
+            feed.close()

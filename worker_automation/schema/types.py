@@ -1,0 +1,202 @@
+"""GraphQL object types of jobs and who they belong to: Worker, WorkerPage, WorkerEvent, Machine, Cliente.
+
+A ``Worker`` is built from the same JSON-ready dict that REST items and bus events are made of
+(:meth:`WorkerView.as_dict`), so a job looks the same whether it was read, returned by a mutation
+or pushed by a subscription.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import strawberry
+
+from worker_automation.broker.events import Event
+from worker_automation.resolvers.clientes import ClienteView
+from worker_automation.resolvers.machines import MachineView
+from worker_automation.resolvers.pagination import Page
+from worker_automation.resolvers.views import WorkerView, iso
+from worker_automation.schema.context import Info
+from worker_automation.schema.enums import ChangeKind, EventKind, JobStatus, MachineStatus, change_of
+from worker_automation.schema.fields import field
+from worker_automation.schema.scalars import JSON, DateTime
+
+
+@strawberry.type(description="A registered worker process: serves one automation, or one queue.")
+class Machine:
+    """A machine as operators see it (never its key)."""
+
+    id: int = strawberry.field(description="Internal id.")
+    name: str = strawberry.field(description="Unique name given at registration.")
+    automation: str | None = strawberry.field(description="The automation key it serves, if dedicated.")
+    queue: str | None = strawberry.field(description="The Celery queue it serves, if a pool worker.")
+    status: MachineStatus = strawberry.field(description="LIGADO (may claim jobs) or DESLIGADO.")
+    is_on: bool = strawberry.field(description="True when the machine may claim jobs.")
+    created_at: DateTime = strawberry.field(description="When it was registered.")
+    last_claim_at: DateTime | None = strawberry.field(description="When it last claimed a job.")
+
+    @classmethod
+    def from_view(cls, view: MachineView, tz: ZoneInfo) -> Machine:
+        """Build from the resolver's view, timestamps in ``tz``."""
+        return cls(
+            id=view.id,
+            name=view.name,
+            automation=view.automation,
+            queue=view.queue,
+            status=MachineStatus(view.status),
+            is_on=view.is_on,
+            created_at=DateTime(iso(view.created_at, tz) or ""),
+            last_claim_at=DateTime(stamp) if (stamp := iso(view.last_claim_at, tz)) else None,
+        )
+
+
+@strawberry.type(description="A client company jobs run for.")
+class Cliente:
+    """A client of the platform (minimal copy of the wider platform's record)."""
+
+    id: int = strawberry.field(description="Internal id (what jobs' clienteId points at).")
+    razao_social: str = strawberry.field(description="Registered company name.")
+    cnpj: str | None = strawberry.field(description="CNPJ, digits only.")
+
+    @classmethod
+    def from_view(cls, view: ClienteView) -> Cliente:
+        """Build from the resolver's view."""
+        return cls(id=view.id, razao_social=view.razao_social, cnpj=view.cnpj)
+
+
+def _stamp(value: Any) -> DateTime | None:
+    return None if value is None else DateTime(str(value))
+
+
+@strawberry.type(description="One execution of an automation (a 'worker' in the REST API).")
+class Worker:
+    """A job row with its automation's display name and its client's name."""
+
+    id: int = strawberry.field(description="Internal id.")
+    task_id: str | None = strawberry.field(description="Celery task id (UUID); null if never sent.")
+    cliente_id: int | None = strawberry.field(description="Client the job runs for (not enforced).")
+    usuario_id: int | None = strawberry.field(description="User who triggered it.")
+    path_file: str | None = strawberry.field(description="File produced or consumed, if any.")
+    status: JobStatus = strawberry.field(description="Current state.")
+    data_inicio: DateTime | None = strawberry.field(description="When it started running.")
+    data_fim: DateTime | None = strawberry.field(description="When it ended (done, failed, cancelled).")
+    mensagem_erro: str | None = strawberry.field(description="Error or cancellation message.")
+    automation_type: str = strawberry.field(description="Automation key in the registry.")
+    queue: str = strawberry.field(description="Celery queue it runs on.")
+    priority: int = strawberry.field(description="0..9, lower runs first.")
+    retry_count: int = strawberry.field(description="How many times it was retried.")
+    progress: int = strawberry.field(description="0..100, as reported by the automation.")
+    metadata_json: JSON | None = strawberry.field(description="Free metadata (e.g. progress message).")
+    display_name: str = strawberry.field(description="The automation's friendly name.")
+    client_name: str | None = strawberry.field(description="The client's razao social, if it exists.")
+    context: JSON | None = strawberry.field(description="Input the job was dispatched with.")
+    result: JSON | None = strawberry.field(description="Return value, or the error on failure.")
+    created_at: DateTime = strawberry.field(description="When the job was created.")
+    updated_at: DateTime = strawberry.field(description="When the row last changed.")
+    machine_id: int | None = strawberry.field(description="Machine that claimed it, if any.")
+
+    @field(description="The machine that claimed the job (batched per operation).")
+    async def machine(self, info: Info) -> Machine | None:
+        if self.machine_id is None:
+            return None
+        view = await info.context.loaders.machines.load(self.machine_id)
+        return Machine.from_view(view, info.context.tz) if view is not None else None
+
+    @field(description="The client record behind clienteId (batched per operation).")
+    async def cliente(self, info: Info) -> Cliente | None:
+        if self.cliente_id is None:
+            return None
+        view = await info.context.loaders.clientes.load(self.cliente_id)
+        return Cliente.from_view(view) if view is not None else None
+
+    @classmethod
+    def from_view(cls, view: WorkerView, tz: ZoneInfo) -> Worker:
+        """Build from a resolver's view, timestamps in ``tz``."""
+        return cls.from_dict(view.as_dict(tz))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Worker:
+        """Build from :meth:`WorkerView.as_dict` output (what events carry)."""
+        return cls(
+            id=int(data["id"]),
+            task_id=data.get("task_id"),
+            cliente_id=data.get("cliente_id"),
+            usuario_id=data.get("usuario_id"),
+            path_file=data.get("path_file"),
+            status=JobStatus(data["status"]),
+            data_inicio=_stamp(data.get("data_inicio")),
+            data_fim=_stamp(data.get("data_fim")),
+            mensagem_erro=data.get("mensagem_erro"),
+            automation_type=str(data.get("automation_type", "")),
+            queue=str(data.get("queue", "")),
+            priority=int(data.get("priority") or 0),
+            retry_count=int(data.get("retry_count") or 0),
+            progress=int(data.get("progress") or 0),
+            metadata_json=data.get("metadata_json"),
+            display_name=str(data.get("display_name") or data.get("automation_type", "")),
+            client_name=data.get("client_name"),
+            context=data.get("context"),
+            result=data.get("result"),
+            created_at=DateTime(str(data.get("created_at") or "")),
+            updated_at=DateTime(str(data.get("updated_at") or "")),
+            machine_id=data.get("machine_id"),
+        )
+
+
+def workers_of(views: list[WorkerView], tz: ZoneInfo) -> list[Worker]:
+    """GraphQL workers from resolver views."""
+    return [Worker.from_view(v, tz) for v in views]
+
+
+@strawberry.type(description="One page of jobs, with the totals of the documented pagination contract.")
+class WorkerPage:
+    """A page of :class:`Worker`."""
+
+    items: list[Worker] = strawberry.field(description="The jobs of this page.")
+    total: int = strawberry.field(description="Jobs matching, over all pages.")
+    page: int = strawberry.field(description="This page's number (from 1).")
+    per_page: int = strawberry.field(description="Page size (at most 100).")
+    pages: int = strawberry.field(description="Number of pages.")
+
+    @classmethod
+    def from_page(cls, page: Page[WorkerView], tz: ZoneInfo) -> WorkerPage:
+        """Build from a resolver's page."""
+        return cls(
+            items=workers_of(page.items, tz),
+            total=page.total,
+            page=page.page,
+            per_page=page.per_page,
+            pages=page.pages,
+        )
+
+
+@strawberry.type(description="Something happened to a job.")
+class WorkerEvent:
+    """One bus event as subscribers receive it."""
+
+    id: str = strawberry.field(description="Event id (unique; for de-duplication).")
+    kind: EventKind = strawberry.field(description="What happened.")
+    change: ChangeKind = strawberry.field(description="How a kept list of jobs should change.")
+    at: DateTime = strawberry.field(description="When the event was published.")
+    worker: Worker | None = strawberry.field(description="The job after the change; null for RESYNC.")
+
+    @classmethod
+    def from_event(cls, event: Event, tz: ZoneInfo) -> WorkerEvent:
+        """Build from a bus event."""
+        worker = Worker.from_dict(event.worker) if event.worker else None
+        return cls(
+            id=event.id,
+            kind=EventKind(event.kind),
+            change=change_of(event.kind),
+            at=DateTime(_in_zone(event.at, tz)),
+            worker=worker,
+        )
+
+
+def _in_zone(stamp: str, tz: ZoneInfo) -> str:
+    try:
+        return datetime.fromisoformat(stamp).astimezone(tz).isoformat(timespec="seconds")
+    except ValueError:
+        return stamp
