@@ -45,7 +45,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
         overrides["api_url"] = f"http://{_connect_host(args.host)}:{args.port}"
     settings = base.model_copy(update=overrides)
     app = create_app(settings)
-    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level, lifespan="on")
+    config = uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        lifespan="on",
+        # Compression costs CPU and ~50 kB per subscriber socket; events are small JSON.
+        ws_per_message_deflate=False,
+    )
     server = uvicorn.Server(config)
     server.run()
     return 0

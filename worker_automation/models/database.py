@@ -37,10 +37,8 @@ def make_engine(database_url: str) -> AsyncEngine:
         engine = create_async_engine(database_url, connect_args={"timeout": 30})
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
-    # Every connection up to the ceiling (30) is kept: with a smaller pool plus overflow, each
-    # overflow connection was closed on return and reopened by the next burst (a connect per request).
     return create_async_engine(
-        database_url, pool_size=30, max_overflow=0, pool_pre_ping=True, pool_recycle=1800
+        database_url, pool_size=10, max_overflow=20, pool_pre_ping=True, pool_recycle=1800
     )
 
 

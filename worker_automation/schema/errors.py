@@ -11,7 +11,6 @@ logged with its traceback.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from graphql import GraphQLError, GraphQLSyntaxError
@@ -25,8 +24,6 @@ from worker_automation.errors import (
     Unauthenticated,
     Unavailable,
 )
-
-log = logging.getLogger(__name__)
 
 # Domain error -> extensions.code: the one table of this transport (REST has its status table).
 CODE_OF: dict[type[DomainError], str] = {

@@ -32,6 +32,8 @@ def document_size_rule(max_bytes: int) -> type[ValidationRule]:
     """A validation rule refusing documents longer than ``max_bytes`` (UTF-8)."""
 
     class DocumentSizeRule(ValidationRule):
+        """Reports a document over the size limit."""
+
         def enter_document(self, node: DocumentNode, *_args: Any) -> None:
             body = node.loc.source.body if node.loc is not None else ""
             size = len(body.encode("utf-8"))

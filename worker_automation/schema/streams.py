@@ -104,11 +104,13 @@ async def coalesced(
 
     The first change after a quiet spell is pushed at once; changes inside a burst are folded into
     one push when ``interval`` has passed since the previous one, so the last push always follows
-    the last change. ``load`` gets the loop time of the last event heard (see :class:`SharedLoad`).
+    the last change; a state equal to the one pushed before is not pushed again. ``load`` gets the
+    loop time of the last event heard (see :class:`SharedLoad`).
     """
     loop = asyncio.get_running_loop()
     heard = loop.time()
-    yield await load(heard)
+    last = await load(heard)
+    yield last
     pushed = loop.time()
     dirty = False
     while True:
@@ -126,4 +128,7 @@ async def coalesced(
         dirty = False
         value = await load(heard)
         pushed = loop.time()
-        yield value
+        # An event heard while a snapshot was being read may already be in it: no repeat push.
+        if value != last:
+            last = value
+            yield value

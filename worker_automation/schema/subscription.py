@@ -8,7 +8,6 @@ payload so loaders never serve data cached by an earlier payload.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
-from typing import Any
 from zoneinfo import ZoneInfo
 
 import strawberry
@@ -39,7 +38,7 @@ def _shared_event(event: Event, tz: ZoneInfo) -> WorkerEvent:
     return _EVENTS.get((event.id, tz.key), lambda: WorkerEvent.from_event(event, tz))
 
 
-def _replaced(task_id: str, event: Event, tz: Any) -> TaskStatus:
+def _replaced(task_id: str, event: Event) -> TaskStatus:
     """The status of a task whose job was moved, reordered or removed: its task was revoked."""
     worker = Worker.from_dict(event.worker)
     if event.kind is EventKind.DELETED:
@@ -143,7 +142,7 @@ class Subscription:
                     if worker_id is not None and row.get("id") == worker_id:
                         if event.kind is EventKind.DELETED or row.get("task_id") != task_id:
                             context.begin_operation()
-                            yield _replaced(task_id, event, context.tz)
+                            yield _replaced(task_id, event)
                             return
                     elif row.get("task_id") != task_id:
                         continue
