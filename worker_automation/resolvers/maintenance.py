@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
 
-from sqlalchemy import ColumnElement, delete, or_, select, update
+from sqlalchemy import ColumnElement, and_, delete, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from worker_automation.broker.events import EventKind
 from worker_automation.errors import BadInput, Unavailable
@@ -52,6 +53,27 @@ async def _revoke_all(services: Services, views: list[WorkerView]) -> None:
             await services.broker.revoke(view.task_id, terminate=view.status == JobStatus.EXECUTANDO.value)
 
 
+async def _cancel_many(
+    session: AsyncSession, ids: list[int], message: str, *conds: ColumnElement[bool]
+) -> list[WorkerView]:
+    """Mark the still-open rows among ``ids`` CANCELADO; the views of those that changed."""
+    if not ids:
+        return []
+    now = utcnow()
+    changed_ids = (
+        await session.scalars(
+            update(Worker)
+            .where(Worker.id.in_(ids), Worker.status.in_(OPEN), *conds)
+            .values(status=JobStatus.CANCELADO.value, data_fim=now, mensagem_erro=message, updated_at=now)
+            .returning(Worker.id)
+            .execution_options(synchronize_session=False)
+        )
+    ).all()
+    if not changed_ids:
+        return []
+    return views_of(await session.execute(enriched_select().where(Worker.id.in_(changed_ids))))
+
+
 @dataclass(frozen=True)
 class ClearResult:
     cancelled: int
@@ -76,23 +98,7 @@ async def clear_queue(
                 await session.execute(enriched_select().where(*conds).with_for_update(of=Worker))
             )
             await _revoke_all(services, targets)
-            ids = [v.id for v in targets]
-            now = utcnow()
-            if ids:
-                await session.execute(
-                    update(Worker)
-                    .where(Worker.id.in_(ids), Worker.status.in_(OPEN))
-                    .values(
-                        status=JobStatus.CANCELADO.value,
-                        data_fim=now,
-                        mensagem_erro="Cancelado em massa (clear-queue)",
-                        updated_at=now,
-                    )
-                    .execution_options(synchronize_session=False)
-                )
-            changed = (
-                views_of(await session.execute(enriched_select().where(Worker.id.in_(ids)))) if ids else []
-            )
+            changed = await _cancel_many(session, [v.id for v in targets], "Cancelado em massa (clear-queue)")
         note.detail = {"scope": parsed.value, "cancelled": len(changed)}
     await announce(services, EventKind.CANCELLED, changed)
     return ClearResult(len(changed), parsed, queue)
@@ -171,22 +177,14 @@ async def sync_orphans(services: Services, actor: Actor) -> SyncResult:
                 view.created_at < cutoff and await services.broker.task_result(view.task_id) is None
             ):
                 orphan_ids.append(view.id)
-        changed: list[WorkerView] = []
-        if orphan_ids:
-            now = utcnow()
-            async with services.db.session() as session:
-                await session.execute(
-                    update(Worker)
-                    .where(Worker.id.in_(orphan_ids), Worker.status.in_(OPEN))
-                    .values(
-                        status=JobStatus.CANCELADO.value,
-                        data_fim=now,
-                        mensagem_erro="Task perdida no broker (sync-orphans)",
-                        updated_at=now,
-                    )
-                    .execution_options(synchronize_session=False)
-                )
-                changed = views_of(await session.execute(enriched_select().where(Worker.id.in_(orphan_ids))))
+        async with services.db.session() as session:
+            # Re-checked at write time: a machine may have claimed one of them meanwhile.
+            held = and_(
+                Worker.status == JobStatus.EXECUTANDO.value,
+                Worker.machine_id.is_not(None),  # NULL would make the negation NULL, not true
+                Worker.machine_id.in_(machines_on),
+            )
+            changed = await _cancel_many(session, orphan_ids, "Task perdida no broker (sync-orphans)", ~held)
         note.detail = {"orphans_found": len(changed), "total_checked": len(candidates)}
     await announce(services, EventKind.CANCELLED, changed)
     return SyncResult(len(changed), len(candidates))

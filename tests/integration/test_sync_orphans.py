@@ -1,0 +1,86 @@
+"""sync-orphans: which open jobs count as having lost their task, and which are never touched."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import insert, select
+
+from worker_automation.models import Worker, utcnow
+from worker_automation.resolvers.audit import CLI_ACTOR
+from worker_automation.resolvers.machines import register_machine, set_machine_status
+from worker_automation.resolvers.maintenance import sync_orphans
+from worker_automation.services import Services
+
+pytestmark = pytest.mark.services
+
+
+async def _add(services: Services, **values: object) -> int:
+    now = utcnow()
+    row: dict[str, object] = {
+        "automation_type": "demo.echo",
+        "queue": "scan",
+        "status": "AGENDADO",
+        "priority": 0,
+        "retry_count": 0,
+        "progress": 0,
+        "created_at": now,
+        "updated_at": now,
+        "task_id": None,
+        "machine_id": None,
+    }
+    row.update(values)
+    async with services.db.session() as session:
+        return int((await session.execute(insert(Worker).values(**row).returning(Worker.id))).scalar_one())
+
+
+async def _status(services: Services, worker_id: int) -> str:
+    async with services.db.session() as session:
+        return str(await session.scalar(select(Worker.status).where(Worker.id == worker_id)))
+
+
+async def test_sync_orphans_rules(services: Services) -> None:
+    machines = services.settings.queues
+    on = await register_machine(services.db, CLI_ACTOR, machines, name="on", automation="demo.echo")
+    off = await register_machine(services.db, CLI_ACTOR, machines, name="off", automation="demo.echo")
+    await set_machine_status(services.db, CLI_ACTOR, off.machine.id, False)
+    old = utcnow() - timedelta(hours=3)
+
+    orphans = {
+        "queued without task": await _add(services),
+        "running without task nor machine": await _add(services, status="EXECUTANDO"),
+        "running on a machine that is off": await _add(
+            services, status="EXECUTANDO", machine_id=off.machine.id
+        ),
+        "old and unknown to celery": await _add(services, task_id="old-lost", created_at=old),
+    }
+    kept = {
+        "running on a machine that is on": await _add(
+            services, status="EXECUTANDO", machine_id=on.machine.id, created_at=old, task_id="held"
+        ),
+        "running on a machine that is on, no task": await _add(
+            services, status="EXECUTANDO", machine_id=on.machine.id
+        ),
+        "old but started in celery": await _add(services, task_id="old-started", created_at=old),
+        "recent and queued": await _add(services, task_id="recent"),
+    }
+    finished = await _add(services, status="CONCLUIDO", task_id=None)
+    await services.broker.redis.set(
+        "celery-task-meta-old-started",
+        json.dumps({"status": "STARTED", "result": None, "task_id": "old-started"}),
+    )
+
+    result = await sync_orphans(services, CLI_ACTOR)
+
+    assert result.total_checked == len(orphans) + len(kept)
+    assert result.orphans_found == len(orphans)
+    for name, worker_id in orphans.items():
+        assert await _status(services, worker_id) == "CANCELADO", name
+    for name, worker_id in kept.items():
+        assert await _status(services, worker_id) != "CANCELADO", name
+    assert await _status(services, finished) == "CONCLUIDO"
+
+    again = await sync_orphans(services, CLI_ACTOR)
+    assert again.orphans_found == 0 and again.total_checked == len(kept)
