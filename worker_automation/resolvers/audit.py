@@ -8,7 +8,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import inspect, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from worker_automation.errors import DomainError
 from worker_automation.models import AuditEntry
@@ -34,6 +35,22 @@ class AuditNote:
 
     target: str | None
     detail: dict[str, Any] = field(default_factory=dict)
+    # Set by :meth:`record_in`: the entry already went out with the operation's own transaction.
+    entry: AuditEntry | None = None
+
+    def record_in(self, session: AsyncSession, actor: Actor, action: str) -> None:
+        """Add the ``ok`` entry to the operation's transaction instead of writing it in one of its
+        own afterwards (a hot path saves a transaction). If the operation still fails after that,
+        :func:`audited` turns this same entry into the failure's."""
+        self.entry = AuditEntry(
+            actor=actor.label,
+            perfil=actor.perfil,
+            action=action,
+            target=self.target,
+            result="ok",
+            detail=self.detail or None,
+        )
+        session.add(self.entry)
 
 
 @asynccontextmanager
@@ -48,7 +65,8 @@ async def audited(db: Database, actor: Actor, action: str, target: str | None) -
     except Exception as exc:
         await _write(db, actor, action, note, "error", {**note.detail, "message": type(exc).__name__})
         raise
-    await _write(db, actor, action, note, "ok", note.detail)
+    if note.entry is None:
+        await _write(db, actor, action, note, "ok", note.detail)
 
 
 async def _write(
@@ -56,6 +74,18 @@ async def _write(
 ) -> None:
     try:
         async with db.session() as session:
+            # An ok entry committed with the operation (which failed afterwards) has an identity; one
+            # rolled back with it has none.
+            identity = inspect(note.entry).identity if note.entry is not None else None
+            if identity:
+                updated = await session.scalar(
+                    update(AuditEntry)
+                    .where(AuditEntry.id == identity[0])
+                    .values(target=note.target, result=result, detail=detail or None)
+                    .returning(AuditEntry.id)
+                )
+                if updated is not None:
+                    return
             session.add(
                 AuditEntry(
                     actor=actor.label,

@@ -112,7 +112,8 @@ async def claim(
         if task_id is not None:
             conds.append(Worker.task_id == task_id)
         now = utcnow()
-        claimed = await session.scalar(
+        # RETURNING the whole row: the claimed job comes back without reading it again.
+        row = await session.scalar(
             update(Worker)
             .where(and_(*conds), running_count < automation.max_concurrent_jobs)
             .values(
@@ -123,13 +124,11 @@ async def claim(
                 progress=0,
                 updated_at=now,
             )
-            .returning(Worker.id)
+            .returning(Worker)
         )
-        if claimed is None:
+        if row is None:
             raise await _refusal_for(session, worker_id, task_id)
         await session.execute(update(Machine).where(Machine.id == machine.id).values(last_claim_at=now))
-        row = await session.get(Worker, worker_id, populate_existing=True)
-        assert row is not None
         view = await view_in(session, row)
     await announce(services, EventKind.CLAIMED, [view])
     return view
@@ -177,17 +176,46 @@ async def report_progress(
     return view
 
 
+async def _finish(
+    services: Services, session: Any, machine: MachineView, worker_id: int, values: dict[str, Any]
+) -> Worker:
+    """Apply ``values`` to a job this machine holds, in one conditional UPDATE when it does.
+
+    When the UPDATE matches nothing, the row is read (locked) to raise the error that says why;
+    should it be held by this machine after all, ``values`` are applied to it then.
+    """
+    now = utcnow()
+    row: Worker | None = await session.scalar(
+        update(Worker)
+        .where(
+            Worker.id == worker_id,
+            Worker.status == JobStatus.EXECUTANDO.value,
+            Worker.machine_id == machine.id,
+        )
+        .values(**values, data_fim=now, updated_at=now)
+        .returning(Worker)
+    )
+    if row is not None:
+        return row
+    row = await _held(services, session, machine, worker_id)
+    for name, value in values.items():
+        setattr(row, name, value)
+    row.data_fim = now
+    await session.flush()
+    return row
+
+
 async def complete(
     services: Services, machine: MachineView, worker_id: int, result: Any = None
 ) -> WorkerView:
     async with services.db.session() as session:
-        row = await _held(services, session, machine, worker_id)
-        row.status = JobStatus.CONCLUIDO.value
-        row.progress = 100
-        row.result = result
-        row.data_fim = utcnow()
-        row.mensagem_erro = None
-        await session.flush()
+        row = await _finish(
+            services,
+            session,
+            machine,
+            worker_id,
+            {"status": JobStatus.CONCLUIDO.value, "progress": 100, "result": result, "mensagem_erro": None},
+        )
         view = await view_in(session, row)
     await announce(services, EventKind.COMPLETED, [view])
     return view
@@ -204,16 +232,18 @@ async def fail(
     if not isinstance(error, str) or not error.strip():
         raise BadInput("error", "error (mensagem do erro) e obrigatorio")
     async with services.db.session() as session:
-        row = await _held(services, session, machine, worker_id)
-        row.status = JobStatus.FALHA.value
-        row.mensagem_erro = error[:4000]
-        row.result = {
+        failure = {
             "exc_type": exc_type or "AutomationError",
             "exc_message": error[:4000],
             "traceback": traceback[-4000:] if traceback else None,
         }
-        row.data_fim = utcnow()
-        await session.flush()
+        row = await _finish(
+            services,
+            session,
+            machine,
+            worker_id,
+            {"status": JobStatus.FALHA.value, "mensagem_erro": error[:4000], "result": failure},
+        )
         view = await view_in(session, row)
     await announce(services, EventKind.FAILED, [view])
     return view

@@ -79,7 +79,8 @@ async def dispatch(
             session.add(row)
             await session.flush()
             view = await view_in(session, row)
-        note.target = f"worker:{view.id}"
+            note.target = f"worker:{view.id}"
+            note.record_in(session, actor, "dispatch")
         await announce(services, EventKind.CREATED, [view])
         await enqueue(services, view.id, task_id, automation.task_name, automation.queue, priority)
     return view

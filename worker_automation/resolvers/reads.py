@@ -113,8 +113,9 @@ async def list_workers(
     request = PageRequest.of(page, per_page, default_per_page=20)
     conds = filters.conditions(queues)
     where = and_(*conds) if conds else None
-    # The page's ids first (an index-only scan can skip ``offset`` entries without visiting their
-    # rows), then only those rows are read and joined: deep pages cost about what page 1 costs.
+    # The page's ids first (an index-only scan skips ``offset`` entries without visiting their
+    # rows), then only the page's rows are read and joined: a deep page no longer reads every row
+    # it skips.
     page_ids = select(Worker.id).order_by(Worker.id.desc()).offset(request.offset).limit(request.per_page)
     if where is not None:
         page_ids = page_ids.where(where)

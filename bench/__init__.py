@@ -1,0 +1,1 @@
+"""Benchmarks of the service against real PostgreSQL and Redis; they print figures, never assert."""

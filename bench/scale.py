@@ -1,0 +1,354 @@
+"""Read latency at scale: 32 concurrent clients against a ``serve`` over a million job rows.
+
+Each endpoint is measured on its own: first one client at a time (the service time), then 32
+clients in a closed loop (each sends its next request when the last one answered), ``--runs``
+times. The API is one uvicorn process, as ``worker-automation serve`` runs it.
+
+    python -m bench.load_rows --rows 1000000 --database wa_bench_1m   # once
+    python -m bench.scale --database wa_bench_1m
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from bench.common import (
+    Procs,
+    cpu_seconds,
+    database_exists,
+    fmt,
+    median,
+    percentile,
+    print_facts,
+    rss_mb,
+    start_api,
+    table,
+    wait_for_quiet,
+)
+
+REST = "/api/v1/worker-automation"
+WORKER_FIELDS = "id taskId status automationType displayName clientName queue priority progress"
+DASHBOARD_QUERY = (
+    "{ dashboard { stats { total byStatus byQueue } "
+    "queues { queueName workersCount activeCount pendingCount capacity loadPercent } "
+    "summary { totalActive totalPending totalCompletedToday totalErrorsToday } "
+    "broker { available queues } "
+    f"active {{ {WORKER_FIELDS} dataInicio }} "
+    f"queued {{ total pages items {{ {WORKER_FIELDS} createdAt }} }} "
+    f"history {{ {WORKER_FIELDS} dataFim mensagemErro }} errors }} }}"
+)
+QUEUE_LIVE_QUERY = (
+    "{ queueLiveStatus { queues { queueName workersCount activeCount pendingCount capacity loadPercent "
+    f"activeTasks {{ {WORKER_FIELDS} dataInicio }} pendingTasks {{ {WORKER_FIELDS} createdAt }} }} "
+    "summary { totalActive totalPending totalCompletedToday totalErrorsToday } } }"
+)
+AGGREGATE_TARGET_MS = 100.0
+LIST_TARGET_MS = 50.0
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    name: str
+    path: str
+    target_ms: float
+    graphql: str | None = None
+
+    async def call(self, client: httpx.AsyncClient) -> httpx.Response:
+        if self.graphql is not None:
+            return await client.post(self.path, json={"query": self.graphql})
+        return await client.get(self.path)
+
+    def ok(self, response: httpx.Response) -> bool:
+        if response.status_code != 200:
+            return False
+        body = response.json()
+        if self.graphql is not None:
+            return not body.get("errors")
+        return body.get("status") == "success"
+
+
+ENDPOINTS = (
+    Endpoint("REST /stats", f"{REST}/stats", AGGREGATE_TARGET_MS),
+    Endpoint("REST /dashboard", f"{REST}/dashboard", AGGREGATE_TARGET_MS),
+    Endpoint("REST /queue-live-status", f"{REST}/queue-live-status", AGGREGATE_TARGET_MS),
+    Endpoint("GraphQL dashboard", "/graphql", AGGREGATE_TARGET_MS, DASHBOARD_QUERY),
+    Endpoint("GraphQL queueLiveStatus", "/graphql", AGGREGATE_TARGET_MS, QUEUE_LIVE_QUERY),
+    Endpoint("REST list CONCLUIDO+scan p1", f"{REST}/?status=CONCLUIDO&queue=scan&page=1", LIST_TARGET_MS),
+    Endpoint(
+        "REST list CONCLUIDO+scan p500", f"{REST}/?status=CONCLUIDO&queue=scan&page=500", LIST_TARGET_MS
+    ),
+)
+
+
+@dataclass
+class Sample:
+    """One closed-loop run of one endpoint."""
+
+    latencies_ms: list[float] = field(default_factory=list)
+    errors: int = 0
+    seconds: float = 0.0
+    server_cpu_s: float = 0.0
+
+    @property
+    def rate(self) -> float:
+        return len(self.latencies_ms) / self.seconds if self.seconds else 0.0
+
+
+async def closed_loop(
+    client: httpx.AsyncClient, endpoint: Endpoint, requests: int, concurrency: int
+) -> Sample:
+    sample = Sample()
+    remaining = requests
+
+    async def one_client() -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            t0 = time.perf_counter()
+            response = await endpoint.call(client)
+            elapsed = (time.perf_counter() - t0) * 1000
+            if endpoint.ok(response):
+                sample.latencies_ms.append(elapsed)
+            else:
+                sample.errors += 1
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(one_client() for _ in range(concurrency)))
+    sample.seconds = time.perf_counter() - t0
+    return sample
+
+
+@dataclass
+class Result:
+    endpoint: Endpoint
+    single: list[Sample] = field(default_factory=list)
+    loaded: list[Sample] = field(default_factory=list)
+
+    def row(self) -> list[str]:
+        single = [x for s in self.single for x in s.latencies_ms]
+        p50s = [percentile(s.latencies_ms, 50) for s in self.loaded]
+        p99s = [percentile(s.latencies_ms, 99) for s in self.loaded]
+        rates = [s.rate for s in self.loaded]
+        cpu = sum(s.server_cpu_s for s in self.loaded) / max(1, sum(len(s.latencies_ms) for s in self.loaded))
+        errors = sum(s.errors for s in self.loaded + self.single)
+        p99 = median(p99s)
+        verdict = "yes" if p99 < self.endpoint.target_ms else "NO"
+        return [
+            self.endpoint.name,
+            fmt(percentile(single, 50)),
+            fmt(percentile(single, 99)),
+            fmt(median(p50s)),
+            fmt(p99),
+            fmt(max(p99s) if p99s else None),
+            fmt(median(rates), 0),
+            fmt(cpu * 1000, 2),
+            str(errors),
+            f"< {self.endpoint.target_ms:.0f}",
+            verdict,
+        ]
+
+
+HEADERS = [
+    "endpoint",
+    "c1 p50",
+    "c1 p99",
+    "c32 p50",
+    "c32 p99",
+    "c32 worst p99",
+    "req/s",
+    "server CPU ms/req",
+    "errors",
+    "target p99",
+    "meets",
+]
+
+
+@dataclass(frozen=True)
+class Target:
+    """One running API to measure."""
+
+    label: str
+    url: str
+    key: str
+    pid: int | None
+
+
+async def measure(targets: list[Target], args: argparse.Namespace) -> dict[str, list[Result]]:
+    """Every endpoint on every target; targets alternate per endpoint (and swap order every run).
+
+    Each phase gets fresh connections, warmed up before timing: connections left idle while the
+    other target is measured would be closed by the server's keep-alive timeout.
+    """
+    limits = httpx.Limits(max_connections=args.concurrency, max_keepalive_connections=args.concurrency)
+    chosen = [e for e in ENDPOINTS if not args.only or any(o.lower() in e.name.lower() for o in args.only)]
+    results = {t.label: [Result(e) for e in chosen] for t in targets}
+
+    def client_for(target: Target) -> httpx.AsyncClient:
+        headers = {"X-API-Key": target.key}
+        return httpx.AsyncClient(base_url=target.url, headers=headers, limits=limits, timeout=120)
+
+    for target in targets:
+        async with client_for(target) as client:
+            for endpoint in chosen:
+                first = await endpoint.call(client)
+                if not endpoint.ok(first):
+                    raise SystemExit(
+                        f"{target.label} {endpoint.name}: {first.status_code} {first.text[:500]}"
+                    )
+    for run in range(args.runs):
+        order = targets if run % 2 == 0 else list(reversed(targets))
+        for index in range(len(chosen)):
+            for target in order:
+                result = results[target.label][index]
+                if args.verbose:
+                    print(f"  run {run + 1} {target.label} {result.endpoint.name}", flush=True)
+                async with client_for(target) as client:
+                    await closed_loop(client, result.endpoint, args.warmup, args.concurrency)
+                    result.single.append(await closed_loop(client, result.endpoint, args.single, 1))
+                    cpu0 = cpu_seconds(target.pid) if target.pid else 0.0
+                    sample = await closed_loop(client, result.endpoint, args.requests, args.concurrency)
+                    sample.server_cpu_s = (cpu_seconds(target.pid) - cpu0) if target.pid else 0.0
+                    result.loaded.append(sample)
+    return results
+
+
+def comparison(baseline: list[Result], current: list[Result]) -> str:
+    rows = []
+    for before, after in zip(baseline, current, strict=True):
+        p99_before = median([percentile(s.latencies_ms, 99) for s in before.loaded])
+        p99_after = median([percentile(s.latencies_ms, 99) for s in after.loaded])
+        rate_before = median([s.rate for s in before.loaded])
+        rate_after = median([s.rate for s in after.loaded])
+        rows.append(
+            [
+                before.endpoint.name,
+                fmt(p99_before),
+                fmt(p99_after),
+                f"{p99_after / p99_before:.2f}" if p99_before else "-",
+                fmt(rate_before, 0),
+                fmt(rate_after, 0),
+                f"{rate_after / rate_before:.2f}" if rate_before else "-",
+            ]
+        )
+    headers = [
+        "endpoint",
+        "before p99",
+        "after p99",
+        "p99 ratio",
+        "before req/s",
+        "after req/s",
+        "req/s ratio",
+    ]
+    return table(headers, rows)
+
+
+def start_profiler(pid: int, out: str, fmt_: str) -> subprocess.Popen[bytes]:
+    """py-spy sampling the API process until it is sent SIGINT."""
+    spy = str(Path(sys.executable).with_name("py-spy"))
+    profiler = subprocess.Popen(
+        [spy, "record", "-p", str(pid), "-o", out, "-f", fmt_, "-r", "200"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(1.0)
+    return profiler
+
+
+def stop_profiler(profiler: subprocess.Popen[bytes] | None) -> None:
+    if profiler is None:
+        return
+    profiler.send_signal(signal.SIGINT)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        profiler.wait(60)
+
+
+def run(args: argparse.Namespace) -> None:
+    if args.wait_quiet:
+        wait_for_quiet()
+    print_facts()
+    procs = Procs("scale")
+    profiler: subprocess.Popen[bytes] | None = None
+    targets: list[Target] = []
+    try:
+        if args.url:
+            targets.append(Target("current", args.url, args.key, args.pid))
+        else:
+            if not asyncio.run(database_exists(args.database)):
+                raise SystemExit(f"{args.database} does not exist: run python -m bench.load_rows first")
+            if args.baseline:
+                base = start_api(procs, args.database, source=Path(args.baseline), name="serve-baseline")
+                targets.append(Target("baseline", base.url, base.operator_key(), base.proc.pid))
+            api = start_api(procs, args.database)
+            targets.append(Target("current", api.url, api.operator_key(), api.proc.pid))
+        current = targets[-1]
+        if args.profile and current.pid:
+            profiler = start_profiler(current.pid, args.profile, args.profile_format)
+        rss_before = {t.label: rss_mb(t.pid) if t.pid else 0.0 for t in targets}
+        t0 = time.perf_counter()
+        results = asyncio.run(measure(targets, args))
+        wall = time.perf_counter() - t0
+        rss_after = {t.label: rss_mb(t.pid) if t.pid else 0.0 for t in targets}
+    finally:
+        stop_profiler(profiler)
+        procs.close()
+    print()
+    print(
+        f"{args.database}: {args.runs} runs x {args.requests} requests per endpoint at concurrency "
+        f"{args.concurrency} (closed loop), {args.single} at concurrency 1; latencies in ms "
+        f"(c32 p50/p99 = median over runs); one uvicorn process per API"
+    )
+    for target in targets:
+        print()
+        if len(targets) > 1:
+            print(f"{target.label} ({args.baseline if target.label == 'baseline' else 'working tree'}):")
+        print(table(HEADERS, [r.row() for r in results[target.label]]))
+        print(f"API RSS {rss_before[target.label]:.0f} -> {rss_after[target.label]:.0f} MiB")
+    if "baseline" in results:
+        print()
+        print("side by side (same run, alternating):")
+        print(comparison(results["baseline"], results["current"]))
+    print(f"wall {wall:.0f} s")
+    if args.profile:
+        print(f"profile written to {args.profile}")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--database", default="wa_bench_1m")
+    parser.add_argument("--requests", type=int, default=1000, help="per endpoint and run, at concurrency")
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--single", type=int, default=50, help="requests per endpoint and run, one at a time")
+    parser.add_argument("--warmup", type=int, default=64)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--only", nargs="*", help="endpoints whose name contains one of these")
+    parser.add_argument("--wait-quiet", action="store_true", help="wait for load average < 1.5 first")
+    parser.add_argument("--profile", help="py-spy output file for the API process during the run")
+    parser.add_argument("--profile-format", default="speedscope", choices=("speedscope", "flamegraph", "raw"))
+    parser.add_argument(
+        "--baseline", help="directory with another worker_automation package to measure side by side"
+    )
+    parser.add_argument("--url", help="measure an already running API instead of starting one")
+    parser.add_argument("--key", help="operator key for --url")
+    parser.add_argument("--pid", type=int, help="pid of the --url API process (CPU and RSS)")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    run(parse_args(argv))
+
+
+if __name__ == "__main__":
+    main()
