@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -41,7 +42,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     overrides: dict[str, Any] = {}
     base = Settings()
-    if "WA_API_URL" not in _env():
+    if "WA_API_URL" not in os.environ:
         overrides["api_url"] = f"http://{_connect_host(args.host)}:{args.port}"
     settings = base.model_copy(update=overrides)
     app = create_app(settings)
@@ -57,12 +58,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     server = uvicorn.Server(config)
     server.run()
     return 0
-
-
-def _env() -> dict[str, str]:
-    import os
-
-    return dict(os.environ)
 
 
 def _connect_host(host: str) -> str:

@@ -149,7 +149,7 @@ async def _refusal_for(session: Any, worker_id: int, task_id: str | None) -> Con
     return refused(Refusal.CONCURRENCY_LIMIT, status=status)
 
 
-async def _held(services: Services, session: Any, machine: MachineView, worker_id: int) -> Worker:
+async def _held(session: Any, machine: MachineView, worker_id: int) -> Worker:
     row = await lock_worker(session, worker_id)
     if row.status != JobStatus.EXECUTANDO.value:
         raise Conflict(
@@ -166,7 +166,7 @@ async def report_progress(
     if isinstance(progress, bool) or not isinstance(progress, int | float) or not 0 <= progress <= 100:
         raise BadInput("progress", "progress deve ser um numero entre 0 e 100")
     async with services.db.session() as session:
-        row = await _held(services, session, machine, worker_id)
+        row = await _held(session, machine, worker_id)
         row.progress = int(progress)
         if message:
             row.metadata_json = {**(row.metadata_json or {}), "progress_message": message[:500]}
@@ -176,9 +176,7 @@ async def report_progress(
     return view
 
 
-async def _finish(
-    services: Services, session: Any, machine: MachineView, worker_id: int, values: dict[str, Any]
-) -> Worker:
+async def _finish(session: Any, machine: MachineView, worker_id: int, values: dict[str, Any]) -> Worker:
     """Apply ``values`` to a job this machine holds, in one conditional UPDATE when it does.
 
     When the UPDATE matches nothing, the row is read (locked) to raise the error that says why;
@@ -197,7 +195,7 @@ async def _finish(
     )
     if row is not None:
         return row
-    row = await _held(services, session, machine, worker_id)
+    row = await _held(session, machine, worker_id)
     for name, value in values.items():
         setattr(row, name, value)
     row.data_fim = now
@@ -210,7 +208,6 @@ async def complete(
 ) -> WorkerView:
     async with services.db.session() as session:
         row = await _finish(
-            services,
             session,
             machine,
             worker_id,
@@ -238,7 +235,6 @@ async def fail(
             "traceback": traceback[-4000:] if traceback else None,
         }
         row = await _finish(
-            services,
             session,
             machine,
             worker_id,

@@ -80,6 +80,11 @@ class ClearResult:
     scope: ClearScope
     queue: str | None
 
+    @property
+    def message(self) -> str:
+        """The summary every transport shows, in the documented wording."""
+        return f"{self.cancelled} worker(s) cancelado(s) com sucesso"
+
 
 async def clear_queue(
     services: Services, actor: Actor, scope: str | None, queue: str | None = None
@@ -109,6 +114,10 @@ class PurgeResult:
     queue_name: str
     redis_keys_deleted: int
 
+    @property
+    def message(self) -> str:
+        return f"Fila '{self.queue_name}' purgada no broker"
+
 
 async def purge_queue(services: Services, actor: Actor, queue_name: str, confirm: bool) -> PurgeResult:
     """Delete every list of ``queue_name`` in the broker (messages already delivered still run)."""
@@ -119,6 +128,11 @@ async def purge_queue(services: Services, actor: Actor, queue_name: str, confirm
         deleted = await services.broker.purge(queue_name)
         note.detail = {"redis_keys_deleted": deleted}
     return PurgeResult(queue_name, deleted)
+
+
+def cleanup_message(deleted: int) -> str:
+    """The summary of :func:`cleanup_no_client`, in the documented wording."""
+    return f"{deleted} worker(s) sem cliente removido(s) do banco"
 
 
 async def cleanup_no_client(services: Services, actor: Actor) -> int:
@@ -153,6 +167,10 @@ async def cleanup_no_client(services: Services, actor: Actor) -> int:
 class SyncResult:
     orphans_found: int
     total_checked: int
+
+    @property
+    def message(self) -> str:
+        return f"{self.orphans_found} worker(s) orfao(s) detectado(s) e cancelado(s)"
 
 
 async def sync_orphans(services: Services, actor: Actor) -> SyncResult:

@@ -28,22 +28,6 @@ MSG_MOVE = "Worker migrado de fila com sucesso"
 MSG_REORDER = "Prioridade alterada com sucesso"
 
 
-def clear_message(cancelled: int) -> str:
-    return f"{cancelled} worker(s) cancelado(s) com sucesso"
-
-
-def purge_message(queue_name: str) -> str:
-    return f"Fila '{queue_name}' purgada no broker"
-
-
-def cleanup_message(deleted: int) -> str:
-    return f"{deleted} worker(s) sem cliente removido(s) do banco"
-
-
-def sync_message(orphans: int) -> str:
-    return f"{orphans} worker(s) orfao(s) detectado(s) e cancelado(s)"
-
-
 @guarded
 async def cancel_route(request: Request) -> Response:
     services, principal = await principal_of(request, SCOPE_WRITE)
@@ -87,9 +71,7 @@ async def clear_queue_route(request: Request) -> Response:
     scope = text_param(query.get("scope"), "scope")
     queue = text_param(query.get("queue"), "queue")
     result = await maintenance.clear_queue(services, principal.actor, scope, queue)
-    return success(
-        clear_message(result.cancelled), {"cancelled": result.cancelled, "scope": result.scope.value}
-    )
+    return success(result.message, {"cancelled": result.cancelled, "scope": result.scope.value})
 
 
 @guarded
@@ -99,14 +81,14 @@ async def purge_queue_route(request: Request) -> Response:
     confirm = bool_param(request.query_params.get("confirm"), "confirm")
     result = await maintenance.purge_queue(services, principal.actor, queue_name, confirm)
     data = {"queue_name": result.queue_name, "redis_keys_deleted": result.redis_keys_deleted}
-    return success(purge_message(result.queue_name), data)
+    return success(result.message, data)
 
 
 @guarded
 async def cleanup_no_client_route(request: Request) -> Response:
     services, principal = await principal_of(request, SCOPE_WRITE, manager=True)
     deleted = await maintenance.cleanup_no_client(services, principal.actor)
-    return success(cleanup_message(deleted), {"deleted": deleted})
+    return success(maintenance.cleanup_message(deleted), {"deleted": deleted})
 
 
 @guarded
@@ -114,4 +96,4 @@ async def sync_orphans_route(request: Request) -> Response:
     services, principal = await principal_of(request, SCOPE_WRITE, manager=True)
     result = await maintenance.sync_orphans(services, principal.actor)
     data = {"orphans_found": result.orphans_found, "total_checked": result.total_checked}
-    return success(sync_message(result.orphans_found), data)
+    return success(result.message, data)

@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 import strawberry
 
 from worker_automation.resolvers.machines import RegisteredMachine as RegisteredView
-from worker_automation.resolvers.maintenance import ClearResult, PurgeResult, SyncResult
+from worker_automation.resolvers.maintenance import ClearResult, PurgeResult, SyncResult, cleanup_message
 from worker_automation.schema.enums import ClearScope
 from worker_automation.schema.types import Machine
 
@@ -28,7 +28,7 @@ class ClearQueueResult:
             cancelled=view.cancelled,
             scope=ClearScope(view.scope),
             queue=view.queue,
-            message=f"{view.cancelled} worker(s) cancelado(s) com sucesso",
+            message=view.message,
         )
 
 
@@ -46,7 +46,7 @@ class PurgeQueueResult:
         return cls(
             queue_name=view.queue_name,
             redis_keys_deleted=view.redis_keys_deleted,
-            message=f"Fila '{view.queue_name}' purgada no broker",
+            message=view.message,
         )
 
 
@@ -60,7 +60,7 @@ class CleanupResult:
     @classmethod
     def of(cls, deleted: int) -> CleanupResult:
         """Build from the number deleted."""
-        return cls(deleted=deleted, message=f"{deleted} worker(s) sem cliente removido(s) do banco")
+        return cls(deleted=deleted, message=cleanup_message(deleted))
 
 
 @strawberry.type(description="What syncOrphans found.")
@@ -77,7 +77,7 @@ class SyncOrphansResult:
         return cls(
             orphans_found=view.orphans_found,
             total_checked=view.total_checked,
-            message=f"{view.orphans_found} worker(s) orfao(s) detectado(s) e cancelado(s)",
+            message=view.message,
         )
 
 
