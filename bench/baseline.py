@@ -24,7 +24,8 @@ def build(out: Path) -> Path:
     out.mkdir(parents=True)
     shutil.copytree(ROOT / "worker_automation", out / "worker_automation")
     with PATCH.open("rb") as patch:
-        subprocess.run(["patch", "-R", "-p1", "--quiet"], stdin=patch, cwd=out, check=True)
+        # -E: files the changes added are removed again, not left empty.
+        subprocess.run(["patch", "-R", "-E", "-p1", "--quiet"], stdin=patch, cwd=out, check=True)
     return out
 
 

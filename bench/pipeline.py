@@ -24,7 +24,6 @@ from datetime import datetime
 from pathlib import Path
 
 import asyncpg
-import httpx
 import redis
 
 from bench.common import (
@@ -47,6 +46,7 @@ from bench.common import (
     wait_for_quiet,
 )
 from bench.scale import start_profiler, stop_profiler
+from worker_automation.worker.http import HttpClient
 
 QUEUE = "scan"
 AUTOMATION = "demo.echo"
@@ -85,29 +85,33 @@ def purge(queue: str) -> None:
 
 
 async def dispatch_all(api_url: str, key: str, jobs: int, in_flight: int) -> tuple[float, float, int]:
-    """POST ``jobs`` jobs with ``in_flight`` concurrent requests; (wall start, seconds, errors)."""
-    limits = httpx.Limits(max_connections=in_flight, max_keepalive_connections=in_flight)
+    """POST ``jobs`` jobs with ``in_flight`` concurrent requests; (wall start, seconds, errors).
+
+    Sent with the workers' lean HTTP client, one keep-alive connection per sender: the load
+    generator shares the two cores and must not cost more than the API it feeds.
+    """
     errors = 0
     remaining = jobs
-    async with httpx.AsyncClient(
-        base_url=api_url, headers={"X-API-Key": key}, limits=limits, timeout=60
-    ) as client:
 
-        async def sender() -> None:
-            nonlocal remaining, errors
+    async def sender() -> None:
+        nonlocal remaining, errors
+        client = HttpClient(api_url, {"X-API-Key": key}, timeout=60)
+        try:
             while remaining > 0:
                 remaining -= 1
                 body = {"automation_type": AUTOMATION, "context": {"n": remaining}, "priority": 0}
-                response = await client.post("/api/v1/jobs", json=body)
+                response = await client.request("POST", "/api/v1/jobs", json_body=body)
                 if response.status_code != 201:
                     errors += 1
                     if errors <= 3:
                         print(f"dispatch error {response.status_code}: {response.text[:300]}", flush=True)
+        finally:
+            await client.close()
 
-        started = time.time()
-        t0 = time.perf_counter()
-        await asyncio.gather(*(sender() for _ in range(in_flight)))
-        return started, time.perf_counter() - t0, errors
+    started = time.time()
+    t0 = time.perf_counter()
+    await asyncio.gather(*(sender() for _ in range(in_flight)))
+    return started, time.perf_counter() - t0, errors
 
 
 async def wait_concluded(database: str, first_id: int, jobs: int) -> int:

@@ -17,10 +17,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import httpx
 
 from bench.common import (
     Procs,
@@ -35,6 +34,7 @@ from bench.common import (
     table,
     wait_for_quiet,
 )
+from worker_automation.worker.http import HttpClient, HttpReply
 
 REST = "/api/v1/worker-automation"
 WORKER_FIELDS = "id taskId status automationType displayName clientName queue priority progress"
@@ -62,21 +62,30 @@ class Endpoint:
     path: str
     target_ms: float
     graphql: str | None = None
+    first_page: int | None = None
 
-    async def call(self, client: httpx.AsyncClient) -> httpx.Response:
+    async def call(self, conn: HttpClient, client: int = 0) -> HttpReply:
+        """One request. With ``first_page`` each client asks for its own page (``first_page`` +
+        its index), so no two requests in flight are identical and none can share an answer."""
         if self.graphql is not None:
-            return await client.post(self.path, json={"query": self.graphql})
-        return await client.get(self.path)
+            return await conn.request("POST", self.path, json_body={"query": self.graphql})
+        if self.first_page is not None:
+            return await conn.request("GET", f"{self.path}&page={self.first_page + client}")
+        return await conn.request("GET", self.path)
 
-    def ok(self, response: httpx.Response) -> bool:
-        if response.status_code != 200:
+    def ok(self, reply: HttpReply, *, thorough: bool = False) -> bool:
+        """Success, checked on the parsed body when ``thorough``, else on its bytes (cheap)."""
+        if reply.status_code != 200:
             return False
-        body = response.json()
+        if thorough:
+            body = reply.json()
+            return not body.get("errors") if self.graphql is not None else body.get("status") == "success"
         if self.graphql is not None:
-            return not body.get("errors")
-        return body.get("status") == "success"
+            return reply.content.startswith(b'{"data":') and b'"errors":[' not in reply.content
+        return reply.content.startswith(b'{"status":"success"')
 
 
+SCAN_DONE = f"{REST}/?status=CONCLUIDO&queue=scan"
 ENDPOINTS = (
     Endpoint("REST /stats", f"{REST}/stats", AGGREGATE_TARGET_MS),
     Endpoint("REST /dashboard", f"{REST}/dashboard", AGGREGATE_TARGET_MS),
@@ -87,6 +96,9 @@ ENDPOINTS = (
     Endpoint(
         "REST list CONCLUIDO+scan p500", f"{REST}/?status=CONCLUIDO&queue=scan&page=500", LIST_TARGET_MS
     ),
+    # Every client on a page of its own (1-32, then 469-500): nothing for requests to share.
+    Endpoint("REST list p1-32, one per client", SCAN_DONE, LIST_TARGET_MS, first_page=1),
+    Endpoint("REST list p469-500, one per client", SCAN_DONE, LIST_TARGET_MS, first_page=469),
 )
 
 
@@ -98,6 +110,7 @@ class Sample:
     errors: int = 0
     seconds: float = 0.0
     server_cpu_s: float = 0.0
+    client_cpu_s: float = 0.0
 
     @property
     def rate(self) -> float:
@@ -105,26 +118,32 @@ class Sample:
 
 
 async def closed_loop(
-    client: httpx.AsyncClient, endpoint: Endpoint, requests: int, concurrency: int
+    connect: Callable[[], HttpClient], endpoint: Endpoint, requests: int, concurrency: int
 ) -> Sample:
+    """``concurrency`` clients, each on its own keep-alive connection, ``requests`` in all."""
     sample = Sample()
     remaining = requests
+    conns = [connect() for _ in range(concurrency)]
 
-    async def one_client() -> None:
+    async def one_client(index: int, conn: HttpClient) -> None:
         nonlocal remaining
         while remaining > 0:
             remaining -= 1
             t0 = time.perf_counter()
-            response = await endpoint.call(client)
+            reply = await endpoint.call(conn, index)
             elapsed = (time.perf_counter() - t0) * 1000
-            if endpoint.ok(response):
+            if endpoint.ok(reply):
                 sample.latencies_ms.append(elapsed)
             else:
                 sample.errors += 1
 
-    t0 = time.perf_counter()
-    await asyncio.gather(*(one_client() for _ in range(concurrency)))
-    sample.seconds = time.perf_counter() - t0
+    try:
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one_client(i, c) for i, c in enumerate(conns)))
+        sample.seconds = time.perf_counter() - t0
+    finally:
+        for conn in conns:
+            await conn.close()
     return sample
 
 
@@ -139,7 +158,9 @@ class Result:
         p50s = [percentile(s.latencies_ms, 50) for s in self.loaded]
         p99s = [percentile(s.latencies_ms, 99) for s in self.loaded]
         rates = [s.rate for s in self.loaded]
-        cpu = sum(s.server_cpu_s for s in self.loaded) / max(1, sum(len(s.latencies_ms) for s in self.loaded))
+        answered = max(1, sum(len(s.latencies_ms) for s in self.loaded))
+        cpu = sum(s.server_cpu_s for s in self.loaded) / answered
+        client_cpu = sum(s.client_cpu_s for s in self.loaded) / answered
         errors = sum(s.errors for s in self.loaded + self.single)
         p99 = median(p99s)
         verdict = "yes" if p99 < self.endpoint.target_ms else "NO"
@@ -152,6 +173,7 @@ class Result:
             fmt(max(p99s) if p99s else None),
             fmt(median(rates), 0),
             fmt(cpu * 1000, 2),
+            fmt(client_cpu * 1000, 2),
             str(errors),
             f"< {self.endpoint.target_ms:.0f}",
             verdict,
@@ -167,6 +189,7 @@ HEADERS = [
     "c32 worst p99",
     "req/s",
     "server CPU ms/req",
+    "client CPU ms/req",
     "errors",
     "target p99",
     "meets",
@@ -186,25 +209,25 @@ class Target:
 async def measure(targets: list[Target], args: argparse.Namespace) -> dict[str, list[Result]]:
     """Every endpoint on every target; targets alternate per endpoint (and swap order every run).
 
-    Each phase gets fresh connections, warmed up before timing: connections left idle while the
-    other target is measured would be closed by the server's keep-alive timeout.
+    Each phase opens its own connections (one per client), after a warm-up of the server:
+    connections left idle while the other target is measured would hit the keep-alive timeout.
     """
-    limits = httpx.Limits(max_connections=args.concurrency, max_keepalive_connections=args.concurrency)
     chosen = [e for e in ENDPOINTS if not args.only or any(o.lower() in e.name.lower() for o in args.only)]
     results = {t.label: [Result(e) for e in chosen] for t in targets}
 
-    def client_for(target: Target) -> httpx.AsyncClient:
-        headers = {"X-API-Key": target.key}
-        return httpx.AsyncClient(base_url=target.url, headers=headers, limits=limits, timeout=120)
+    def connector(target: Target) -> Callable[[], HttpClient]:
+        return lambda: HttpClient(target.url, {"X-API-Key": target.key})
 
     for target in targets:
-        async with client_for(target) as client:
+        conn = connector(target)()
+        try:
             for endpoint in chosen:
-                first = await endpoint.call(client)
-                if not endpoint.ok(first):
-                    raise SystemExit(
-                        f"{target.label} {endpoint.name}: {first.status_code} {first.text[:500]}"
-                    )
+                first = await endpoint.call(conn)
+                if not endpoint.ok(first, thorough=True):
+                    detail = f"{first.status_code} {first.content[:500]!r}"
+                    raise SystemExit(f"{target.label} {endpoint.name}: {detail}")
+        finally:
+            await conn.close()
     for run in range(args.runs):
         order = targets if run % 2 == 0 else list(reversed(targets))
         for index in range(len(chosen)):
@@ -212,13 +235,15 @@ async def measure(targets: list[Target], args: argparse.Namespace) -> dict[str, 
                 result = results[target.label][index]
                 if args.verbose:
                     print(f"  run {run + 1} {target.label} {result.endpoint.name}", flush=True)
-                async with client_for(target) as client:
-                    await closed_loop(client, result.endpoint, args.warmup, args.concurrency)
-                    result.single.append(await closed_loop(client, result.endpoint, args.single, 1))
-                    cpu0 = cpu_seconds(target.pid) if target.pid else 0.0
-                    sample = await closed_loop(client, result.endpoint, args.requests, args.concurrency)
-                    sample.server_cpu_s = (cpu_seconds(target.pid) - cpu0) if target.pid else 0.0
-                    result.loaded.append(sample)
+                connect = connector(target)
+                await closed_loop(connect, result.endpoint, args.warmup, args.concurrency)
+                result.single.append(await closed_loop(connect, result.endpoint, args.single, 1))
+                cpu0 = cpu_seconds(target.pid) if target.pid else 0.0
+                client0 = time.process_time()
+                sample = await closed_loop(connect, result.endpoint, args.requests, args.concurrency)
+                sample.server_cpu_s = (cpu_seconds(target.pid) - cpu0) if target.pid else 0.0
+                sample.client_cpu_s = time.process_time() - client0
+                result.loaded.append(sample)
     return results
 
 

@@ -33,7 +33,7 @@ class Metrics:
         )
 
     async def render(self, services: Services) -> bytes:
-        async with services.db.session() as session:
+        async with services.db.reader() as session:
             counts = await counters(session)
             self.jobs.clear()
             for (queue, status), count in counts.items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -61,6 +62,10 @@ class Runtime:
     @asynccontextmanager
     async def lifespan(self, _app: Any) -> AsyncIterator[None]:
         await self.services()
+        # Everything built so far (schema, models, modules) lives as long as the process. Left to
+        # the collector, each full collection walks all of it again: 70-90 ms pauses that stall
+        # every request in flight. Frozen, full collections walk only what requests allocate.
+        gc.freeze()
         embedded = self.settings.redis_url is None
         state_file = broker_state_file()
         if embedded:

@@ -29,6 +29,11 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="WA_", extra="ignore")
 
     database_url: str = Field(default_factory=default_database_url)
+    # Connections kept open per process (PostgreSQL), and how many more a burst may open; those
+    # extra ones are closed again when returned, so a pool smaller than the usual concurrency
+    # turns into a connect per request.
+    database_pool_size: int = Field(default=30, ge=1)
+    database_max_overflow: int = Field(default=10, ge=0)
     redis_url: str | None = None
     # Prefix of the event channel and of this service's own Redis keys (not Celery's queues).
     redis_prefix: str = "worker_automation"

@@ -6,10 +6,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import event, text
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 from worker_automation.models.folding import SQLITE_FUNCTION, sqlite_fold
+from worker_automation.models.shared_reads import SharedReads
 from worker_automation.settings import Settings
 
 
@@ -31,15 +33,27 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-def make_engine(database_url: str) -> AsyncEngine:
-    """An engine tuned for the database behind ``database_url``."""
+def _refuse_closed(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+    # asyncpg reads every connection all the time, so a connection the server closed (a restart,
+    # an idle timeout, pg_terminate_backend) is already marked closed when it is checked out.
+    # Raising here makes the pool drop it and hand out a fresh one: the same protection as
+    # pool_pre_ping without its round trip on every checkout.
+    raw = getattr(dbapi_connection, "_connection", None)
+    if raw is not None and raw.is_closed():
+        raise DisconnectionError("connection closed by the server")
+
+
+def make_engine(database_url: str, *, pool_size: int = 5, max_overflow: int = 5) -> AsyncEngine:
+    """An engine tuned for the database behind ``database_url`` (pool sizes: PostgreSQL only)."""
     if database_url.startswith("sqlite"):
         engine = create_async_engine(database_url, connect_args={"timeout": 30})
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
-    return create_async_engine(
-        database_url, pool_size=10, max_overflow=20, pool_pre_ping=True, pool_recycle=1800
+    engine = create_async_engine(
+        database_url, pool_size=pool_size, max_overflow=max_overflow, pool_recycle=1800
     )
+    event.listen(engine.sync_engine, "checkout", _refuse_closed)
+    return engine
 
 
 class Database:
@@ -47,8 +61,19 @@ class Database:
 
     def __init__(self, settings: Settings) -> None:
         self.url = settings.database_url
-        self.engine = make_engine(settings.database_url)
+        self.engine = make_engine(
+            settings.database_url,
+            pool_size=settings.database_pool_size,
+            max_overflow=settings.database_max_overflow,
+        )
         self.sessions = async_sessionmaker(self.engine, expire_on_commit=False)
+        # Reads run without BEGIN/COMMIT: under READ COMMITTED every statement takes its own
+        # snapshot inside a transaction too, so the two extra round trips bought nothing.
+        self.readers = async_sessionmaker(
+            self.engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False
+        )
+        # Aggregates that many screens poll at once are computed once for all of them.
+        self.shared = SharedReads()
 
     @property
     def dialect(self) -> str:
@@ -60,10 +85,20 @@ class Database:
         async with self.sessions() as session, session.begin():
             yield session
 
+    @asynccontextmanager
+    async def reader(self) -> AsyncIterator[AsyncSession]:
+        """A session for reads: each statement on its own, no transaction around them."""
+        async with self.readers() as session:
+            yield session
+
+    @asynccontextmanager
+    async def autocommit(self) -> AsyncIterator[AsyncSession]:
+        """A session whose every statement commits by itself, for a write that is one statement."""
+        async with self.readers() as session:
+            yield session
+
     async def ping(self) -> bool:
         """True when the database answers a trivial query."""
-        from sqlalchemy import text
-
         try:
             async with self.engine.connect() as conn:
                 await conn.execute(text("SELECT 1"))

@@ -22,6 +22,8 @@ KNOWN_SCOPES: frozenset[str] = frozenset({SCOPE_READ, SCOPE_WRITE})
 # last_used_at is a hint for humans: refreshing it on every request would turn reads into writes.
 _LAST_USED_GRANULARITY = timedelta(seconds=60)
 
+_KEY_COLUMNS = (ApiKey.id, ApiKey.name, ApiKey.scopes, ApiKey.perfil, ApiKey.revoked_at, ApiKey.last_used_at)
+
 MSG_MISSING = "API Key ausente."
 MSG_INVALID = "API Key invalida ou revogada."
 MSG_MANAGER = "Operacao exige perfil administrador ou diretoria."
@@ -142,14 +144,17 @@ async def authenticate(db: Database, raw_key: str | None) -> Principal:
     """The principal behind ``raw_key``; Unauthenticated for none, unknown or revoked."""
     if not raw_key:
         raise Unauthenticated(MSG_MISSING)
-    async with db.session() as session:
-        row = await session.scalar(select(ApiKey).where(ApiKey.key_hash == hash_secret(raw_key)))
-        if row is None or row.revoked_at is not None:
+    # Every request passes here: plain columns over one statement, no ORM identity map.
+    async with db.reader() as session:
+        found = (
+            await session.execute(select(*_KEY_COLUMNS).where(ApiKey.key_hash == hash_secret(raw_key)))
+        ).first()
+        if found is None or found.revoked_at is not None:
             raise Unauthenticated(MSG_INVALID)
         now = utcnow()
-        if row.last_used_at is None or now - row.last_used_at > _LAST_USED_GRANULARITY:
-            row.last_used_at = now
-        return Principal(row.id, row.name, frozenset(row.scopes.split(",")), Perfil(row.perfil))
+        if found.last_used_at is None or now - found.last_used_at > _LAST_USED_GRANULARITY:
+            await session.execute(update(ApiKey).where(ApiKey.id == found.id).values(last_used_at=now))
+    return Principal(found.id, found.name, frozenset(found.scopes.split(",")), Perfil(found.perfil))
 
 
 def key_from_headers(headers: Mapping[str, Any]) -> str | None:

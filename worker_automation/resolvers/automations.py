@@ -42,7 +42,7 @@ async def effective(session: AsyncSession, key: str, *, lock: bool = False) -> A
 
 
 async def all_effective(db: Database) -> list[Automation]:
-    async with db.session() as session:
+    async with db.reader() as session:
         settings = {s.key: s for s in (await session.scalars(select(AutomationSetting))).all()}
     return [apply_setting(a, settings.get(a.key)) for a in AUTOMATION_REGISTRY.values()]
 

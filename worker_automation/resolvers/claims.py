@@ -6,6 +6,7 @@ under any concurrency a job is claimed once and ``max_concurrent_jobs`` is never
 
 from __future__ import annotations
 
+from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -19,9 +20,13 @@ from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.automations import effective
 from worker_automation.resolvers.machines import MachineView
 from worker_automation.resolvers.reads import MSG_WORKER_NOT_FOUND
-from worker_automation.resolvers.rows import lock_worker, view_in
+from worker_automation.resolvers.rows import VIEW_RETURNING, lock_worker, returned_view, view_in
 from worker_automation.resolvers.views import WorkerView, enriched_select, views_of
 from worker_automation.services import Services
+
+# A machine's last_claim_at tells humans when it last took work; rewriting it on every claim of a
+# busy machine would add a statement to each claim for no one's benefit.
+LAST_CLAIM_GRANULARITY = timedelta(seconds=1)
 
 
 class Refusal(StrEnum):
@@ -112,24 +117,28 @@ async def claim(
         if task_id is not None:
             conds.append(Worker.task_id == task_id)
         now = utcnow()
-        # RETURNING the whole row: the claimed job comes back without reading it again.
-        row = await session.scalar(
-            update(Worker)
-            .where(and_(*conds), running_count < automation.max_concurrent_jobs)
-            .values(
-                status=JobStatus.EXECUTANDO.value,
-                machine_id=machine.id,
-                data_inicio=now,
-                data_fim=None,
-                progress=0,
-                updated_at=now,
+        # RETURNING the whole row and its client's name: the claimed job comes back without
+        # reading it again.
+        row = (
+            await session.execute(
+                update(Worker)
+                .where(and_(*conds), running_count < automation.max_concurrent_jobs)
+                .values(
+                    status=JobStatus.EXECUTANDO.value,
+                    machine_id=machine.id,
+                    data_inicio=now,
+                    data_fim=None,
+                    progress=0,
+                    updated_at=now,
+                )
+                .returning(*VIEW_RETURNING)
             )
-            .returning(Worker)
-        )
+        ).first()
         if row is None:
             raise await _refusal_for(session, worker_id, task_id)
-        await session.execute(update(Machine).where(Machine.id == machine.id).values(last_claim_at=now))
-        view = await view_in(session, row)
+        if machine.last_claim_at is None or now - machine.last_claim_at > LAST_CLAIM_GRANULARITY:
+            await session.execute(update(Machine).where(Machine.id == machine.id).values(last_claim_at=now))
+        view = returned_view(row)
     await announce(services, EventKind.CLAIMED, [view])
     return view
 
@@ -176,44 +185,49 @@ async def report_progress(
     return view
 
 
-async def _finish(session: Any, machine: MachineView, worker_id: int, values: dict[str, Any]) -> Worker:
-    """Apply ``values`` to a job this machine holds, in one conditional UPDATE when it does.
+async def _finish(
+    services: Services, machine: MachineView, worker_id: int, values: dict[str, Any]
+) -> WorkerView:
+    """Apply ``values`` to a job this machine holds and return its view.
 
-    When the UPDATE matches nothing, the row is read (locked) to raise the error that says why;
-    should it be held by this machine after all, ``values`` are applied to it then.
+    The usual case is one conditional UPDATE, atomic on its own, so it runs without BEGIN and
+    COMMIT around it. When it matches nothing, the row is read (locked) in a transaction to
+    raise the error that says why; should this machine hold it after all, ``values`` apply then.
     """
     now = utcnow()
-    row: Worker | None = await session.scalar(
-        update(Worker)
-        .where(
-            Worker.id == worker_id,
-            Worker.status == JobStatus.EXECUTANDO.value,
-            Worker.machine_id == machine.id,
-        )
-        .values(**values, data_fim=now, updated_at=now)
-        .returning(Worker)
-    )
-    if row is not None:
-        return row
-    row = await _held(session, machine, worker_id)
-    for name, value in values.items():
-        setattr(row, name, value)
-    row.data_fim = now
-    await session.flush()
-    return row
+    async with services.db.autocommit() as session:
+        done = (
+            await session.execute(
+                update(Worker)
+                .where(
+                    Worker.id == worker_id,
+                    Worker.status == JobStatus.EXECUTANDO.value,
+                    Worker.machine_id == machine.id,
+                )
+                .values(**values, data_fim=now, updated_at=now)
+                .returning(*VIEW_RETURNING)
+            )
+        ).first()
+    if done is not None:
+        return returned_view(done)
+    async with services.db.session() as session:
+        row = await _held(session, machine, worker_id)
+        for name, value in values.items():
+            setattr(row, name, value)
+        row.data_fim = now
+        await session.flush()
+        return await view_in(session, row)
 
 
 async def complete(
     services: Services, machine: MachineView, worker_id: int, result: Any = None
 ) -> WorkerView:
-    async with services.db.session() as session:
-        row = await _finish(
-            session,
-            machine,
-            worker_id,
-            {"status": JobStatus.CONCLUIDO.value, "progress": 100, "result": result, "mensagem_erro": None},
-        )
-        view = await view_in(session, row)
+    view = await _finish(
+        services,
+        machine,
+        worker_id,
+        {"status": JobStatus.CONCLUIDO.value, "progress": 100, "result": result, "mensagem_erro": None},
+    )
     await announce(services, EventKind.COMPLETED, [view])
     return view
 
@@ -228,18 +242,16 @@ async def fail(
 ) -> WorkerView:
     if not isinstance(error, str) or not error.strip():
         raise BadInput("error", "error (mensagem do erro) e obrigatorio")
-    async with services.db.session() as session:
-        failure = {
-            "exc_type": exc_type or "AutomationError",
-            "exc_message": error[:4000],
-            "traceback": traceback[-4000:] if traceback else None,
-        }
-        row = await _finish(
-            session,
-            machine,
-            worker_id,
-            {"status": JobStatus.FALHA.value, "mensagem_erro": error[:4000], "result": failure},
-        )
-        view = await view_in(session, row)
+    failure = {
+        "exc_type": exc_type or "AutomationError",
+        "exc_message": error[:4000],
+        "traceback": traceback[-4000:] if traceback else None,
+    }
+    view = await _finish(
+        services,
+        machine,
+        worker_id,
+        {"status": JobStatus.FALHA.value, "mensagem_erro": error[:4000], "result": failure},
+    )
     await announce(services, EventKind.FAILED, [view])
     return view

@@ -5,16 +5,16 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
 
 from worker_automation.broker.events import EventKind
 from worker_automation.errors import BadInput, Conflict, Unavailable
-from worker_automation.models import Worker
+from worker_automation.models import Cliente, JobStatus, Worker, utcnow
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.automations import effective
-from worker_automation.resolvers.rows import check_priority, view_in
-from worker_automation.resolvers.views import WorkerView
+from worker_automation.resolvers.rows import check_priority
+from worker_automation.resolvers.views import WorkerView, view_of
 from worker_automation.services import Services
 from worker_automation.worker.forms import validate_context
 
@@ -64,21 +64,32 @@ async def dispatch(
             if not automation.enabled:
                 raise Conflict(f"Automacao '{automation_type}' esta desabilitada.", status="disabled")
             clean = validate_context(automation.form, {} if context is None else context)
-            row = Worker(
-                task_id=task_id,
-                cliente_id=cliente_id,
-                usuario_id=usuario_id,
-                status="AGENDADO",
-                automation_type=automation.key,
-                queue=automation.queue,
-                priority=priority,
-                retry_count=0,
-                progress=0,
-                context=clean,
+            now = utcnow()
+            # RETURNING the row: the view without reading it back. (SQLite refuses the client
+            # name subquery in an INSERT's RETURNING, hence the separate lookup.)
+            client_name = None
+            if cliente_id is not None:
+                named = select(Cliente.razao_social).where(Cliente.id == cliente_id)
+                client_name = await session.scalar(named)
+            created = await session.execute(
+                insert(Worker)
+                .values(
+                    task_id=task_id,
+                    cliente_id=cliente_id,
+                    usuario_id=usuario_id,
+                    status=JobStatus.AGENDADO.value,
+                    automation_type=automation.key,
+                    queue=automation.queue,
+                    priority=priority,
+                    retry_count=0,
+                    progress=0,
+                    context=clean,
+                    created_at=now,
+                    updated_at=now,
+                )
+                .returning(*Worker.__table__.columns)
             )
-            session.add(row)
-            await session.flush()
-            view = await view_in(session, row)
+            view = view_of(created.one(), client_name)
             note.target = f"worker:{view.id}"
             note.record_in(session, actor, "dispatch")
         await announce(services, EventKind.CREATED, [view])

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, time
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from worker_automation.broker.inspect import InspectResult
@@ -90,19 +90,41 @@ async def _today_counts(session: AsyncSession, since: datetime) -> tuple[int, in
     return counts.get(JobStatus.CONCLUIDO.value, 0), counts.get(JobStatus.FALHA.value, 0)
 
 
-async def _tasks_of(session: AsyncSession, queue: str, status: JobStatus) -> list[WorkerView]:
-    order = (
-        (Worker.data_inicio.asc(), Worker.id.asc())
-        if status is JobStatus.EXECUTANDO
-        else (Worker.priority.asc(), Worker.created_at.asc(), Worker.id.asc())
-    )
-    rows = await session.execute(
-        enriched_select()
-        .where(Worker.status == status.value, Worker.queue == queue)
-        .order_by(*order)
-        .limit(LIVE_TASKS_PER_QUEUE)
-    )
-    return views_of(rows)
+def _order_key(status: JobStatus) -> Callable[[WorkerView], tuple[Any, ...]]:
+    """The order a queue's list is shown in: running longest first, queued in run order."""
+    if status is JobStatus.EXECUTANDO:
+        return lambda v: (v.data_inicio is None, v.data_inicio, v.id)
+    return lambda v: (v.priority, v.created_at, v.id)
+
+
+async def _tasks_of(
+    session: AsyncSession, wanted: list[tuple[str, JobStatus]]
+) -> dict[tuple[str, JobStatus], list[WorkerView]]:
+    """The first tasks of every (queue, status) in ``wanted``, in one statement for all of them."""
+    found: dict[tuple[str, JobStatus], list[WorkerView]] = {key: [] for key in wanted}
+    if not wanted:
+        return found
+    parts = []
+    for queue, status in wanted:
+        order = (
+            (Worker.data_inicio.asc(), Worker.id.asc())
+            if status is JobStatus.EXECUTANDO
+            else (Worker.priority.asc(), Worker.created_at.asc(), Worker.id.asc())
+        )
+        first = (
+            enriched_select()
+            .where(Worker.status == status.value, Worker.queue == queue)
+            .order_by(*order)
+            .limit(LIVE_TASKS_PER_QUEUE)
+            .subquery()
+        )
+        # Each part as a subquery: SQLite allows no ORDER BY or LIMIT on a bare UNION member.
+        parts.append(select(first))
+    for view in views_of(await session.execute(union_all(*parts))):
+        found[(view.queue, JobStatus(view.status))].append(view)
+    for (_, status), views in found.items():
+        views.sort(key=_order_key(status))
+    return found
 
 
 def _summary_of(counts: dict[tuple[str, str], int], completed: int, errors: int) -> Summary:
@@ -112,28 +134,46 @@ def _summary_of(counts: dict[tuple[str, str], int], completed: int, errors: int)
 
 
 async def summary(services: Services, counts: dict[tuple[str, str], int] | None = None) -> Summary:
-    async with services.db.session() as session:
+    async with services.db.reader() as session:
         counts = await counters(session) if counts is None else counts
         completed, errors = await _today_counts(session, start_of_today(services))
     return _summary_of(counts, completed, errors)
 
 
 async def queue_states(services: Services, *, with_tasks: bool) -> tuple[list[QueueState], Summary]:
+    """Every configured queue with its counts (and first tasks), plus the totals.
+
+    Polled by every open screen: callers asking at the same moment share one read.
+    """
+    return await services.db.shared.run(
+        ("queue_states", with_tasks), lambda: _queue_states(services, with_tasks=with_tasks)
+    )
+
+
+async def _queue_states(services: Services, *, with_tasks: bool) -> tuple[list[QueueState], Summary]:
     # One session for every figure: a session per query cost more than the queries themselves.
     since = start_of_today(services)
-    async with services.db.session() as session:
+    async with services.db.reader() as session:
         counts = await counters(session)
-        states = []
-        for name, workers in services.settings.queues.items():
-            active_tasks: list[WorkerView] = []
-            pending_tasks: list[WorkerView] = []
-            active_n = counts.get((name, JobStatus.EXECUTANDO.value), 0)
-            pending_n = counts.get((name, JobStatus.AGENDADO.value), 0)
-            if with_tasks:
-                active_tasks = await _tasks_of(session, name, JobStatus.EXECUTANDO) if active_n else []
-                pending_tasks = await _tasks_of(session, name, JobStatus.AGENDADO) if pending_n else []
-            states.append(QueueState(name, workers, active_n, pending_n, active_tasks, pending_tasks))
+        wanted = [
+            (name, status)
+            for name in services.settings.queues
+            for status in (JobStatus.EXECUTANDO, JobStatus.AGENDADO)
+            if with_tasks and counts.get((name, status.value), 0)
+        ]
+        tasks = await _tasks_of(session, wanted)
         completed, errors = await _today_counts(session, since)
+    states = [
+        QueueState(
+            name,
+            workers,
+            counts.get((name, JobStatus.EXECUTANDO.value), 0),
+            counts.get((name, JobStatus.AGENDADO.value), 0),
+            tasks.get((name, JobStatus.EXECUTANDO), []),
+            tasks.get((name, JobStatus.AGENDADO), []),
+        )
+        for name, workers in services.settings.queues.items()
+    ]
     return states, _summary_of(counts, completed, errors)
 
 
@@ -203,7 +243,14 @@ DASHBOARD_HISTORY = 20
 
 
 async def dashboard(services: Services) -> Dashboard:
-    """One failing source empties only its own section, which is named in ``errors``."""
+    """One failing source empties only its own section, which is named in ``errors``.
+
+    Callers asking at the same moment share one build of it (each gets one made after it asked).
+    """
+    return await services.db.shared.run("dashboard", lambda: _dashboard(services))
+
+
+async def _dashboard(services: Services) -> Dashboard:
     board = Dashboard()
 
     async def section(name: str, load: Callable[[], Awaitable[None]]) -> None:

@@ -50,6 +50,18 @@ class MachineView:
         }
 
 
+# The columns of a MachineView, in its field order (a plain row instead of an ORM object).
+MACHINE_COLUMNS = (
+    Machine.id,
+    Machine.name,
+    Machine.automation,
+    Machine.queue,
+    Machine.status,
+    Machine.created_at,
+    Machine.last_claim_at,
+)
+
+
 def machine_view(row: Machine) -> MachineView:
     return MachineView(
         row.id, row.name, row.automation, row.queue, row.status, row.created_at, row.last_claim_at
@@ -117,7 +129,7 @@ async def set_machine_status(db: Database, actor: Actor, machine_id: int, on: bo
 
 
 async def list_machines(db: Database) -> list[MachineView]:
-    async with db.session() as session:
+    async with db.reader() as session:
         rows = await session.scalars(select(Machine).order_by(Machine.id))
         return [machine_view(r) for r in rows.all()]
 
@@ -126,7 +138,7 @@ async def machines_by_id(db: Database, ids: list[int]) -> dict[int, MachineView]
     """Batch lookup (for DataLoaders): one query for any number of ids."""
     if not ids:
         return {}
-    async with db.session() as session:
+    async with db.reader() as session:
         rows = await session.scalars(select(Machine).where(Machine.id.in_(ids)))
         return {r.id: machine_view(r) for r in rows.all()}
 
@@ -135,15 +147,17 @@ async def authenticate_machine(db: Database, raw_key: str | None) -> MachineView
     """The machine behind an ``X-Worker-Api-Key``."""
     if not raw_key:
         raise Unauthenticated(MSG_MACHINE_KEY_MISSING)
-    async with db.session() as session:
-        row = await session.scalar(select(Machine).where(Machine.key_hash == hash_secret(raw_key)))
-        if row is None:
-            raise Unauthenticated(MSG_MACHINE_KEY_INVALID)
-        return machine_view(row)
+    async with db.reader() as session:
+        found = (
+            await session.execute(select(*MACHINE_COLUMNS).where(Machine.key_hash == hash_secret(raw_key)))
+        ).first()
+    if found is None:
+        raise Unauthenticated(MSG_MACHINE_KEY_INVALID)
+    return MachineView(*found)
 
 
 async def machine_named(db: Database, name: str) -> MachineView | None:
-    async with db.session() as session:
+    async with db.reader() as session:
         row = await session.scalar(select(Machine).where(Machine.name == name))
         return machine_view(row) if row else None
 

@@ -120,7 +120,7 @@ async def list_workers(
     if where is not None:
         page_ids = page_ids.where(where)
     rows_q = enriched_select().where(Worker.id.in_(page_ids.correlate(None))).order_by(Worker.id.desc())
-    async with db.session() as session:
+    async with db.reader() as session:
         if filters.only_status_or_queue:
             status = parse_status(filters.status).value if filters.status else None
             total = await count_matching(session, status=status, queue=filters.queue or None)
@@ -135,7 +135,7 @@ async def list_workers(
 
 
 async def get_worker(db: Database, worker_id: int) -> WorkerView:
-    async with db.session() as session:
+    async with db.reader() as session:
         row = (await session.execute(enriched_select().where(Worker.id == worker_id))).first()
     if row is None:
         raise NotFound(MSG_WORKER_NOT_FOUND, worker_id=worker_id)
@@ -151,7 +151,7 @@ async def active_workers(db: Database, limit: int | None = None) -> list[WorkerV
     )
     if limit is not None:
         query = query.limit(limit)
-    async with db.session() as session:
+    async with db.reader() as session:
         return views_of(await session.execute(query))
 
 
@@ -167,7 +167,7 @@ async def queued_workers(
     conds: list[ColumnElement[bool]] = [Worker.status == JobStatus.AGENDADO.value]
     if queue:
         conds.append(Worker.queue == check_queue(queue, queues))
-    async with db.session() as session:
+    async with db.reader() as session:
         total = await count_matching(session, status=JobStatus.AGENDADO.value, queue=queue or None)
         rows = await session.execute(
             enriched_select()
@@ -183,7 +183,7 @@ async def queued_workers(
 async def recent_terminal(db: Database, limit: int = 20) -> list[WorkerView]:
     """The last ``limit`` rows that ended (CONCLUIDO, FALHA, CANCELADO), newest first."""
     terminal = [JobStatus.CONCLUIDO.value, JobStatus.FALHA.value, JobStatus.CANCELADO.value]
-    async with db.session() as session:
+    async with db.reader() as session:
         rows = await session.execute(
             enriched_select()
             .where(Worker.status.in_(terminal), Worker.data_fim.is_not(None))
@@ -206,8 +206,15 @@ class Stats:
 
 
 async def stats(db: Database, queues: dict[str, int]) -> Stats:
-    """Every status and every configured queue appear, with zero when empty."""
-    async with db.session() as session:
+    """Every status and every configured queue appear, with zero when empty.
+
+    Callers asking at the same moment share one read (each still gets one made after it asked).
+    """
+    return await db.shared.run(("stats", tuple(queues)), lambda: _stats(db, queues))
+
+
+async def _stats(db: Database, queues: dict[str, int]) -> Stats:
+    async with db.reader() as session:
         counts = await counters(session)
         by_status = {s.value: 0 for s in JobStatus}
         by_queue = dict.fromkeys(queues, 0)
@@ -262,7 +269,7 @@ async def task_status_from_db(db: Database, task_id: str) -> TaskStatus | None:
     """The status of ``task_id`` from its row, or None when no row has it."""
     if not task_id.strip():
         raise BadInput("task_id", "task_id nao pode ser vazio")
-    async with db.session() as session:
+    async with db.reader() as session:
         row = (await session.execute(enriched_select().where(Worker.task_id == task_id))).first()
     if row is None:
         return None

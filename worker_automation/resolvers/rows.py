@@ -2,13 +2,35 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from typing import Any
+
+from sqlalchemy import ColumnElement, select
+from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from worker_automation.errors import BadInput, Conflict, NotFound
 from worker_automation.models import Cliente, JobStatus, Worker
 from worker_automation.resolvers.reads import MSG_WORKER_NOT_FOUND
-from worker_automation.resolvers.views import WorkerView, view_of
+from worker_automation.resolvers.views import CLIENT_NAME, WorkerView, view_of
+
+
+def _client_name() -> ColumnElement[Any]:
+    return (
+        select(Cliente.razao_social)
+        .where(Cliente.id == Worker.cliente_id)
+        .scalar_subquery()
+        .label(CLIENT_NAME)
+    )
+
+
+# What an UPDATE or INSERT returns to build the changed row's view without reading it again:
+# every column plus the client's name (a subquery, so no second round trip for it).
+VIEW_RETURNING: tuple[ColumnElement[Any], ...] = (*Worker.__table__.columns, _client_name())
+
+
+def returned_view(row: Row[Any]) -> WorkerView:
+    """The view of a row returned with :data:`VIEW_RETURNING`."""
+    return view_of(row, getattr(row, CLIENT_NAME))
 
 
 async def lock_worker(session: AsyncSession, worker_id: int) -> Worker:

@@ -12,6 +12,9 @@ from sqlalchemy.engine import Row
 
 from worker_automation.models import Cliente, Worker
 
+# The label of the joined client name in the rows of enriched_select.
+CLIENT_NAME = "client_name"
+
 # The REST item's keys, in the order the documented API shows them.
 REST_ITEM_KEYS: tuple[str, ...] = (
     "id",
@@ -101,9 +104,17 @@ class WorkerView:
         }
 
 
-def enriched_select() -> Select[Worker, str]:
-    """Rows with their client's name, joined in the same query (never one query per row)."""
-    return select(Worker, Cliente.razao_social).outerjoin(Cliente, Cliente.id == Worker.cliente_id)
+def enriched_select() -> Select[Any]:
+    """Rows with their client's name, joined in the same query (never one query per row).
+
+    Plain columns, not ORM objects: a view is built straight from each row (loading entities
+    into the session cost more than the query itself).
+    """
+    return (
+        select(*Worker.__table__.columns, Cliente.razao_social.label(CLIENT_NAME))
+        .select_from(Worker)
+        .outerjoin(Cliente, Cliente.id == Worker.cliente_id)
+    )
 
 
 def display_name_of(automation_type: str) -> str:
@@ -114,8 +125,8 @@ def display_name_of(automation_type: str) -> str:
     return automation.display_name if automation else automation_type
 
 
-def view_of(worker: Worker, client_name: str | None) -> WorkerView:
-    """Build the view from a loaded row and the joined client name."""
+def view_of(worker: Worker | Row[Any], client_name: str | None) -> WorkerView:
+    """Build the view from a loaded row (an entity or a row of its columns) and the client name."""
     return WorkerView(
         id=worker.id,
         task_id=worker.task_id,
@@ -145,7 +156,6 @@ def view_of(worker: Worker, client_name: str | None) -> WorkerView:
 def views_of(rows: Any) -> list[WorkerView]:
     """Views from the rows of :func:`enriched_select`."""
     result: list[WorkerView] = []
-    row: Row[Worker, str | None]
     for row in rows:
-        result.append(view_of(row[0], row[1]))
+        result.append(view_of(row, getattr(row, CLIENT_NAME)))
     return result

@@ -19,7 +19,7 @@ from worker_automation.errors import (
     Unauthenticated,
     Unavailable,
 )
-from worker_automation.resolvers.auth import Principal, authenticate, key_from_headers
+from worker_automation.resolvers.auth import SCOPE_READ, Principal, authenticate, key_from_headers
 from worker_automation.resolvers.machines import MachineView, authenticate_machine
 from worker_automation.runtime import Runtime
 from worker_automation.services import Services
@@ -90,6 +90,24 @@ async def principal_of(request: Request, scope: str, *, manager: bool = False) -
     principal = await authenticate(services.db, key_from_headers(request.headers))
     principal.require(scope, manager=manager)
     return services, principal
+
+
+ReadHandler = Callable[[Request, Services], Awaitable[Response]]
+
+
+def read_route(handler: ReadHandler) -> Handler:
+    """A GET route for any key with the read scope, whose answer depends only on its path and
+    query string: identical requests arriving together share one answer (each still gets one
+    computed after it asked; see :mod:`worker_automation.models.shared_reads`)."""
+
+    async def run(request: Request) -> Response:
+        services, _ = await principal_of(request, SCOPE_READ)
+        key = ("rest", request.url.path, request.url.query)
+        return await services.db.shared.run(key, lambda: handler(request, services))
+
+    run.__name__ = getattr(handler, "__name__", "route")
+    run.__doc__ = handler.__doc__
+    return guarded(run)
 
 
 async def machine_of(request: Request) -> tuple[Services, MachineView]:

@@ -1,7 +1,8 @@
 """Read routes of ``/api/v1/worker-automation``: lists, stats, live views, task status, dashboard.
 
-Each handler authenticates, parses its parameters (BadInput names the field), calls one resolver
-and renders the documented JSON; no rule lives here.
+Each handler parses its parameters (BadInput names the field), calls one resolver and renders the
+documented JSON; no rule lives here. ``read_route`` authenticates (read scope) and lets identical
+requests arriving together share one answer.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from starlette.responses import Response
 from worker_automation.models import JobStatus
 from worker_automation.resolvers import live
 from worker_automation.resolvers import reads as read_ops
-from worker_automation.resolvers.auth import SCOPE_READ
 from worker_automation.resolvers.automations import all_effective
 from worker_automation.resolvers.pagination import Page
 from worker_automation.resolvers.search import search_automations
 from worker_automation.resolvers.views import WorkerView
-from worker_automation.rest_compat.http import guarded, int_param, principal_of, success, text_param
+from worker_automation.rest_compat.http import int_param, read_route, success, text_param
+from worker_automation.services import Services
 
 MSG_LIST = "Workers recuperados com sucesso"
 MSG_STATS = "Estatisticas recuperadas com sucesso"
@@ -83,9 +84,8 @@ def queue_dict(state: live.QueueState, tz: ZoneInfo, *, with_tasks: bool) -> dic
     return data
 
 
-@guarded
-async def list_route(request: Request) -> Response:
-    services, _ = await principal_of(request, SCOPE_READ)
+@read_route
+async def list_route(request: Request, services: Services) -> Response:
     query = request.query_params
     filters = read_ops.WorkerFilter(
         status=text_param(query.get("status"), "status"),
@@ -101,23 +101,20 @@ async def list_route(request: Request) -> Response:
     return success(MSG_LIST, page_dict(found, services.settings.tz))
 
 
-@guarded
-async def stats_route(request: Request) -> Response:
-    services, _ = await principal_of(request, SCOPE_READ)
+@read_route
+async def stats_route(request: Request, services: Services) -> Response:
     totals = await read_ops.stats(services.db, services.settings.queues)
     return success(MSG_STATS, totals.as_dict())
 
 
-@guarded
-async def active_route(request: Request) -> Response:
-    services, _ = await principal_of(request, SCOPE_READ)
+@read_route
+async def active_route(request: Request, services: Services) -> Response:
     items = await read_ops.active_workers(services.db)
     return success(MSG_ACTIVE, [item.rest_item(services.settings.tz) for item in items])
 
 
-@guarded
-async def queued_route(request: Request) -> Response:
-    services, _ = await principal_of(request, SCOPE_READ)
+@read_route
+async def queued_route(request: Request, services: Services) -> Response:
     query = request.query_params
     page, per_page = page_args(query)
     queue = text_param(query.get("queue"), "queue")
@@ -125,17 +122,15 @@ async def queued_route(request: Request) -> Response:
     return success(MSG_QUEUED, page_dict(found, services.settings.tz))
 
 
-@guarded
-async def search_route(request: Request) -> Response:
-    services, _ = await principal_of(request, SCOPE_READ)
+@read_route
+async def search_route(request: Request, services: Services) -> Response:
     q = text_param(request.query_params.get("q"), "q")
     result = search_automations(await all_effective(services.db), q)
     return success(search_message(result.count), result.to_dict())
 
 
-@guarded
-async def queue_live_route(request: Request) -> Response:
-    services, _ = await principal_of(request, SCOPE_READ)
+@read_route
+async def queue_live_route(request: Request, services: Services) -> Response:
     status = await live.queue_live_status(services)
     tz = services.settings.tz
     data = {
@@ -145,21 +140,18 @@ async def queue_live_route(request: Request) -> Response:
     return success(MSG_QUEUE_LIVE, data)
 
 
-@guarded
-async def broker_status_route(request: Request) -> Response:
-    services, _ = await principal_of(request, SCOPE_READ)
+@read_route
+async def broker_status_route(request: Request, services: Services) -> Response:
     return success(MSG_BROKER, (await live.broker_status(services)).as_dict())
 
 
-@guarded
-async def workers_inspect_route(request: Request) -> Response:
-    services, _ = await principal_of(request, SCOPE_READ)
+@read_route
+async def workers_inspect_route(request: Request, services: Services) -> Response:
     return success(MSG_INSPECT, dataclasses.asdict(await live.workers_inspect(services)))
 
 
-@guarded
-async def task_status_route(request: Request) -> Response:
-    services, _ = await principal_of(request, SCOPE_READ)
+@read_route
+async def task_status_route(request: Request, services: Services) -> Response:
     task_id = text_param(request.path_params["task_id"], "task_id") or ""
     status = await live.task_status(services, task_id)
     return success(MSG_TASK_STATUS, status.as_dict())
@@ -183,15 +175,13 @@ def dashboard_dict(board: live.Dashboard, queues: dict[str, int], tz: ZoneInfo) 
     }
 
 
-@guarded
-async def dashboard_route(request: Request) -> Response:
-    services, _ = await principal_of(request, SCOPE_READ)
+@read_route
+async def dashboard_route(request: Request, services: Services) -> Response:
     board = await live.dashboard(services)
     return success(MSG_DASHBOARD, dashboard_dict(board, services.settings.queues, services.settings.tz))
 
 
-@guarded
-async def worker_route(request: Request) -> Response:
-    services, _ = await principal_of(request, SCOPE_READ)
+@read_route
+async def worker_route(request: Request, services: Services) -> Response:
     view = await read_ops.get_worker(services.db, worker_id_of(request))
     return success(MSG_WORKER, view.rest_item(services.settings.tz))

@@ -98,6 +98,7 @@ class GraphQLContext:
         connection_params: dict[str, Any] | None = None,
         request: Any = None,
         response: Any = None,
+        authenticated: Principal | None = None,
     ) -> None:
         self.services = services
         self.headers: dict[str, Any] = _lowercase(headers)
@@ -105,6 +106,8 @@ class GraphQLContext:
         self.connection_params = connection_params
         self.request = request
         self.response = response
+        # The operator the transport already authenticated for this one request, if it did.
+        self.authenticated = authenticated
 
     @property
     def tz(self) -> ZoneInfo:
@@ -160,7 +163,7 @@ class GraphQLContext:
         """The operator behind the key (Unauthenticated when there is none or it is not valid)."""
         scope = self.scope()
         if scope.principal is None:
-            scope.principal = await authenticate(self.services.db, self.api_key())
+            scope.principal = self.authenticated or await authenticate(self.services.db, self.api_key())
         return scope.principal
 
     async def machine(self) -> MachineView:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from collections.abc import Hashable
 from datetime import timedelta
 from importlib import resources
 from typing import cast
@@ -25,13 +26,14 @@ from strawberry.exceptions import ConnectionRejectionError
 from strawberry.types.unset import UNSET, UnsetType
 
 from worker_automation.errors import DomainError
-from worker_automation.resolvers.auth import MSG_MISSING, authenticate
+from worker_automation.resolvers.auth import MSG_MISSING, authenticate, key_from_headers
 from worker_automation.resolvers.machines import authenticate_machine
 from worker_automation.runtime import Runtime
 from worker_automation.schema import build_schema
 from worker_automation.schema.context import GraphQLContext
 from worker_automation.schema.errors import INTERNAL_CODE as INTERNAL
 from worker_automation.schema.errors import code_of
+from worker_automation.schema.shared_queries import sharing_key
 
 STATIC_DIR = resources.files("worker_automation.schema") / "static"
 # Bodies carry variables (a dispatch context can be a few kB) besides the document, whose own
@@ -71,17 +73,44 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
             response = _http_error(413, f"Requisicao grande demais (maximo {MAX_BODY_BYTES} bytes).")
         else:
             try:
-                response = await self.run(Request(scope, receive))
+                response = await self._answer(Request(scope, receive))
             except HTTPException as exc:
                 # Strawberry answers these in plain text; clients (GraphiQL included) expect JSON.
                 response = _http_error(exc.status_code, exc.reason)
         await response(scope, receive, send)
 
+    async def _answer(self, request: Request) -> Response:
+        """Run the request, or join the next run of the same query (see ``shared_queries``)."""
+        key = await self._sharing_key(request)
+        if key is None:
+            return await self.run(request)
+        services = await self.runtime.services()
+        return await services.db.shared.run(key, lambda: self.run(request))
+
+    async def _sharing_key(self, request: Request) -> Hashable | None:
+        """Authenticate a POST sent with an operator key (once for the whole request) and tell
+        whether its query may be shared; anything else runs on its own and fails there if it must."""
+        if request.method != "POST" or request.headers.get("x-worker-api-key"):
+            return None
+        raw_key = key_from_headers(request.headers)
+        if raw_key is None:
+            return None
+        services = await self.runtime.services()
+        try:
+            principal = await authenticate(services.db, raw_key)
+        except DomainError:
+            return None
+        request.state.principal = principal
+        return sharing_key(await request.body(), principal)
+
     async def get_context(
         self, request: Request | WebSocket, response: Response | WebSocket
     ) -> GraphQLContext:
         services = await self.runtime.services()
-        return GraphQLContext(services, request.headers, request=request, response=response)
+        authenticated = getattr(request.state, "principal", None) if isinstance(request, Request) else None
+        return GraphQLContext(
+            services, request.headers, request=request, response=response, authenticated=authenticated
+        )
 
     async def on_ws_connect(self, context: GraphQLContext) -> UnsetType | dict[str, object] | None:
         """Refuse the connection unless every key sent is valid and at least one was sent."""

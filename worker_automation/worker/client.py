@@ -7,7 +7,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+from worker_automation.worker.http import ApiUnreachable, HttpClient, HttpReply
 
 log = logging.getLogger(__name__)
 
@@ -42,20 +42,18 @@ class WorkerApiClient:
     """``/api/v1/jobs`` calls authenticated with ``X-Worker-Api-Key``."""
 
     def __init__(self, api_url: str, api_key: str, *, timeout: float = 30.0) -> None:
-        self._http = httpx.AsyncClient(
-            base_url=api_url.rstrip("/"),
-            headers={"X-Worker-Api-Key": api_key},
-            timeout=timeout,
-        )
+        self._http = HttpClient(api_url, {"X-Worker-Api-Key": api_key}, timeout=timeout)
 
     async def close(self) -> None:
-        await self._http.aclose()
+        await self._http.close()
 
-    async def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    async def _call(
+        self, method: str, path: str, *, params: dict[str, Any] | None = None, json: Any = None
+    ) -> HttpReply:
         for attempt, delay in enumerate((*_RETRY_DELAYS, None)):
             try:
-                return await self._http.request(method, path, **kwargs)
-            except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError) as exc:
+                return await self._http.request(method, path, params=params, json_body=json)
+            except ApiUnreachable as exc:
                 if delay is None:
                     raise
                 log.warning("API unreachable (%s), retry %d in %.1fs", type(exc).__name__, attempt + 1, delay)
@@ -63,7 +61,7 @@ class WorkerApiClient:
         raise AssertionError("unreachable")
 
     @staticmethod
-    def _data(response: httpx.Response) -> Any:
+    def _data(response: HttpReply) -> Any:
         try:
             body = response.json()
         except ValueError:

@@ -1,0 +1,114 @@
+"""The workers' HTTP client against a scripted server: bodies, keep-alive, closed connections."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+
+from worker_automation.worker.http import ApiTimeout, ApiUnreachable, HttpClient
+
+Script = Callable[[bytes, int], bytes | None]  # (request head, n-th request on this connection)
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[Callable[[Script], asyncio.Future[str]]]:
+    servers: list[asyncio.Server] = []
+
+    async def start(script: Script) -> str:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            count = 0
+            try:
+                while True:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                    length = next(
+                        (
+                            int(line.split(b":")[1])
+                            for line in head.split(b"\r\n")
+                            if line.lower().startswith(b"content-length")
+                        ),
+                        0,
+                    )
+                    body = await reader.readexactly(length)
+                    count += 1
+                    answer = script(head + body, count)
+                    if answer is None:
+                        break
+                    writer.write(answer)
+                    await writer.drain()
+            except (asyncio.IncompleteReadError, ConnectionError):
+                pass
+            writer.close()
+
+        srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+        servers.append(srv)
+        port = srv.sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}/base"
+
+    yield start  # type: ignore[misc]
+    for srv in servers:
+        srv.close()
+
+
+def ok(body: bytes, extra: bytes = b"") -> bytes:
+    return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n%s\r\n%s" % (len(body), extra, body)
+
+
+async def test_json_body_headers_and_reuse(server: Callable[[Script], asyncio.Future[str]]) -> None:
+    seen: list[bytes] = []
+
+    def script(request: bytes, n: int) -> bytes:
+        seen.append(request)
+        return ok(b'{"n": %d}' % n)
+
+    client = HttpClient(await server(script), {"X-Worker-Api-Key": "k"})
+    first = await client.request("POST", "/jobs/1/start", json_body={"task_id": "t"})
+    second = await client.request("GET", "/jobs/pending", params={"limit": 5})
+    assert (first.status_code, first.json(), second.json()) == (200, {"n": 1}, {"n": 2})  # one connection
+    assert seen[0].startswith(b"POST /base/jobs/1/start HTTP/1.1\r\n")
+    assert b"X-Worker-Api-Key: k\r\n" in seen[0] and seen[0].endswith(b'{"task_id": "t"}')
+    assert seen[1].startswith(b"GET /base/jobs/pending?limit=5 HTTP/1.1\r\n")
+    await client.close()
+
+
+async def test_chunked_and_connection_close(server: Callable[[Script], asyncio.Future[str]]) -> None:
+    total = 0
+    chunked = b"HTTP/1.1 409 Conflict\r\nTransfer-Encoding: chunked\r\n\r\n"
+    chunked += b'4\r\n{"a"\r\n3\r\n:1}\r\n0\r\n\r\n'
+
+    def script(_request: bytes, _n: int) -> bytes:
+        nonlocal total
+        total += 1
+        return chunked if total == 1 else ok(b"{}", b"Connection: close\r\n")
+
+    client = HttpClient(await server(script))
+    reply = await client.request("GET", "/x")
+    assert (reply.status_code, reply.json()) == (409, {"a": 1})
+    assert (await client.request("GET", "/x")).json() == {}
+    assert (await client.request("GET", "/x")).json() == {}  # a new connection after the close
+    await client.close()
+
+
+async def test_idle_connection_closed_by_the_server_is_replaced(
+    server: Callable[[Script], asyncio.Future[str]],
+) -> None:
+    # The server answers once per connection and then closes it, as after a keep-alive timeout.
+    client = HttpClient(await server(lambda _r, n: ok(b'"ok"') if n == 1 else None))
+    assert (await client.request("GET", "/a")).json() == "ok"
+    await asyncio.sleep(0.05)
+    assert (await client.request("POST", "/b", json_body={})).json() == "ok"
+    await client.close()
+
+
+async def test_unreachable_and_timeout(server: Callable[[Script], asyncio.Future[str]]) -> None:
+    with pytest.raises(ApiUnreachable):
+        await HttpClient("http://127.0.0.1:1").request("GET", "/")
+
+    def never(_request: bytes, _n: int) -> bytes:
+        return b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{"  # the rest never comes
+
+    client = HttpClient(await server(never), timeout=0.3)
+    with pytest.raises(ApiTimeout):
+        await client.request("GET", "/slow")
+    await client.close()
