@@ -151,18 +151,28 @@ async def queue_states(services: Services, *, with_tasks: bool) -> tuple[list[Qu
 
 
 async def _queue_states(services: Services, *, with_tasks: bool) -> tuple[list[QueueState], Summary]:
-    # One session for every figure: a session per query cost more than the queries themselves.
+    # The counters, the task lists (one statement for all queues) and today's totals are read
+    # at the same time on three connections: the answer comes in the time of the slowest.
     since = start_of_today(services)
-    async with services.db.reader() as session:
-        counts = await counters(session)
-        wanted = [
-            (name, status)
-            for name in services.settings.queues
-            for status in (JobStatus.EXECUTANDO, JobStatus.AGENDADO)
-            if with_tasks and counts.get((name, status.value), 0)
-        ]
-        tasks = await _tasks_of(session, wanted)
-        completed, errors = await _today_counts(session, since)
+    db = services.db
+
+    async def read_counts() -> dict[tuple[str, str], int]:
+        async with db.reader() as session:
+            return await counters(session)
+
+    async def read_tasks() -> dict[tuple[str, JobStatus], list[WorkerView]]:
+        if not with_tasks:
+            return {}
+        shown = (JobStatus.EXECUTANDO, JobStatus.AGENDADO)
+        wanted = [(queue, status) for queue in services.settings.queues for status in shown]
+        async with db.reader() as session:
+            return await _tasks_of(session, wanted)
+
+    async def read_today() -> tuple[int, int]:
+        async with db.reader() as session:
+            return await _today_counts(session, since)
+
+    counts, tasks, (completed, errors) = await asyncio.gather(read_counts(), read_tasks(), read_today())
     states = [
         QueueState(
             name,
