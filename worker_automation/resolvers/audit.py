@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import inspect, select, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from worker_automation.errors import DomainError
@@ -36,21 +36,24 @@ class AuditNote:
     target: str | None
     detail: dict[str, Any] = field(default_factory=dict)
     # Set by :meth:`record_in`: the entry already went out with the operation's own transaction.
-    entry: AuditEntry | None = None
+    entry_id: int | None = None
 
-    def record_in(self, session: AsyncSession, actor: Actor, action: str) -> None:
+    async def record_in(self, session: AsyncSession, actor: Actor, action: str) -> None:
         """Add the ``ok`` entry to the operation's transaction instead of writing it in one of its
         own afterwards (a hot path saves a transaction). If the operation still fails after that,
         :func:`audited` turns this same entry into the failure's."""
-        self.entry = AuditEntry(
-            actor=actor.label,
-            perfil=actor.perfil,
-            action=action,
-            target=self.target,
-            result="ok",
-            detail=self.detail or None,
+        self.entry_id = await session.scalar(
+            insert(AuditEntry)
+            .values(
+                actor=actor.label,
+                perfil=actor.perfil,
+                action=action,
+                target=self.target,
+                result="ok",
+                detail=self.detail or None,
+            )
+            .returning(AuditEntry.id)
         )
-        session.add(self.entry)
 
 
 @asynccontextmanager
@@ -65,7 +68,7 @@ async def audited(db: Database, actor: Actor, action: str, target: str | None) -
     except Exception as exc:
         await _write(db, actor, action, note, "error", {**note.detail, "message": type(exc).__name__})
         raise
-    if note.entry is None:
+    if note.entry_id is None:
         await _write(db, actor, action, note, "ok", note.detail)
 
 
@@ -74,13 +77,12 @@ async def _write(
 ) -> None:
     try:
         async with db.session() as session:
-            # An ok entry committed with the operation (which failed afterwards) has an identity; one
-            # rolled back with it has none.
-            identity = inspect(note.entry).identity if note.entry is not None else None
-            if identity:
+            # An ok entry committed with the operation (which failed afterwards) is there to be
+            # updated; one rolled back with it is not, and a new entry is written.
+            if note.entry_id is not None:
                 updated = await session.scalar(
                     update(AuditEntry)
-                    .where(AuditEntry.id == identity[0])
+                    .where(AuditEntry.id == note.entry_id)
                     .values(target=note.target, result=result, detail=detail or None)
                     .returning(AuditEntry.id)
                 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from sqlalchemy import select
+from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from worker_automation.errors import BadInput, NotFound
@@ -21,7 +22,9 @@ def registered(key: str, field: str = "automation_type") -> Automation:
     return automation
 
 
-def apply_setting(automation: Automation, setting: AutomationSetting | None) -> Automation:
+def apply_setting(
+    automation: Automation, setting: AutomationSetting | Row[int, bool, bool] | None
+) -> Automation:
     if setting is None:
         return automation
     return dataclasses.replace(
@@ -35,10 +38,13 @@ def apply_setting(automation: Automation, setting: AutomationSetting | None) -> 
 async def effective(session: AsyncSession, key: str, *, lock: bool = False) -> Automation:
     """``key`` with its overrides; ``lock`` takes the row lock that serialises claims."""
     automation = registered(key)
-    query = select(AutomationSetting).where(AutomationSetting.key == key)
+    # Plain columns: read on every dispatch and claim, an ORM object would cost more than the query.
+    query = select(
+        AutomationSetting.max_concurrent_jobs, AutomationSetting.dev_mode, AutomationSetting.enabled
+    ).where(AutomationSetting.key == key)
     if lock:
         query = query.with_for_update()
-    return apply_setting(automation, await session.scalar(query))
+    return apply_setting(automation, (await session.execute(query)).first())
 
 
 async def all_effective(db: Database) -> list[Automation]:

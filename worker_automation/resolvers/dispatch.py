@@ -91,7 +91,7 @@ async def dispatch(
             )
             view = view_of(created.one(), client_name)
             note.target = f"worker:{view.id}"
-            note.record_in(session, actor, "dispatch")
+            await note.record_in(session, actor, "dispatch")
         await announce(services, EventKind.CREATED, [view])
         await enqueue(services, view.id, task_id, automation.task_name, automation.queue, priority)
     return view
