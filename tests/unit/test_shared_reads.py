@@ -89,3 +89,24 @@ async def test_a_caller_going_away_does_not_cancel_the_others() -> None:
     source.release.set()
     assert await other == 0
     assert first.cancelled()
+
+
+def test_a_run_left_behind_by_an_ended_event_loop_does_not_block_the_next_loop() -> None:
+    shared = SharedReads()
+    never = asyncio.Event()
+
+    async def stuck() -> int:
+        await never.wait()
+        return 0
+
+    async def abandon() -> None:
+        task = asyncio.create_task(shared.run("k", stuck))
+        await settle()
+        task.cancel()  # the loop ends with the shared run still pending
+
+    asyncio.run(abandon())
+
+    async def fresh() -> int:
+        return 7
+
+    assert asyncio.run(asyncio.wait_for(shared.run("k", fresh), 2)) == 7

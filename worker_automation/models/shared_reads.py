@@ -40,6 +40,7 @@ class Coalesced(Generic[T]):
 
     def __init__(self, compute: Callable[[], Awaitable[T]]) -> None:
         self._compute = compute
+        self.loop = asyncio.get_running_loop()
         self._running: asyncio.Future[T] | None = None
         self._next: asyncio.Future[T] | None = None
 
@@ -83,7 +84,8 @@ class SharedReads:
         ``compute`` must depend on nothing but ``key`` (and the database).
         """
         read = self._reads.get(key)
-        if read is None:
+        if read is None or read.loop is not asyncio.get_running_loop():
+            # (A run left behind by an event loop that ended can never finish: start afresh.)
             read = self._reads[key] = Coalesced(compute)
         try:
             result: T = await read()
