@@ -8,7 +8,13 @@ from typing import Any
 
 from sqlalchemy import event, text
 from sqlalchemy.exc import DisconnectionError
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import (
+    AsyncConnection,
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
 
 from worker_automation.models.folding import SQLITE_FUNCTION, sqlite_fold
 from worker_automation.models.shared_reads import SharedReads
@@ -69,9 +75,8 @@ class Database:
         self.sessions = async_sessionmaker(self.engine, expire_on_commit=False)
         # Reads run without BEGIN/COMMIT: under READ COMMITTED every statement takes its own
         # snapshot inside a transaction too, so the two extra round trips bought nothing.
-        self.readers = async_sessionmaker(
-            self.engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False
-        )
+        self._autocommit_engine = self.engine.execution_options(isolation_level="AUTOCOMMIT")
+        self.readers = async_sessionmaker(self._autocommit_engine, expire_on_commit=False)
         # Aggregates that many screens poll at once are computed once for all of them.
         self.shared = SharedReads()
 
@@ -96,6 +101,13 @@ class Database:
         """A session whose every statement commits by itself, for a write that is one statement."""
         async with self.readers() as session:
             yield session
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[AsyncConnection]:
+        """A bare connection, every statement on its own: for the per-request hot path (key
+        lookups), where an ORM session costs more than the one query it runs."""
+        async with self._autocommit_engine.connect() as conn:
+            yield conn
 
     async def ping(self) -> bool:
         """True when the database answers a trivial query."""

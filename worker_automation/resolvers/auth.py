@@ -144,16 +144,16 @@ async def authenticate(db: Database, raw_key: str | None) -> Principal:
     """The principal behind ``raw_key``; Unauthenticated for none, unknown or revoked."""
     if not raw_key:
         raise Unauthenticated(MSG_MISSING)
-    # Every request passes here: plain columns over one statement, no ORM identity map.
-    async with db.reader() as session:
+    # Every request passes here: one plain statement on a bare connection, no ORM session.
+    async with db.connection() as conn:
         found = (
-            await session.execute(select(*_KEY_COLUMNS).where(ApiKey.key_hash == hash_secret(raw_key)))
+            await conn.execute(select(*_KEY_COLUMNS).where(ApiKey.key_hash == hash_secret(raw_key)))
         ).first()
         if found is None or found.revoked_at is not None:
             raise Unauthenticated(MSG_INVALID)
         now = utcnow()
         if found.last_used_at is None or now - found.last_used_at > _LAST_USED_GRANULARITY:
-            await session.execute(update(ApiKey).where(ApiKey.id == found.id).values(last_used_at=now))
+            await conn.execute(update(ApiKey).where(ApiKey.id == found.id).values(last_used_at=now))
     return Principal(found.id, found.name, frozenset(found.scopes.split(",")), Perfil(found.perfil))
 
 

@@ -147,9 +147,9 @@ async def authenticate_machine(db: Database, raw_key: str | None) -> MachineView
     """The machine behind an ``X-Worker-Api-Key``."""
     if not raw_key:
         raise Unauthenticated(MSG_MACHINE_KEY_MISSING)
-    async with db.reader() as session:
+    async with db.connection() as conn:
         found = (
-            await session.execute(select(*MACHINE_COLUMNS).where(Machine.key_hash == hash_secret(raw_key)))
+            await conn.execute(select(*MACHINE_COLUMNS).where(Machine.key_hash == hash_secret(raw_key)))
         ).first()
     if found is None:
         raise Unauthenticated(MSG_MACHINE_KEY_INVALID)
