@@ -20,6 +20,9 @@ from typing import Any
 import asyncpg
 import httpx
 
+from tests.integration.harness import Proc as HarnessProc
+from tests.integration.harness import descendants
+
 ROOT = Path(__file__).resolve().parent.parent
 PG_HOST = os.environ.get("BENCH_PG_HOST", "127.0.0.1")
 PG_PORT = int(os.environ.get("BENCH_PG_PORT", "5432"))
@@ -182,28 +185,6 @@ def rss_mb(pid: int, *, with_children: bool = False) -> float:
     return total_kb / 1024
 
 
-def descendants(pid: int) -> list[int]:
-    """Every live process below ``pid``."""
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            raw = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = raw[raw.rindex(")") + 2 :].split()
-        if fields[0] != "Z":
-            parents.setdefault(int(fields[1]), []).append(int(entry.name))
-    found: list[int] = []
-    todo = [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
 def cpu_seconds(pid: int, *, with_children: bool = False) -> float:
     """User+system CPU seconds consumed so far by ``pid`` (and its live descendants)."""
     ticks = os.sysconf("SC_CLK_TCK")
@@ -247,26 +228,8 @@ def run_cli(args: Sequence[str], env: Mapping[str, str]) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-@dataclass
-class Proc:
+class Proc(HarnessProc):
     """A process started by a benchmark in its own session; stopped by its own id only."""
-
-    name: str
-    popen: subprocess.Popen[bytes]
-    log_path: Path
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    def alive(self) -> bool:
-        return self.popen.poll() is None
-
-    def output(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
 
     def stop(self, timeout: float = 15.0) -> None:
         """SIGTERM to the process group it leads, then SIGKILL what is left of it."""
@@ -275,27 +238,11 @@ class Proc:
         below = descendants(self.pid)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGTERM)
-        try:
-            self.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.popen.wait(5)
+        if self.wait(timeout) is None:
+            self.kill()
         for pid in below:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-
-    def kill(self) -> None:
-        """SIGKILL the process group at once (a crash, not a shutdown)."""
-        below = descendants(self.pid) if self.alive() else []
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGKILL)
-        for pid in below:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.popen.wait(10)
 
 
 @dataclass

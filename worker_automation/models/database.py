@@ -97,15 +97,10 @@ class Database:
             yield session
 
     @asynccontextmanager
-    async def autocommit(self) -> AsyncIterator[AsyncSession]:
-        """A session whose every statement commits by itself, for a write that is one statement."""
-        async with self.readers() as session:
-            yield session
-
-    @asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncConnection]:
-        """A bare connection, every statement on its own: for the per-request hot path (key
-        lookups), where an ORM session costs more than the one query it runs."""
+        """A bare connection, every statement committed on its own: for single statements on hot
+        paths (key lookups, reporting a job done), where an ORM session costs more than the
+        statement it runs."""
         async with self._autocommit_engine.connect() as conn:
             yield conn
 

@@ -195,9 +195,9 @@ async def _finish(
     raise the error that says why; should this machine hold it after all, ``values`` apply then.
     """
     now = utcnow()
-    async with services.db.autocommit() as session:
+    async with services.db.connection() as conn:
         done = (
-            await session.execute(
+            await conn.execute(
                 update(Worker)
                 .where(
                     Worker.id == worker_id,

@@ -9,11 +9,11 @@ from sqlalchemy import insert, select
 
 from worker_automation.broker.events import EventKind
 from worker_automation.errors import BadInput, Conflict, Unavailable
-from worker_automation.models import Cliente, JobStatus, Worker, utcnow
+from worker_automation.models import JobStatus, Worker, utcnow
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.automations import effective
-from worker_automation.resolvers.rows import check_priority
+from worker_automation.resolvers.rows import check_priority, client_name_of
 from worker_automation.resolvers.views import WorkerView, view_of
 from worker_automation.services import Services
 from worker_automation.worker.forms import validate_context
@@ -66,11 +66,8 @@ async def dispatch(
             clean = validate_context(automation.form, {} if context is None else context)
             now = utcnow()
             # RETURNING the row: the view without reading it back. (SQLite refuses the client
-            # name subquery in an INSERT's RETURNING, hence the separate lookup.)
-            client_name = None
-            if cliente_id is not None:
-                named = select(Cliente.razao_social).where(Cliente.id == cliente_id)
-                client_name = await session.scalar(named)
+            # name subquery in an INSERT's RETURNING, hence the lookup of its own.)
+            client_name = await client_name_of(session, cliente_id)
             created = await session.execute(
                 insert(Worker)
                 .values(

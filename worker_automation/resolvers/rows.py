@@ -51,12 +51,17 @@ def require_status(row: Worker, allowed: set[JobStatus], action: str) -> None:
         )
 
 
+async def client_name_of(session: AsyncSession, cliente_id: int | None) -> str | None:
+    """The name shown for ``cliente_id`` (None without a client, or for one that does not exist)."""
+    if cliente_id is None:
+        return None
+    name: str | None = await session.scalar(select(Cliente.razao_social).where(Cliente.id == cliente_id))
+    return name
+
+
 async def view_in(session: AsyncSession, row: Worker) -> WorkerView:
     """The enriched view of a row already loaded in ``session``."""
-    client_name = None
-    if row.cliente_id is not None:
-        client_name = await session.scalar(select(Cliente.razao_social).where(Cliente.id == row.cliente_id))
-    return view_of(row, client_name)
+    return view_of(row, await client_name_of(session, row.cliente_id))
 
 
 def check_priority(value: int, field: str = "priority") -> int:
