@@ -45,18 +45,48 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if "WA_API_URL" not in os.environ:
         overrides["api_url"] = f"http://{_connect_host(args.host)}:{args.port}"
     settings = base.model_copy(update=overrides)
-    app = create_app(settings)
-    config = uvicorn.Config(
-        app,
-        host=args.host,
-        port=args.port,
-        log_level=args.log_level,
-        lifespan="on",
+    options: dict[str, Any] = {
+        "host": args.host,
+        "port": args.port,
+        "log_level": args.log_level,
+        "lifespan": "on",
         # Compression costs CPU and ~50 kB per subscriber socket; events are small JSON.
-        ws_per_message_deflate=False,
-    )
-    server = uvicorn.Server(config)
+        "ws_per_message_deflate": False,
+    }
+    if args.workers > 1:
+        return _serve_processes(settings, args.workers, options)
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), **options))
     server.run()
+    return 0
+
+
+def _serve_processes(settings: Settings, workers: int, options: dict[str, Any]) -> int:
+    """``workers`` API processes on one socket (replicas on one host); distributed mode only."""
+    import uvicorn
+
+    from worker_automation.resolvers.automations import ensure_settings_rows
+    from worker_automation.services import Services
+
+    if settings.redis_url is None or settings.is_sqlite:
+        print(
+            "error: serve --workers needs WA_DATABASE_URL (PostgreSQL) and WA_REDIS_URL: the embedded "
+            "broker, its pool workers and the SQLite file belong to one process",
+            file=sys.stderr,
+        )
+        return 2
+
+    async def prepare() -> None:
+        services = await Services.start(settings)
+        try:
+            await ensure_settings_rows(services.db)
+        finally:
+            await services.close()
+
+    # Migrated once here, so the processes do not all queue on the migration lock at start.
+    asyncio.run(prepare())
+    # Each process builds its app from the environment (uvicorn starts them afresh).
+    os.environ["WA_API_URL"] = settings.api_url
+    uvicorn.run("worker_automation.app:create_app", factory=True, workers=workers, **options)
     return 0
 
 
@@ -217,6 +247,13 @@ def cmd_machine_run(args: argparse.Namespace) -> int:
     return run_machine(_settings(), automation=args.automation, concurrency=args.concurrency)
 
 
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {number}")
+    return number
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="worker-automation", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -228,6 +265,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--log-level", default="info")
+    serve.add_argument(
+        "--workers",
+        type=_positive,
+        default=1,
+        help="API processes sharing the port (needs WA_DATABASE_URL and WA_REDIS_URL when > 1)",
+    )
     serve.set_defaults(fn=cmd_serve)
 
     worker = sub.add_parser("worker", help="run a Celery pool worker for one queue")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.harness import Processes, Stack, managed_processes
+from tests.integration.harness import Processes, Stack, managed_processes, served_stack
 
 
 @pytest.fixture
@@ -25,19 +25,5 @@ def stack(
 
     Workers and machines are started by the test itself (``stack.pool_worker``, ``stack.machine``).
     """
-    workdir = tmp_path / "work"
-    workdir.mkdir()
-    built = Stack(
-        processes,
-        database_url=pg_database_url,
-        redis_url=redis_url,
-        redis_prefix=redis_prefix,
-        workdir=workdir,
-    )
-    try:
-        built.serve()
+    with served_stack(processes, pg_database_url, redis_url, redis_prefix, tmp_path) as built:
         yield built
-    finally:
-        # Before the database is dropped and Redis flushed (those fixtures end after this one).
-        processes.close()
-        built.close()

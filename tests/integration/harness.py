@@ -338,10 +338,11 @@ class Stack:
 
     # --- processes -------------------------------------------------------------------------
 
-    def serve(self) -> Proc:
-        proc = self.procs.start(
-            "serve", [*cli_command(), "serve", "--port", str(self.port)], self.env, self.workdir
-        )
+    def serve(self, workers: int = 1) -> Proc:
+        args = [*cli_command(), "serve", "--port", str(self.port)]
+        if workers > 1:
+            args += ["--workers", str(workers)]
+        proc = self.procs.start("serve", args, self.env, self.workdir)
         wait_ready(self.api_url, proc)
         self.serve_proc = proc
         return proc
@@ -454,3 +455,32 @@ class Stack:
     def close(self) -> None:
         self.http.close()
         self.db.close()
+
+
+@contextlib.contextmanager
+def served_stack(
+    processes: Processes,
+    database_url: str,
+    redis_url: str,
+    redis_prefix: str,
+    tmp_path: Path,
+    *,
+    workers: int = 1,
+) -> Iterator[Stack]:
+    """A :class:`Stack` whose ``serve`` (``workers`` processes) is up; stopped and closed after."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    built = Stack(
+        processes,
+        database_url=database_url,
+        redis_url=redis_url,
+        redis_prefix=redis_prefix,
+        workdir=workdir,
+    )
+    try:
+        built.serve(workers)
+        yield built
+    finally:
+        # Before the database is dropped and Redis flushed (those fixtures end after this one).
+        processes.close()
+        built.close()

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from worker_automation.errors import BadInput, NotFound
 from worker_automation.models import AutomationSetting
+from worker_automation.models.base import utcnow
 from worker_automation.models.database import Database
 from worker_automation.worker.registry import AUTOMATION_REGISTRY, Automation
 
@@ -35,16 +38,19 @@ def apply_setting(
     )
 
 
+# Read on every dispatch and claim: plain columns (an ORM object would cost more than the query),
+# in statements built once.
+_SETTING = select(
+    AutomationSetting.max_concurrent_jobs, AutomationSetting.dev_mode, AutomationSetting.enabled
+).where(AutomationSetting.key == bindparam("key"))
+_SETTING_LOCKED = _SETTING.with_for_update()
+
+
 async def effective(session: AsyncSession, key: str, *, lock: bool = False) -> Automation:
     """``key`` with its overrides; ``lock`` takes the row lock that serialises claims."""
     automation = registered(key)
-    # Plain columns: read on every dispatch and claim, an ORM object would cost more than the query.
-    query = select(
-        AutomationSetting.max_concurrent_jobs, AutomationSetting.dev_mode, AutomationSetting.enabled
-    ).where(AutomationSetting.key == key)
-    if lock:
-        query = query.with_for_update()
-    return apply_setting(automation, (await session.execute(query)).first())
+    query = _SETTING_LOCKED if lock else _SETTING
+    return apply_setting(automation, (await session.execute(query, {"key": key})).first())
 
 
 async def all_effective(db: Database) -> list[Automation]:
@@ -53,21 +59,26 @@ async def all_effective(db: Database) -> list[Automation]:
     return [apply_setting(a, settings.get(a.key)) for a in AUTOMATION_REGISTRY.values()]
 
 
-async def ensure_settings_rows(db: Database) -> int:
-    """Give every registered automation its settings row (the claim lock needs one)."""
+async def ensure_settings_rows(db: Database) -> None:
+    """Give every registered automation its settings row (the claim lock needs one).
+
+    Rows already there are left as they are (admins' overrides stay), and API processes starting
+    together on a new database may all run this: a conflicting insert is skipped, not an error.
+    """
+    rows = [
+        {
+            "key": a.key,
+            "max_concurrent_jobs": a.max_concurrent_jobs,
+            "dev_mode": a.dev_mode,
+            "enabled": a.enabled,
+            "updated_at": utcnow(),
+        }
+        for a in AUTOMATION_REGISTRY.values()
+    ]
+    insert = postgresql_insert if db.dialect == "postgresql" else sqlite_insert
+    statement = insert(AutomationSetting).values(rows).on_conflict_do_nothing(index_elements=["key"])
     async with db.session() as session:
-        present = set((await session.scalars(select(AutomationSetting.key))).all())
-        missing = [a for a in AUTOMATION_REGISTRY.values() if a.key not in present]
-        for automation in missing:
-            session.add(
-                AutomationSetting(
-                    key=automation.key,
-                    max_concurrent_jobs=automation.max_concurrent_jobs,
-                    dev_mode=automation.dev_mode,
-                    enabled=automation.enabled,
-                )
-            )
-    return len(missing)
+        await session.execute(statement)
 
 
 async def update_settings(

@@ -1,0 +1,45 @@
+"""``serve`` options checked before anything starts."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from worker_automation.cli import build_parser, main
+
+
+def test_several_processes_need_postgresql_and_redis(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in [n for n in os.environ if n.upper().startswith("WA_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    assert main(["serve", "--workers", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "--workers" in err and "WA_DATABASE_URL" in err and "WA_REDIS_URL" in err
+    # Refused before anything was created: no database file, no broker.
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sqlite_with_redis_is_refused_too(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("WA_DATABASE_URL", f"sqlite:///{tmp_path / 'jobs.db'}")
+    monkeypatch.setenv("WA_REDIS_URL", "redis://127.0.0.1:1/0")
+    monkeypatch.chdir(tmp_path)
+    assert main(["serve", "--workers", "3"]) == 2
+    assert "WA_DATABASE_URL (PostgreSQL)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two"])
+def test_workers_must_be_a_positive_number(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["serve", "--workers", value])
+    assert exited.value.code == 2
+    assert "--workers" in capsys.readouterr().err
+
+
+def test_one_process_by_default() -> None:
+    assert build_parser().parse_args(["serve"]).workers == 1
