@@ -328,7 +328,7 @@ class EventBus:
                     last_ping = now
                 continue
             last_heard = now
-            if message.get("type") != "message":
+            if message.get("type") != "message" or not self._listeners:
                 continue
             try:
                 event = Event.from_json(message["data"])

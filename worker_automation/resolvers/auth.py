@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 
 from worker_automation.errors import BadInput, Forbidden, NotFound, Unauthenticated
 from worker_automation.models import MANAGER_PERFIS, ApiKey, Perfil, utcnow
@@ -23,6 +23,10 @@ KNOWN_SCOPES: frozenset[str] = frozenset({SCOPE_READ, SCOPE_WRITE})
 _LAST_USED_GRANULARITY = timedelta(seconds=60)
 
 _KEY_COLUMNS = (ApiKey.id, ApiKey.name, ApiKey.scopes, ApiKey.perfil, ApiKey.revoked_at, ApiKey.last_used_at)
+# Every request runs these: built once, only their parameters change (building a statement and
+# its cache key costs more than the lookup's own round trip).
+_KEY_BY_HASH = select(*_KEY_COLUMNS).where(ApiKey.key_hash == bindparam("key_hash"))
+_TOUCH_KEY = update(ApiKey).where(ApiKey.id == bindparam("key_id")).values(last_used_at=bindparam("used_at"))
 
 MSG_MISSING = "API Key ausente."
 MSG_INVALID = "API Key invalida ou revogada."
@@ -146,14 +150,12 @@ async def authenticate(db: Database, raw_key: str | None) -> Principal:
         raise Unauthenticated(MSG_MISSING)
     # Every request passes here: one plain statement on a bare connection, no ORM session.
     async with db.connection() as conn:
-        found = (
-            await conn.execute(select(*_KEY_COLUMNS).where(ApiKey.key_hash == hash_secret(raw_key)))
-        ).first()
+        found = (await conn.execute(_KEY_BY_HASH, {"key_hash": hash_secret(raw_key)})).first()
         if found is None or found.revoked_at is not None:
             raise Unauthenticated(MSG_INVALID)
         now = utcnow()
         if found.last_used_at is None or now - found.last_used_at > _LAST_USED_GRANULARITY:
-            await conn.execute(update(ApiKey).where(ApiKey.id == found.id).values(last_used_at=now))
+            await conn.execute(_TOUCH_KEY, {"key_id": found.id, "used_at": now})
     return Principal(found.id, found.name, frozenset(found.scopes.split(",")), Perfil(found.perfil))
 
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 from enum import StrEnum
+from functools import cache
 from typing import Any
 
-from sqlalchemy import and_, func, select, update
+from sqlalchemy import Update, and_, bindparam, func, select, update
 from sqlalchemy.orm import aliased
 
 from worker_automation.broker.events import EventKind
@@ -48,6 +49,70 @@ _REFUSAL_MESSAGES: dict[Refusal, str] = {
     Refusal.MACHINE_OFF: "Maquina desligada.",
     Refusal.NOT_CLAIMABLE: "Job nao pode ser reivindicado no estado atual.",
 }
+
+
+# The claim and the reports run for every job: their statements are built once (building one and
+# its cache key costs more CPU than the database spends on it); only parameters change.
+_HEAD = select(Worker.automation_type, Worker.queue, Worker.status).where(Worker.id == bindparam("worker_id"))
+_TOUCH_MACHINE = (
+    update(Machine).where(Machine.id == bindparam("machine")).values(last_claim_at=bindparam("claimed_at"))
+)
+
+
+def _claim_statement(*, with_task: bool) -> Update:
+    """Claim one AGENDADO job while fewer than ``limit`` jobs of its automation run."""
+    running = aliased(Worker)
+    running_count = (
+        select(func.count())
+        .select_from(running)
+        .where(
+            running.automation_type == bindparam("job_automation"),
+            running.status == JobStatus.EXECUTANDO.value,
+        )
+        .scalar_subquery()
+    )
+    conds = [Worker.id == bindparam("job_id"), Worker.status == JobStatus.AGENDADO.value]
+    if with_task:
+        conds.append(Worker.task_id == bindparam("job_task"))
+    # RETURNING the whole row and its client's name: the claimed job comes back without
+    # reading it again.
+    return (
+        update(Worker)
+        .where(and_(*conds), running_count < bindparam("limit"))
+        .values(
+            status=JobStatus.EXECUTANDO.value,
+            machine_id=bindparam("machine"),
+            data_inicio=bindparam("claimed_at"),
+            data_fim=None,
+            progress=0,
+            updated_at=bindparam("claimed_at"),
+        )
+        .returning(*VIEW_RETURNING)
+    )
+
+
+_CLAIM = {with_task: _claim_statement(with_task=with_task) for with_task in (False, True)}
+
+
+@cache
+def _finish_statement(columns: tuple[str, ...]) -> Update:
+    """Set ``columns`` (parameters ``set_<column>``) on a job the machine holds, and end it."""
+    return (
+        update(Worker)
+        .where(
+            Worker.id == bindparam("job_id"),
+            Worker.status == JobStatus.EXECUTANDO.value,
+            Worker.machine_id == bindparam("holder"),
+        )
+        .values(
+            {
+                **{name: bindparam(f"set_{name}") for name in columns},
+                "data_fim": bindparam("ended_at"),
+                "updated_at": bindparam("ended_at"),
+            }
+        )
+        .returning(*VIEW_RETURNING)
+    )
 
 
 def refused(reason: Refusal, **details: Any) -> Conflict:
@@ -89,11 +154,7 @@ async def claim(
     if not machine.is_on:
         raise refused(Refusal.MACHINE_OFF)
     async with services.db.session() as session:
-        head = (
-            await session.execute(
-                select(Worker.automation_type, Worker.queue, Worker.status).where(Worker.id == worker_id)
-            )
-        ).first()
+        head = (await session.execute(_HEAD, {"worker_id": worker_id})).first()
         if head is None:
             raise NotFound(MSG_WORKER_NOT_FOUND, worker_id=worker_id)
         automation_type, queue, _ = head
@@ -106,38 +167,21 @@ async def claim(
             raise refused(Refusal.DEV_MODE)
         if not automation.enabled:
             raise refused(Refusal.NOT_CLAIMABLE, status="disabled")
-        running = aliased(Worker)
-        running_count = (
-            select(func.count())
-            .select_from(running)
-            .where(running.automation_type == automation_type, running.status == JobStatus.EXECUTANDO.value)
-            .scalar_subquery()
-        )
-        conds = [Worker.id == worker_id, Worker.status == JobStatus.AGENDADO.value]
-        if task_id is not None:
-            conds.append(Worker.task_id == task_id)
         now = utcnow()
-        # RETURNING the whole row and its client's name: the claimed job comes back without
-        # reading it again.
-        row = (
-            await session.execute(
-                update(Worker)
-                .where(and_(*conds), running_count < automation.max_concurrent_jobs)
-                .values(
-                    status=JobStatus.EXECUTANDO.value,
-                    machine_id=machine.id,
-                    data_inicio=now,
-                    data_fim=None,
-                    progress=0,
-                    updated_at=now,
-                )
-                .returning(*VIEW_RETURNING)
-            )
-        ).first()
+        parameters = {
+            "job_id": worker_id,
+            "job_automation": automation_type,
+            "limit": automation.max_concurrent_jobs,
+            "machine": machine.id,
+            "claimed_at": now,
+        }
+        if task_id is not None:
+            parameters["job_task"] = task_id
+        row = (await session.execute(_CLAIM[task_id is not None], parameters)).first()
         if row is None:
             raise await _refusal_for(session, worker_id, task_id)
         if machine.last_claim_at is None or now - machine.last_claim_at > LAST_CLAIM_GRANULARITY:
-            await session.execute(update(Machine).where(Machine.id == machine.id).values(last_claim_at=now))
+            await session.execute(_TOUCH_MACHINE, {"machine": machine.id, "claimed_at": now})
         view = returned_view(row)
     await announce(services, EventKind.CLAIMED, [view])
     return view
@@ -195,19 +239,11 @@ async def _finish(
     raise the error that says why; should this machine hold it after all, ``values`` apply then.
     """
     now = utcnow()
+    statement = _finish_statement(tuple(sorted(values)))
+    parameters = {f"set_{name}": value for name, value in values.items()}
+    parameters.update(job_id=worker_id, holder=machine.id, ended_at=now)
     async with services.db.connection() as conn:
-        done = (
-            await conn.execute(
-                update(Worker)
-                .where(
-                    Worker.id == worker_id,
-                    Worker.status == JobStatus.EXECUTANDO.value,
-                    Worker.machine_id == machine.id,
-                )
-                .values(**values, data_fim=now, updated_at=now)
-                .returning(*VIEW_RETURNING)
-            )
-        ).first()
+        done = (await conn.execute(statement, parameters)).first()
     if done is not None:
         return returned_view(done)
     async with services.db.session() as session:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
+from functools import cache
+
+from sqlalchemy import Select, bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from worker_automation.models import Worker, WorkerCount
@@ -10,9 +12,12 @@ from worker_automation.models import Worker, WorkerCount
 CountKey = tuple[str, str]  # (queue, status)
 
 
+_COUNTERS = select(WorkerCount.queue, WorkerCount.status, WorkerCount.n)
+
+
 async def counters(session: AsyncSession) -> dict[CountKey, int]:
     """Every non-empty (queue, status) pair: a read of a few dozen rows, whatever the table size."""
-    rows = await session.execute(select(WorkerCount.queue, WorkerCount.status, WorkerCount.n))
+    rows = await session.execute(_COUNTERS)
     return {(q, s): int(n) for q, s, n in rows if n}
 
 
@@ -24,11 +29,18 @@ async def recount(session: AsyncSession) -> dict[CountKey, int]:
     return {(q, s): int(n) for q, s, n in rows if n}
 
 
+@cache
+def _count_statement(*, by_status: bool, by_queue: bool) -> Select[int]:
+    query = select(func.coalesce(func.sum(WorkerCount.n), 0))
+    if by_status:
+        query = query.where(WorkerCount.status == bindparam("status"))
+    if by_queue:
+        query = query.where(WorkerCount.queue == bindparam("queue"))
+    return query
+
+
 async def count_matching(session: AsyncSession, *, status: str | None, queue: str | None) -> int:
     """Rows with ``status`` and/or ``queue`` (None = any), from the counters."""
-    query = select(func.coalesce(func.sum(WorkerCount.n), 0))
-    if status is not None:
-        query = query.where(WorkerCount.status == status)
-    if queue is not None:
-        query = query.where(WorkerCount.queue == queue)
-    return int(await session.scalar(query) or 0)
+    query = _count_statement(by_status=status is not None, by_queue=queue is not None)
+    parameters = {name: value for name, value in (("status", status), ("queue", queue)) if value is not None}
+    return int(await session.scalar(query, parameters) or 0)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import insert, select
+from sqlalchemy import Table, insert, select
 
 from worker_automation.broker.events import EventKind
 from worker_automation.errors import BadInput, Conflict, Unavailable
@@ -17,6 +17,10 @@ from worker_automation.resolvers.rows import check_priority, client_name_of
 from worker_automation.resolvers.views import WorkerView, view_of
 from worker_automation.services import Services
 from worker_automation.worker.forms import validate_context
+
+# A Core insert on the table, built once (the ORM's insert path cost more than the insert).
+_WORKERS = cast(Table, Worker.__table__)
+_INSERT_JOB = insert(_WORKERS).returning(*_WORKERS.columns)
 
 
 async def enqueue(
@@ -69,22 +73,21 @@ async def dispatch(
             # name subquery in an INSERT's RETURNING, hence the lookup of its own.)
             client_name = await client_name_of(session, cliente_id)
             created = await session.execute(
-                insert(Worker)
-                .values(
-                    task_id=task_id,
-                    cliente_id=cliente_id,
-                    usuario_id=usuario_id,
-                    status=JobStatus.AGENDADO.value,
-                    automation_type=automation.key,
-                    queue=automation.queue,
-                    priority=priority,
-                    retry_count=0,
-                    progress=0,
-                    context=clean,
-                    created_at=now,
-                    updated_at=now,
-                )
-                .returning(*Worker.__table__.columns)
+                _INSERT_JOB,
+                {
+                    "task_id": task_id,
+                    "cliente_id": cliente_id,
+                    "usuario_id": usuario_id,
+                    "status": JobStatus.AGENDADO.value,
+                    "automation_type": automation.key,
+                    "queue": automation.queue,
+                    "priority": priority,
+                    "retry_count": 0,
+                    "progress": 0,
+                    "context": clean,
+                    "created_at": now,
+                    "updated_at": now,
+                },
             )
             view = view_of(created.one(), client_name)
             note.target = f"worker:{view.id}"

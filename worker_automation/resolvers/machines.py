@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.exc import IntegrityError
 
 from worker_automation.errors import BadInput, Conflict, NotFound, Unauthenticated
@@ -60,6 +60,8 @@ MACHINE_COLUMNS = (
     Machine.created_at,
     Machine.last_claim_at,
 )
+# Run by every request of a worker process: built once (see auth._KEY_BY_HASH).
+_MACHINE_BY_HASH = select(*MACHINE_COLUMNS).where(Machine.key_hash == bindparam("key_hash"))
 
 
 def machine_view(row: Machine) -> MachineView:
@@ -148,9 +150,7 @@ async def authenticate_machine(db: Database, raw_key: str | None) -> MachineView
     if not raw_key:
         raise Unauthenticated(MSG_MACHINE_KEY_MISSING)
     async with db.connection() as conn:
-        found = (
-            await conn.execute(select(*MACHINE_COLUMNS).where(Machine.key_hash == hash_secret(raw_key)))
-        ).first()
+        found = (await conn.execute(_MACHINE_BY_HASH, {"key_hash": hash_secret(raw_key)})).first()
     if found is None:
         raise Unauthenticated(MSG_MACHINE_KEY_INVALID)
     return MachineView(*found)
