@@ -141,17 +141,17 @@ class GraphQLContext:
 
     # -- per-operation state ------------------------------------------------------------------
 
-    def begin_operation(self) -> OperationScope:
-        """Open a fresh scope (new loaders, caller authenticated again) for what follows."""
-        scope = OperationScope(self)
-        _SCOPE.set(scope)
-        return scope
+    def begin_operation(self) -> None:
+        """Start a fresh scope (new loaders, caller authenticated again) for what follows; it is
+        built on first use, so a payload whose result was already computed costs nothing here."""
+        _SCOPE.set(None)
 
     def scope(self) -> OperationScope:
-        """The current operation's scope (opened on first use when no extension did)."""
+        """The current operation's scope (opened on first use)."""
         scope = _SCOPE.get()
         if scope is None or scope.owner is not self:
-            scope = self.begin_operation()
+            scope = OperationScope(self)
+            _SCOPE.set(scope)
         return scope
 
     @property
