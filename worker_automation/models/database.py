@@ -20,6 +20,9 @@ from worker_automation.models.folding import SQLITE_FUNCTION, sqlite_fold
 from worker_automation.models.shared_reads import SharedReads
 from worker_automation.settings import Settings
 
+# What a resolver's statements run on: an ORM session, or a bare connection on hot paths.
+Executor = AsyncSession | AsyncConnection
+
 
 def _unicode_lower(value: Any) -> Any:
     return value.lower() if isinstance(value, str) else value
@@ -89,6 +92,13 @@ class Database:
         """A session whose transaction commits on success and rolls back on error."""
         async with self.sessions() as session, session.begin():
             yield session
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[AsyncConnection]:
+        """A connection inside a transaction (committed on success, rolled back on error) for
+        the statements of one hot operation (a claim, a dispatch), without an ORM session."""
+        async with self.engine.begin() as conn:
+            yield conn
 
     @asynccontextmanager
     async def reader(self) -> AsyncIterator[AsyncSession]:

@@ -9,11 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from sqlalchemy import Table, insert, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from worker_automation.errors import DomainError
 from worker_automation.models import AuditEntry
-from worker_automation.models.database import Database
+from worker_automation.models.database import Database, Executor
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +42,7 @@ class AuditNote:
     # Set by :meth:`record_in`: the entry already went out with the operation's own transaction.
     entry_id: int | None = None
 
-    async def record_in(self, session: AsyncSession, actor: Actor, action: str) -> None:
+    async def record_in(self, session: Executor, actor: Actor, action: str) -> None:
         """Add the ``ok`` entry to the operation's transaction instead of writing it in one of its
         own afterwards (a hot path saves a transaction). If the operation still fails after that,
         :func:`audited` turns this same entry into the failure's."""

@@ -8,12 +8,11 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Row
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from worker_automation.errors import BadInput, NotFound
 from worker_automation.models import AutomationSetting
 from worker_automation.models.base import utcnow
-from worker_automation.models.database import Database
+from worker_automation.models.database import Database, Executor
 from worker_automation.worker.registry import AUTOMATION_REGISTRY, Automation
 
 
@@ -46,7 +45,7 @@ _SETTING = select(
 _SETTING_LOCKED = _SETTING.with_for_update()
 
 
-async def effective(session: AsyncSession, key: str, *, lock: bool = False) -> Automation:
+async def effective(session: Executor, key: str, *, lock: bool = False) -> Automation:
     """``key`` with its overrides; ``lock`` takes the row lock that serialises claims."""
     automation = registered(key)
     query = _SETTING_LOCKED if lock else _SETTING

@@ -15,8 +15,9 @@ from sqlalchemy import Update, and_, bindparam, func, select, update
 from sqlalchemy.orm import aliased
 
 from worker_automation.broker.events import EventKind
-from worker_automation.errors import BadInput, Conflict, NotFound
+from worker_automation.errors import BadInput, Conflict, DomainError, NotFound
 from worker_automation.models import JobStatus, Machine, Worker, utcnow
+from worker_automation.models.database import Executor
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.automations import effective
 from worker_automation.resolvers.machines import MachineView
@@ -153,7 +154,8 @@ async def claim(
     """Move the job to EXECUTANDO for ``machine``, or refuse with a reason (Conflict)."""
     if not machine.is_on:
         raise refused(Refusal.MACHINE_OFF)
-    async with services.db.session() as session:
+    # A claim runs for every job: its statements go on a connection, no ORM session around them.
+    async with services.db.transaction() as session:
         head = (await session.execute(_HEAD, {"worker_id": worker_id})).first()
         if head is None:
             raise NotFound(MSG_WORKER_NOT_FOUND, worker_id=worker_id)
@@ -187,10 +189,13 @@ async def claim(
     return view
 
 
-async def _refusal_for(session: Any, worker_id: int, task_id: str | None) -> Conflict:
+async def _refusal_for(session: Executor, worker_id: int, task_id: str | None) -> DomainError:
     current = (
         await session.execute(select(Worker.status, Worker.task_id).where(Worker.id == worker_id))
     ).first()
+    if current is None:
+        # Removed since the claim began (cleanup, a move): nothing left to claim.
+        return NotFound(MSG_WORKER_NOT_FOUND, worker_id=worker_id)
     status, stored_task = current
     if status == JobStatus.EXECUTANDO.value:
         return refused(Refusal.ALREADY_CLAIMED, status=status)

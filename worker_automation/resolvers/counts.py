@@ -8,6 +8,7 @@ from sqlalchemy import Select, bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from worker_automation.models import Worker, WorkerCount
+from worker_automation.models.database import Executor
 
 CountKey = tuple[str, str]  # (queue, status)
 
@@ -39,7 +40,7 @@ def _count_statement(*, by_status: bool, by_queue: bool) -> Select[int]:
     return query
 
 
-async def count_matching(session: AsyncSession, *, status: str | None, queue: str | None) -> int:
+async def count_matching(session: Executor, *, status: str | None, queue: str | None) -> int:
     """Rows with ``status`` and/or ``queue`` (None = any), from the counters."""
     query = _count_statement(by_status=status is not None, by_queue=queue is not None)
     parameters = {name: value for name, value in (("status", status), ("queue", queue)) if value is not None}

@@ -63,7 +63,7 @@ async def dispatch(
         raise BadInput("cliente_id", "cliente_id deve ser um inteiro")
     async with audited(services.db, actor, "dispatch", None) as note:
         task_id = str(uuid.uuid4())
-        async with services.db.session() as session:
+        async with services.db.transaction() as session:
             automation = await effective(session, automation_type)
             if not automation.enabled:
                 raise Conflict(f"Automacao '{automation_type}' esta desabilitada.", status="disabled")

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, or_, select
+from sqlalchemy import ColumnElement, Select, bindparam, func, or_, select
 
 from worker_automation.errors import BadInput, NotFound
 from worker_automation.models import CELERY_STATE, Cliente, JobStatus, Worker
@@ -56,50 +57,55 @@ class WorkerFilter:
             or (self.q and self.q.strip())
         )
 
-    def conditions(self, queues: dict[str, int]) -> list[ColumnElement[bool]]:
-        """SQL conditions, after validating each value (BadInput names the field)."""
+    def values(self, queues: dict[str, int]) -> dict[str, Any]:
+        """The equality filters that are set, validated (BadInput names the field), by column."""
         from worker_automation.worker.registry import AUTOMATION_REGISTRY
 
-        conds: list[ColumnElement[bool]] = []
+        found: dict[str, Any] = {}
         if self.status:
-            conds.append(Worker.status == parse_status(self.status).value)
+            found["status"] = parse_status(self.status).value
         if self.queue:
-            conds.append(Worker.queue == check_queue(self.queue, queues))
+            found["queue"] = check_queue(self.queue, queues)
         if self.automation_type:
             if self.automation_type not in AUTOMATION_REGISTRY:
                 raise BadInput("automation_type", f"automation_type desconhecido: {self.automation_type!r}")
-            conds.append(Worker.automation_type == self.automation_type)
+            found["automation_type"] = self.automation_type
         if self.cliente_id is not None:
-            conds.append(Worker.cliente_id == self.cliente_id)
+            found["cliente_id"] = self.cliente_id
         if self.usuario_id is not None:
-            conds.append(Worker.usuario_id == self.usuario_id)
+            found["usuario_id"] = self.usuario_id
         if self.task_id:
-            conds.append(Worker.task_id == self.task_id)
-        if self.q and self.q.strip():
-            conds.append(_text_search(self.q.strip()))
-        return conds
+            found["task_id"] = self.task_id
+        return found
+
+    @property
+    def text(self) -> str | None:
+        """The free-text search, if any."""
+        return self.q.strip() if self.q and self.q.strip() else None
 
 
-def _text_search(q: str) -> ColumnElement[bool]:
-    """Free text, ignoring case and accents: task id, automation key or name, client, error."""
+def _text_search() -> ColumnElement[bool]:
+    """Free text, ignoring case and accents: task id, client, error message, or an automation
+    whose key or name matches (parameters from :func:`_text_parameters`)."""
+    clients = select(Cliente.id).where(fold(Cliente.razao_social).like(bindparam("text_pattern")))
+    return or_(
+        Worker.task_id == bindparam("text_exact"),
+        Worker.cliente_id.in_(clients),
+        fold(Worker.mensagem_erro).like(bindparam("text_pattern")),
+        Worker.automation_type.in_(bindparam("text_automations", expanding=True)),
+    )
+
+
+def _text_parameters(q: str) -> dict[str, Any]:
     from worker_automation.worker.registry import AUTOMATION_REGISTRY
 
     needle = fold_text(q)
-    pattern = f"%{needle}%"
     keys = [
         a.key
         for a in AUTOMATION_REGISTRY.values()
         if needle in fold_text(a.display_name) or needle in fold_text(a.key)
     ]
-    clients = select(Cliente.id).where(fold(Cliente.razao_social).like(pattern))
-    options: list[ColumnElement[bool]] = [
-        Worker.task_id == q,
-        Worker.cliente_id.in_(clients),
-        fold(Worker.mensagem_erro).like(pattern),
-    ]
-    if keys:
-        options.append(Worker.automation_type.in_(keys))
-    return or_(*options)
+    return {"text_exact": q, "text_pattern": f"%{needle}%", "text_automations": keys}
 
 
 async def list_workers(
@@ -111,31 +117,50 @@ async def list_workers(
 ) -> Page[WorkerView]:
     """Newest first, filtered, paginated; two queries whatever the page size."""
     request = PageRequest.of(page, per_page, default_per_page=20)
-    conds = filters.conditions(queues)
-    where = and_(*conds) if conds else None
-    # The page's ids first (an index-only scan skips ``offset`` entries without visiting their
-    # rows), then only the page's rows are read and joined: a deep page no longer reads every row
-    # it skips.
-    page_ids = select(Worker.id).order_by(Worker.id.desc()).offset(request.offset).limit(request.per_page)
-    if where is not None:
-        page_ids = page_ids.where(where)
-    rows_q = enriched_select().where(Worker.id.in_(page_ids.correlate(None))).order_by(Worker.id.desc())
-    async with db.reader() as session:
+    values = filters.values(queues)
+    text = filters.text
+    rows_q, count_q = _list_statements(tuple(values), with_text=text is not None)
+    parameters: dict[str, Any] = {f"filter_{name}": value for name, value in values.items()}
+    parameters.update(page_offset=request.offset, page_size=request.per_page)
+    if text is not None:
+        parameters.update(_text_parameters(text))
+    # Two statements on a bare connection: every list page of every screen runs them.
+    async with db.connection() as session:
         if filters.only_status_or_queue:
-            status = parse_status(filters.status).value if filters.status else None
-            total = await count_matching(session, status=status, queue=filters.queue or None)
+            total = await count_matching(session, status=values.get("status"), queue=values.get("queue"))
         else:
-            count = select(func.count()).select_from(Worker)
-            if where is not None:
-                count = count.where(where)
-            total = int(await session.scalar(count) or 0)
-        rows = await session.execute(rows_q)
+            total = int(await session.scalar(count_q, parameters) or 0)
+        rows = await session.execute(rows_q, parameters)
         items = views_of(rows)
     return Page(items, total, request.page, request.per_page)
 
 
+@cache
+def _list_statements(filtered: tuple[str, ...], *, with_text: bool) -> tuple[Select[Any], Select[Any]]:
+    """The page and count statements for one combination of filters, built once (parameters
+    ``filter_<column>``, ``page_offset``, ``page_size``, and the text search's when asked)."""
+    conds: list[ColumnElement[bool]] = [
+        getattr(Worker, name) == bindparam(f"filter_{name}") for name in filtered
+    ]
+    if with_text:
+        conds.append(_text_search())
+    # The page's ids first (an index-only scan skips ``offset`` entries without visiting their
+    # rows), then only the page's rows are read and joined: a deep page no longer reads every row
+    # it skips.
+    page_ids = (
+        select(Worker.id)
+        .where(*conds)
+        .order_by(Worker.id.desc())
+        .offset(bindparam("page_offset"))
+        .limit(bindparam("page_size"))
+    )
+    rows_q = enriched_select().where(Worker.id.in_(page_ids.correlate(None))).order_by(Worker.id.desc())
+    count_q = select(func.count()).select_from(Worker).where(*conds)
+    return rows_q, count_q
+
+
 async def get_worker(db: Database, worker_id: int) -> WorkerView:
-    async with db.reader() as session:
+    async with db.connection() as session:
         row = (await session.execute(enriched_select().where(Worker.id == worker_id))).first()
     if row is None:
         raise NotFound(MSG_WORKER_NOT_FOUND, worker_id=worker_id)

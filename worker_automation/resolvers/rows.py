@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import ColumnElement, select
+from sqlalchemy import ColumnElement, bindparam, select
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from worker_automation.errors import BadInput, Conflict, NotFound
 from worker_automation.models import Cliente, JobStatus, Worker
+from worker_automation.models.database import Executor
 from worker_automation.resolvers.reads import MSG_WORKER_NOT_FOUND
 from worker_automation.resolvers.views import CLIENT_NAME, WorkerView, view_of
 
@@ -51,11 +52,14 @@ def require_status(row: Worker, allowed: set[JobStatus], action: str) -> None:
         )
 
 
-async def client_name_of(session: AsyncSession, cliente_id: int | None) -> str | None:
+_CLIENT_NAME = select(Cliente.razao_social).where(Cliente.id == bindparam("cliente_id"))
+
+
+async def client_name_of(session: Executor, cliente_id: int | None) -> str | None:
     """The name shown for ``cliente_id`` (None without a client, or for one that does not exist)."""
     if cliente_id is None:
         return None
-    name: str | None = await session.scalar(select(Cliente.razao_social).where(Cliente.id == cliente_id))
+    name: str | None = await session.scalar(_CLIENT_NAME, {"cliente_id": cliente_id})
     return name
 
 

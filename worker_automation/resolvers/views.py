@@ -15,27 +15,6 @@ from worker_automation.models import Cliente, Worker
 # The label of the joined client name in the rows of enriched_select.
 CLIENT_NAME = "client_name"
 
-# The REST item's keys, in the order the documented API shows them.
-REST_ITEM_KEYS: tuple[str, ...] = (
-    "id",
-    "task_id",
-    "cliente_id",
-    "usuario_id",
-    "path_file",
-    "status",
-    "data_inicio",
-    "data_fim",
-    "mensagem_erro",
-    "automation_type",
-    "queue",
-    "priority",
-    "retry_count",
-    "progress",
-    "metadata_json",
-    "display_name",
-    "client_name",
-)
-
 
 def iso(value: datetime | None, tz: ZoneInfo) -> str | None:
     """ISO 8601 with the offset of ``tz`` (e.g. ``2026-07-08T09:15:00-03:00``)."""
@@ -72,12 +51,7 @@ class WorkerView:
     client_name: str | None
 
     def rest_item(self, tz: ZoneInfo) -> dict[str, Any]:
-        """The documented REST item (snake_case, timestamps in ``tz``)."""
-        data = self.as_dict(tz)
-        return {key: data[key] for key in REST_ITEM_KEYS}
-
-    def as_dict(self, tz: ZoneInfo) -> dict[str, Any]:
-        """Every field, JSON-ready: what events carry."""
+        """The documented REST item (snake_case, timestamps in ``tz``), keys in the documented order."""
         return {
             "id": self.id,
             "task_id": self.task_id,
@@ -96,12 +70,17 @@ class WorkerView:
             "metadata_json": self.metadata_json,
             "display_name": self.display_name,
             "client_name": self.client_name,
-            "context": self.context,
-            "result": self.result,
-            "created_at": iso(self.created_at, tz),
-            "updated_at": iso(self.updated_at, tz),
-            "machine_id": self.machine_id,
         }
+
+    def as_dict(self, tz: ZoneInfo) -> dict[str, Any]:
+        """Every field, JSON-ready: what events carry (the REST item, then the rest)."""
+        data = self.rest_item(tz)
+        data["context"] = self.context
+        data["result"] = self.result
+        data["created_at"] = iso(self.created_at, tz)
+        data["updated_at"] = iso(self.updated_at, tz)
+        data["machine_id"] = self.machine_id
+        return data
 
 
 def enriched_select() -> Select[Any]:
