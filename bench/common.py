@@ -333,6 +333,7 @@ def start_api(
     log_level: str = "warning",
     source: Path | None = None,
     name: str = "serve",
+    workers: int = 1,
 ) -> Api:
     """``serve`` against ``database`` and the benchmarks' Redis; waits for /readyz.
 
@@ -345,7 +346,10 @@ def start_api(
     env["WA_API_URL"] = url
     if source is not None:
         env["PYTHONPATH"] = str(source)
-    proc = procs.start(name, [*cli(), "serve", "--port", str(port), "--log-level", log_level], env)
+    command = [*cli(), "serve", "--port", str(port), "--log-level", log_level]
+    if workers > 1:
+        command += ["--workers", str(workers)]
+    proc = procs.start(name, command, env)
     wait_http(f"{url}/readyz", proc, timeout=120)
     return Api(proc, url, env)
 

@@ -173,13 +173,13 @@ def run_ours(procs: Procs, ours: Ours, args: argparse.Namespace, profile: str | 
     profiler = start_profiler(ours.api.proc.pid, profile, kind) if profile else None
     try:
         first = asyncio.run(last_id(ours.database))
-        api_cpu0 = cpu_seconds(ours.api.proc.pid)
+        api_cpu0 = cpu_seconds(ours.api.proc.pid, with_children=True)
         worker_cpu0 = cpu_seconds(worker.pid, with_children=True)
         started, dispatch_s, errors = asyncio.run(dispatch_all(api.url, ours.key, args.jobs, args.in_flight))
         result.dispatch_s = dispatch_s
         result.errors = errors
         result.done = asyncio.run(wait_concluded(ours.database, first, args.jobs - errors))
-        result.api_cpu_s = cpu_seconds(ours.api.proc.pid) - api_cpu0
+        result.api_cpu_s = cpu_seconds(ours.api.proc.pid, with_children=True) - api_cpu0
         result.worker_cpu_s = cpu_seconds(worker.pid, with_children=True) - worker_cpu0
         times = asyncio.run(job_times(ours.database, first))
     finally:
@@ -304,9 +304,9 @@ HEADERS = [
 ]
 
 
-def setup_ours(procs: Procs, label: str, database: str, source: Path | None) -> Ours:
+def setup_ours(procs: Procs, label: str, database: str, source: Path | None, workers: int = 1) -> Ours:
     asyncio.run(recreate_database(database))
-    api = start_api(procs, database, source=source, name=f"serve-{label}")
+    api = start_api(procs, database, source=source, name=f"serve-{label}", workers=workers)
     key = api.operator_key(f"bench-{label}")
     machine_key = api.machine_key(f"bench-pool-{label}", queue=QUEUE)
     return Ours(label, api, database, key, machine_key, source)
@@ -319,7 +319,7 @@ def run(args: argparse.Namespace) -> None:
     procs = Procs("pipeline")
     rounds: list[Round] = []
     try:
-        variants = [setup_ours(procs, "current", args.database, None)]
+        variants = [setup_ours(procs, "current", args.database, None, args.api_workers)]
         if args.baseline:
             variants.append(setup_ours(procs, "baseline", f"{args.database}_base", Path(args.baseline)))
         for n in range(args.runs):
@@ -344,7 +344,7 @@ def run(args: argparse.Namespace) -> None:
     print()
     print(
         f"{args.jobs:,} no-op jobs per round, {args.runs} round(s) per variant, "
-        f"prefork -c {args.concurrency}, "
+        f"prefork -c {args.concurrency}, API processes {args.api_workers}, "
         f"{args.in_flight} dispatch requests in flight, Redis db {REDIS_DB}; latency = dispatch -> "
         f"completion (ours: data_fim - created_at; raw: date_done - send)"
     )
@@ -378,6 +378,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--in-flight", type=int, default=16, help="concurrent dispatch requests")
     parser.add_argument("--concurrency", type=int, default=2, help="prefork processes per worker")
     parser.add_argument("--database", default="wa_bench_pipeline", help="created anew")
+    parser.add_argument(
+        "--api-workers", type=int, default=1, help="API processes of the current tree (serve --workers N)"
+    )
     parser.add_argument("--baseline", help="directory with another worker_automation package, run too")
     parser.add_argument(
         "--profile", help="py-spy profile of the API, first round (.txt: collapsed stacks, else speedscope)"

@@ -2,10 +2,12 @@
 
 Each endpoint is measured on its own: first one client at a time (the service time), then 32
 clients in a closed loop (each sends its next request when the last one answered), ``--runs``
-times. The API is one uvicorn process, as ``worker-automation serve`` runs it.
+times. The API is one uvicorn process, as ``worker-automation serve`` runs it by default;
+``--api-workers 1,2`` measures ``serve --workers 2`` side by side with it.
 
     python -m bench.load_rows --rows 1000000 --database wa_bench_1m   # once
     python -m bench.scale --database wa_bench_1m
+    python -m bench.scale --database wa_bench_1m --api-workers 1,2
 """
 
 from __future__ import annotations
@@ -238,10 +240,11 @@ async def measure(targets: list[Target], args: argparse.Namespace) -> dict[str, 
                 connect = connector(target)
                 await closed_loop(connect, result.endpoint, args.warmup, args.concurrency)
                 result.single.append(await closed_loop(connect, result.endpoint, args.single, 1))
-                cpu0 = cpu_seconds(target.pid) if target.pid else 0.0
+                cpu0 = cpu_seconds(target.pid, with_children=True) if target.pid else 0.0
                 client0 = time.process_time()
                 sample = await closed_loop(connect, result.endpoint, args.requests, args.concurrency)
-                sample.server_cpu_s = (cpu_seconds(target.pid) - cpu0) if target.pid else 0.0
+                if target.pid:
+                    sample.server_cpu_s = cpu_seconds(target.pid, with_children=True) - cpu0
                 sample.client_cpu_s = time.process_time() - client0
                 result.loaded.append(sample)
     return results
@@ -313,16 +316,18 @@ def run(args: argparse.Namespace) -> None:
             if args.baseline:
                 base = start_api(procs, args.database, source=Path(args.baseline), name="serve-baseline")
                 targets.append(Target("baseline", base.url, base.operator_key(), base.proc.pid))
-            api = start_api(procs, args.database)
-            targets.append(Target("current", api.url, api.operator_key(), api.proc.pid))
+            for workers in args.api_workers:
+                label = "current" if len(args.api_workers) == 1 else f"current, serve --workers {workers}"
+                api = start_api(procs, args.database, workers=workers, name=f"serve-w{workers}")
+                targets.append(Target(label, api.url, api.operator_key(), api.proc.pid))
         current = targets[-1]
         if args.profile and current.pid:
             profiler = start_profiler(current.pid, args.profile, args.profile_format)
-        rss_before = {t.label: rss_mb(t.pid) if t.pid else 0.0 for t in targets}
+        rss_before = {t.label: rss_mb(t.pid, with_children=True) if t.pid else 0.0 for t in targets}
         t0 = time.perf_counter()
         results = asyncio.run(measure(targets, args))
         wall = time.perf_counter() - t0
-        rss_after = {t.label: rss_mb(t.pid) if t.pid else 0.0 for t in targets}
+        rss_after = {t.label: rss_mb(t.pid, with_children=True) if t.pid else 0.0 for t in targets}
     finally:
         stop_profiler(profiler)
         procs.close()
@@ -330,18 +335,20 @@ def run(args: argparse.Namespace) -> None:
     print(
         f"{args.database}: {args.runs} runs x {args.requests} requests per endpoint at concurrency "
         f"{args.concurrency} (closed loop), {args.single} at concurrency 1; latencies in ms "
-        f"(c32 p50/p99 = median over runs); one uvicorn process per API"
+        f"(c32 p50/p99 = median over runs); API processes: {', '.join(map(str, args.api_workers))}"
     )
     for target in targets:
         print()
         if len(targets) > 1:
             print(f"{target.label} ({args.baseline if target.label == 'baseline' else 'working tree'}):")
         print(table(HEADERS, [r.row() for r in results[target.label]]))
-        print(f"API RSS {rss_before[target.label]:.0f} -> {rss_after[target.label]:.0f} MiB")
-    if "baseline" in results:
+        before, after = rss_before[target.label], rss_after[target.label]
+        print(f"API RSS {before:.0f} -> {after:.0f} MiB (all its processes)")
+    first = targets[0].label
+    for target in targets[1:]:
         print()
-        print("side by side (same run, alternating):")
-        print(comparison(results["baseline"], results["current"]))
+        print(f"side by side (same run, alternating): before = {first}, after = {target.label}")
+        print(comparison(results[first], results[target.label]))
     print(f"wall {wall:.0f} s")
     if args.profile:
         print(f"profile written to {args.profile}")
@@ -357,6 +364,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--single", type=int, default=50, help="requests per endpoint and run, one at a time")
     parser.add_argument("--warmup", type=int, default=64)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--api-workers",
+        type=lambda v: [int(n) for n in v.split(",")],
+        default=[1],
+        help="API processes (serve --workers N); a list (1,2) starts one API per value, side by side",
+    )
     parser.add_argument("--only", nargs="*", help="endpoints whose name contains one of these")
     parser.add_argument("--wait-quiet", action="store_true", help="wait for load average < 1.5 first")
     parser.add_argument("--profile", help="py-spy output file for the API process during the run")

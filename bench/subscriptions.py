@@ -3,29 +3,26 @@
 For each N, a fresh ``worker-automation serve`` (PostgreSQL + Redis) gets N graphql-transport-ws
 subscribers, opened by this process; then M job events are published on the event bus, one every
 ``--interval`` seconds, each stamped with its send time. Every subscriber records when each event
-reached it. Printed per N: p50 / p99 / max event-to-client latency, events delivered, server RSS
-(idle with N subscribers, and after the events) and server CPU per subscriber per event.
+reached it (the time its bytes arrived). Printed per N: p50 / p99 / max event-to-client latency,
+events delivered, server RSS (idle with N subscribers, and after the events), and CPU per
+subscriber per event of the server and of the clients.
 
     python -m bench.subscriptions --subscribers 100,1000,2000 --events 30 --interval 0.5
     python -m bench.subscriptions --subscribers 2000 --compression none
 
 The subscribers share the machine with the server (two cores here), so the latencies include the
-clients' own time to read their sockets.
+clients' own time to read their sockets; they are ``bench/ws_client.py`` connections, which read
+frames in the protocol callback at a fraction of a general client's cost.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import time
 import uuid
-from dataclasses import dataclass, field
 from typing import Any
-
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.typing import Subprotocol
 
 from bench.common import (
     Procs,
@@ -40,6 +37,7 @@ from bench.common import (
     start_api,
     table,
 )
+from bench.ws_client import WsClient
 from worker_automation.broker.events import Event, EventBus, EventKind
 
 DATABASE = "wa_bench_subscriptions"
@@ -50,42 +48,42 @@ QUERY = """subscription { workerEvents { kind worker {
 CONNECT_CONCURRENCY = 100
 
 
-@dataclass
 class Subscriber:
-    """One websocket client; ``latencies`` maps event number -> seconds from send to receipt."""
+    """One websocket client; ``latencies`` maps event number -> seconds from send to arrival."""
 
-    connection: ClientConnection
-    latencies: dict[int, float] = field(default_factory=dict)
-    reader: asyncio.Task[None] | None = None
+    def __init__(self) -> None:
+        self.latencies: dict[int, float] = {}
+        self.acked: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.connection: WsClient | None = None
 
-    async def read(self) -> None:
-        with contextlib.suppress(Exception):
-            async for raw in self.connection:
-                received = time.time()
-                message = json.loads(raw)
-                if message.get("type") != "next":
-                    continue
-                meta = message["payload"]["data"]["workerEvents"]["worker"]["metadataJson"]
-                self.latencies[int(meta["n"])] = received - float(meta["sent"])
+    def on_message(self, raw: bytes, arrived: float) -> None:
+        message = json.loads(raw)
+        kind = message.get("type")
+        if kind == "next":
+            meta = message["payload"]["data"]["workerEvents"]["worker"]["metadataJson"]
+            self.latencies[int(meta["n"])] = arrived - float(meta["sent"])
+        elif not self.acked.done():
+            self.acked.set_result(message)
+
+    def close(self) -> None:
+        if self.connection is not None:
+            self.connection.close()
 
 
 async def subscribe(ws_url: str, key: str, compression: str | None) -> Subscriber:
-    connection = await connect(
-        ws_url,
-        subprotocols=[Subprotocol("graphql-transport-ws")],
-        max_queue=None,
-        compression=compression,
-        open_timeout=60,
-        # Keep-alive pings add nothing to a measurement and time out on a saturated client.
-        ping_interval=None,
-    )
-    await connection.send(json.dumps({"type": "connection_init", "payload": {"X-API-Key": key}}))
-    ack = json.loads(await connection.recv())
+    subscriber = Subscriber()
+    async with asyncio.timeout(60):
+        connection = subscriber.connection = await WsClient.connect(
+            ws_url,
+            subscriber.on_message,
+            subprotocol="graphql-transport-ws",
+            deflate=compression == "deflate",
+        )
+    connection.send_text(json.dumps({"type": "connection_init", "payload": {"X-API-Key": key}}))
+    ack = await asyncio.wait_for(subscriber.acked, 60)
     if ack.get("type") != "connection_ack":
         raise SystemExit(f"connection refused: {ack}")
-    await connection.send(json.dumps({"id": "1", "type": "subscribe", "payload": {"query": QUERY}}))
-    subscriber = Subscriber(connection)
-    subscriber.reader = asyncio.create_task(subscriber.read())
+    connection.send_text(json.dumps({"id": "1", "type": "subscribe", "payload": {"query": QUERY}}))
     return subscriber
 
 
@@ -147,12 +145,14 @@ async def run_one(count: int, events: int, interval: float, compression: str | N
             raise SystemExit("subscribers never all became live")
         rss_idle = rss_mb(api.proc.pid)
         cpu_before = cpu_seconds(api.proc.pid)
+        client_before = time.process_time()
         for n in range(events):
             await bus.publish(job_event(n))
             await asyncio.sleep(interval)
         await wait_delivered(subscribers, events - 1, 30.0)
         await asyncio.sleep(1.0)
         cpu_used = cpu_seconds(api.proc.pid) - cpu_before
+        client_used = time.process_time() - client_before
         rss_after = rss_mb(api.proc.pid)
         latencies = [s.latencies[n] * 1000 for s in subscribers for n in range(events) if n in s.latencies]
         return {
@@ -166,13 +166,11 @@ async def run_one(count: int, events: int, interval: float, compression: str | N
             "rss_idle_mb": rss_idle,
             "rss_after_mb": rss_after,
             "cpu_us_per_delivery": cpu_used / max(1, len(latencies)) * 1e6,
+            "client_cpu_us_per_delivery": client_used / max(1, len(latencies)) * 1e6,
         }
     finally:
         for subscriber in subscribers:
-            if subscriber.reader is not None:
-                subscriber.reader.cancel()
-            with contextlib.suppress(Exception):
-                await subscriber.connection.close()
+            subscriber.close()
         await bus.stop()
         procs.close()
 
@@ -194,12 +192,13 @@ async def main_async(counts: list[int], events: int, interval: float, compressio
                 fmt(result["rss_idle_mb"]),
                 fmt(result["rss_after_mb"]),
                 fmt(result["cpu_us_per_delivery"], 0),
+                fmt(result["client_cpu_us_per_delivery"], 0),
                 fmt(result["connect_s"]),
             ]
         )
     headers = [
         "subscribers", "compression", "delivered", "p50 ms", "p99 ms", "max ms", "RSS idle MiB",
-        "RSS after MiB", "server CPU us/delivery", "connect s",
+        "RSS after MiB", "server CPU us/delivery", "client CPU us/delivery", "connect s",
     ]  # fmt: skip
     print(table(headers, rows))
 
