@@ -9,6 +9,7 @@ subscriber per event of the server and of the clients.
 
     python -m bench.subscriptions --subscribers 100,1000,2000 --events 30 --interval 0.5
     python -m bench.subscriptions --subscribers 2000 --compression none
+    python -m bench.subscriptions --subscribers 2000 --baseline /tmp/wa_base   # before/after
 
 The subscribers share the machine with the server (two cores here), so the latencies include the
 clients' own time to read their sockets; they are ``bench/ws_client.py`` connections, which read
@@ -22,6 +23,7 @@ import asyncio
 import json
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from bench.common import (
@@ -123,14 +125,16 @@ async def wait_delivered(subscribers: list[Subscriber], n: int, within: float) -
     return False
 
 
-async def run_one(count: int, events: int, interval: float, compression: str | None) -> dict[str, Any]:
+async def run_one(
+    count: int, events: int, interval: float, compression: str | None, source: Path | None = None
+) -> dict[str, Any]:
     await recreate_database(DATABASE)
     flush_bench_redis()
     procs = Procs(f"subs{count}")
     bus = EventBus(redis_url(), PREFIX)
     subscribers: list[Subscriber] = []
     try:
-        api = start_api(procs, DATABASE)
+        api = start_api(procs, DATABASE, source=source)
         key = api.operator_key()
         ws_url = api.url.replace("http://", "ws://") + "/graphql"
         started = time.monotonic()
@@ -175,30 +179,38 @@ async def run_one(count: int, events: int, interval: float, compression: str | N
         procs.close()
 
 
-async def main_async(counts: list[int], events: int, interval: float, compression: str | None) -> None:
+async def main_async(
+    counts: list[int], events: int, interval: float, compression: str | None, baseline: Path | None
+) -> None:
     print_facts()
+    variants: list[tuple[str, Path | None]] = [("current", None)]
+    if baseline is not None:
+        variants.insert(0, ("baseline", baseline))
     rows = []
     for count in counts:
-        result = await run_one(count, events, interval, compression)
-        print(json.dumps(result), flush=True)
-        rows.append(
-            [
-                fmt(result["subscribers"]),
-                result["compression"],
-                result["delivered"],
-                fmt(result["p50_ms"]),
-                fmt(result["p99_ms"]),
-                fmt(result["max_ms"]),
-                fmt(result["rss_idle_mb"]),
-                fmt(result["rss_after_mb"]),
-                fmt(result["cpu_us_per_delivery"], 0),
-                fmt(result["client_cpu_us_per_delivery"], 0),
-                fmt(result["connect_s"]),
-            ]
-        )
+        # With a baseline, both variants run for each N, one after the other.
+        for label, source in variants:
+            result = await run_one(count, events, interval, compression, source)
+            print(label, json.dumps(result), flush=True)
+            rows.append(
+                [
+                    label,
+                    fmt(result["subscribers"]),
+                    result["compression"],
+                    result["delivered"],
+                    fmt(result["p50_ms"]),
+                    fmt(result["p99_ms"]),
+                    fmt(result["max_ms"]),
+                    fmt(result["rss_idle_mb"]),
+                    fmt(result["rss_after_mb"]),
+                    fmt(result["cpu_us_per_delivery"], 0),
+                    fmt(result["client_cpu_us_per_delivery"], 0),
+                    fmt(result["connect_s"]),
+                ]
+            )
     headers = [
-        "subscribers", "compression", "delivered", "p50 ms", "p99 ms", "max ms", "RSS idle MiB",
-        "RSS after MiB", "server CPU us/delivery", "client CPU us/delivery", "connect s",
+        "variant", "subscribers", "compression", "delivered", "p50 ms", "p99 ms", "max ms",
+        "RSS idle MiB", "RSS after MiB", "server CPU us/delivery", "client CPU us/delivery", "connect s",
     ]  # fmt: skip
     print(table(headers, rows))
 
@@ -216,10 +228,12 @@ def main() -> None:
         default="deflate",
         help="what the clients offer: browsers offer permessage-deflate (the default here)",
     )
+    parser.add_argument("--baseline", help="directory with another worker_automation package, run too")
     args = parser.parse_args()
     counts = [int(c) for c in args.subscribers.split(",") if c.strip()]
     compression = None if args.compression == "none" else args.compression
-    asyncio.run(main_async(counts, args.events, args.interval, compression))
+    baseline = Path(args.baseline) if args.baseline else None
+    asyncio.run(main_async(counts, args.events, args.interval, compression, baseline))
 
 
 if __name__ == "__main__":
