@@ -155,8 +155,8 @@ async def claim(
     if not machine.is_on:
         raise refused(Refusal.MACHINE_OFF)
     # A claim runs for every job: its statements go on a connection, no ORM session around them.
-    async with services.db.transaction() as session:
-        head = (await session.execute(_HEAD, {"worker_id": worker_id})).first()
+    async with services.db.transaction() as conn:
+        head = (await conn.execute(_HEAD, {"worker_id": worker_id})).first()
         if head is None:
             raise NotFound(MSG_WORKER_NOT_FOUND, worker_id=worker_id)
         automation_type, queue, _ = head
@@ -164,7 +164,7 @@ async def claim(
             raise refused(Refusal.WRONG_AUTOMATION)
         # The lock on the settings row serialises claims of this automation: the running count
         # read by the UPDATE below cannot be overtaken by a concurrent claim.
-        automation = await effective(session, automation_type, lock=True)
+        automation = await effective(conn, automation_type, lock=True)
         if automation.dev_mode:
             raise refused(Refusal.DEV_MODE)
         if not automation.enabled:
@@ -179,19 +179,19 @@ async def claim(
         }
         if task_id is not None:
             parameters["job_task"] = task_id
-        row = (await session.execute(_CLAIM[task_id is not None], parameters)).first()
+        row = (await conn.execute(_CLAIM[task_id is not None], parameters)).first()
         if row is None:
-            raise await _refusal_for(session, worker_id, task_id)
+            raise await _refusal_for(conn, worker_id, task_id)
         if machine.last_claim_at is None or now - machine.last_claim_at > LAST_CLAIM_GRANULARITY:
-            await session.execute(_TOUCH_MACHINE, {"machine": machine.id, "claimed_at": now})
+            await conn.execute(_TOUCH_MACHINE, {"machine": machine.id, "claimed_at": now})
         view = returned_view(row)
     await announce(services, EventKind.CLAIMED, [view])
     return view
 
 
-async def _refusal_for(session: Executor, worker_id: int, task_id: str | None) -> DomainError:
+async def _refusal_for(conn: Executor, worker_id: int, task_id: str | None) -> DomainError:
     current = (
-        await session.execute(select(Worker.status, Worker.task_id).where(Worker.id == worker_id))
+        await conn.execute(select(Worker.status, Worker.task_id).where(Worker.id == worker_id))
     ).first()
     if current is None:
         # Removed since the claim began (cleanup, a move): nothing left to claim.

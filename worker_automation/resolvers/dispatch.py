@@ -63,16 +63,16 @@ async def dispatch(
         raise BadInput("cliente_id", "cliente_id deve ser um inteiro")
     async with audited(services.db, actor, "dispatch", None) as note:
         task_id = str(uuid.uuid4())
-        async with services.db.transaction() as session:
-            automation = await effective(session, automation_type)
+        async with services.db.transaction() as conn:
+            automation = await effective(conn, automation_type)
             if not automation.enabled:
                 raise Conflict(f"Automacao '{automation_type}' esta desabilitada.", status="disabled")
             clean = validate_context(automation.form, {} if context is None else context)
             now = utcnow()
             # RETURNING the row: the view without reading it back. (SQLite refuses the client
             # name subquery in an INSERT's RETURNING, hence the lookup of its own.)
-            client_name = await client_name_of(session, cliente_id)
-            created = await session.execute(
+            client_name = await client_name_of(conn, cliente_id)
+            created = await conn.execute(
                 _INSERT_JOB,
                 {
                     "task_id": task_id,
@@ -91,7 +91,7 @@ async def dispatch(
             )
             view = view_of(created.one(), client_name)
             note.target = f"worker:{view.id}"
-            await note.record_in(session, actor, "dispatch")
+            await note.record_in(conn, actor, "dispatch")
         await announce(services, EventKind.CREATED, [view])
         await enqueue(services, view.id, task_id, automation.task_name, automation.queue, priority)
     return view

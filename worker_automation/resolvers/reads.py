@@ -125,12 +125,12 @@ async def list_workers(
     if text is not None:
         parameters.update(_text_parameters(text))
     # Two statements on a bare connection: every list page of every screen runs them.
-    async with db.connection() as session:
+    async with db.connection() as conn:
         if filters.only_status_or_queue:
-            total = await count_matching(session, status=values.get("status"), queue=values.get("queue"))
+            total = await count_matching(conn, status=values.get("status"), queue=values.get("queue"))
         else:
-            total = int(await session.scalar(count_q, parameters) or 0)
-        rows = await session.execute(rows_q, parameters)
+            total = int(await conn.scalar(count_q, parameters) or 0)
+        rows = await conn.execute(rows_q, parameters)
         items = views_of(rows)
     return Page(items, total, request.page, request.per_page)
 
@@ -160,8 +160,8 @@ def _list_statements(filtered: tuple[str, ...], *, with_text: bool) -> tuple[Sel
 
 
 async def get_worker(db: Database, worker_id: int) -> WorkerView:
-    async with db.connection() as session:
-        row = (await session.execute(enriched_select().where(Worker.id == worker_id))).first()
+    async with db.connection() as conn:
+        row = (await conn.execute(enriched_select().where(Worker.id == worker_id))).first()
     if row is None:
         raise NotFound(MSG_WORKER_NOT_FOUND, worker_id=worker_id)
     return views_of([row])[0]
