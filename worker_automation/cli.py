@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import json
 import logging
 import os
@@ -15,6 +16,9 @@ from worker_automation.errors import DomainError, Unavailable
 from worker_automation.settings import Settings
 
 log = logging.getLogger("worker_automation")
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# Libraries whose INFO lines say nothing a user of these commands needs.
+QUIET_LOGGERS = ("alembic", "httpx", "httpcore")
 
 
 def _settings(**overrides: Any) -> Settings:
@@ -54,15 +58,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "ws_per_message_deflate": False,
     }
     if args.workers > 1:
-        return _serve_processes(settings, args.workers, options)
+        return _serve_processes(settings, args.workers, options, verbose=args.verbose)
     server = uvicorn.Server(uvicorn.Config(create_app(settings), **options))
     server.run()
     return 0
 
 
-def _serve_processes(settings: Settings, workers: int, options: dict[str, Any]) -> int:
+def _serve_processes(settings: Settings, workers: int, options: dict[str, Any], *, verbose: bool) -> int:
     """``workers`` API processes on one socket (replicas on one host); distributed mode only."""
     import uvicorn
+    from sqlalchemy.exc import SQLAlchemyError
 
     from worker_automation.resolvers.automations import ensure_settings_rows
     from worker_automation.services import Services
@@ -82,12 +87,40 @@ def _serve_processes(settings: Settings, workers: int, options: dict[str, Any]) 
         finally:
             await services.close()
 
-    # Migrated once here, so the processes do not all queue on the migration lock at start.
-    asyncio.run(prepare())
-    # Each process builds its app from the environment (uvicorn starts them afresh).
+    # Migrated and given its settings rows here first: each process still checks at start (under
+    # the migration lock), and finds nothing left to do.
+    try:
+        asyncio.run(prepare())
+    except (OSError, SQLAlchemyError) as exc:
+        print(f"error: the database cannot be prepared: {exc}", file=sys.stderr)
+        return 1
+    # Each process builds its app from the environment, in a fresh interpreter: this command's
+    # logging set-up has to travel with uvicorn's.
     os.environ["WA_API_URL"] = settings.api_url
-    uvicorn.run("worker_automation.app:create_app", factory=True, workers=workers, **options)
+    uvicorn.run(
+        "worker_automation.app:create_app",
+        factory=True,
+        workers=workers,
+        log_config=_process_log_config(verbose),
+        **options,
+    )
     return 0
+
+
+def _process_log_config(verbose: bool) -> dict[str, Any]:
+    """uvicorn's logging configuration plus the root logger :func:`main` sets up."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config: dict[str, Any] = copy.deepcopy(LOGGING_CONFIG)
+    config["formatters"]["app"] = {"format": LOG_FORMAT}
+    config["handlers"]["app"] = {
+        "class": "logging.StreamHandler",
+        "formatter": "app",
+        "stream": "ext://sys.stderr",
+    }
+    config["root"] = {"handlers": ["app"], "level": "DEBUG" if verbose else "INFO"}
+    config["loggers"].update({name: {"level": "WARNING"} for name in QUIET_LOGGERS})
+    return config
 
 
 def _connect_host(host: str) -> str:
@@ -336,11 +369,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    for noisy in ("alembic", "httpx", "httpcore"):
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format=LOG_FORMAT)
+    for noisy in QUIET_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         code: int = args.fn(args)

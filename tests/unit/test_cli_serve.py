@@ -43,3 +43,13 @@ def test_workers_must_be_a_positive_number(value: str, capsys: pytest.CaptureFix
 
 def test_one_process_by_default() -> None:
     assert build_parser().parse_args(["serve"]).workers == 1
+
+
+def test_an_unreachable_database_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("WA_DATABASE_URL", "postgresql://postgres@127.0.0.1:1/nothing_here")
+    monkeypatch.setenv("WA_REDIS_URL", "redis://127.0.0.1:1/0")
+    monkeypatch.chdir(tmp_path)
+    assert main(["serve", "--workers", "2"]) == 1
+    assert "error: the database cannot be prepared" in capsys.readouterr().err

@@ -325,3 +325,48 @@ async def test_a_page_of_workers_costs_a_constant_number_of_statements(api: Api)
         )
         costs[size] = len(statements)
     assert costs[10] == costs[100] <= 6, costs
+
+
+async def _running_jobs_on_machines(api: Api, count: int) -> None:
+    from worker_automation.models import JobStatus, Worker
+
+    clientes = [await add_cliente(api.services.db, razao_social=f"Loja {i}") for i in range(count)]
+    machine_ids = [(await register(api, f"batch-{i}"))[0] for i in range(count)]
+    async with api.services.db.session() as session:
+        for i in range(count):
+            session.add(
+                Worker(
+                    automation_type="demo.echo", queue="scan", status=JobStatus.EXECUTANDO.value,
+                    cliente_id=clientes[i].id, machine_id=machine_ids[i],
+                )
+            )  # fmt: skip
+
+
+def _lookups(statements: list[str], table: str) -> int:
+    """Statements that read ``table`` alone (the loaders' batched lookups, not the list joins)."""
+    return sum(1 for s in statements if f"FROM {table}" in s and "workers" not in s)
+
+
+async def test_sibling_fields_and_list_items_share_one_loader(api: Api) -> None:
+    await _running_jobs_on_machines(api, 4)
+    query = """{ a: workers { items { cliente { razaoSocial } machine { name } } }
+                 b: activeWorkers { cliente { razaoSocial } machine { name } } }"""
+    await api.ok(query)  # the key's last-use stamp is written once, not here
+    with counting_statements(api.services) as statements:
+        data = await api.ok(query)
+    assert len(data["a"]["items"]) == len(data["b"]) == 4
+    assert _lookups(statements, "clientes") == 1, statements
+    assert _lookups(statements, "machines") == 1, statements
+
+
+async def test_a_subscription_payload_loads_with_one_loader(api: Api) -> None:
+    from tests.unit.graphql_support import subscribed
+
+    await _running_jobs_on_machines(api, 4)
+    query = "subscription { queueLoad { queues { queueName activeTasks { id machine { name } } } } }"
+    with counting_statements(api.services) as statements:
+        async with subscribed(api, query) as sub:
+            data = await sub.data()
+    tasks = [t for q in data["queueLoad"]["queues"] for t in q["activeTasks"]]
+    assert len(tasks) == 4 and all(t["machine"]["name"] for t in tasks)
+    assert _lookups(statements, "machines") == 1, statements

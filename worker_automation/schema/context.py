@@ -141,17 +141,22 @@ class GraphQLContext:
 
     # -- per-operation state ------------------------------------------------------------------
 
-    def begin_operation(self) -> None:
-        """Start a fresh scope (new loaders, caller authenticated again) for what follows; it is
-        built on first use, so a payload whose result was already computed costs nothing here."""
-        _SCOPE.set(None)
+    def begin_operation(self) -> OperationScope:
+        """Open a fresh scope (new loaders, caller authenticated again) for what follows.
+
+        Built here, before execution splits sibling fields and list items into tasks of their
+        own: each task gets a copy of the context variables, so a scope first built inside one of
+        them would be invisible to the others, and their loaders would no longer batch.
+        """
+        scope = OperationScope(self)
+        _SCOPE.set(scope)
+        return scope
 
     def scope(self) -> OperationScope:
-        """The current operation's scope (opened on first use)."""
+        """The current operation's scope (opened on first use when no extension did)."""
         scope = _SCOPE.get()
         if scope is None or scope.owner is not self:
-            scope = OperationScope(self)
-            _SCOPE.set(scope)
+            scope = self.begin_operation()
         return scope
 
     @property
