@@ -23,7 +23,7 @@ from worker_automation.resolvers.automations import effective
 from worker_automation.resolvers.machines import MachineView
 from worker_automation.resolvers.reads import MSG_WORKER_NOT_FOUND
 from worker_automation.resolvers.rows import VIEW_RETURNING, lock_worker, returned_view, view_in
-from worker_automation.resolvers.views import WorkerView, enriched_select, views_of
+from worker_automation.resolvers.views import RUN_ORDER, WorkerView, enriched_select, order_by, views_of
 from worker_automation.services import Services
 
 # A machine's last_claim_at tells humans when it last took work; rewriting it on every claim of a
@@ -140,10 +140,7 @@ async def pending_jobs(
         conds.append(Worker.queue == machine.queue)
     async with services.db.session() as session:
         rows = await session.execute(
-            enriched_select()
-            .where(*conds)
-            .order_by(Worker.priority.asc(), Worker.created_at.asc(), Worker.id.asc())
-            .limit(max(1, min(limit, 500)))
+            enriched_select().where(*conds).order_by(*order_by(RUN_ORDER)).limit(max(1, min(limit, 500)))
         )
         return views_of(rows)
 

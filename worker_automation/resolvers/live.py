@@ -19,7 +19,15 @@ from worker_automation.resolvers import reads
 from worker_automation.resolvers.counts import counters
 from worker_automation.resolvers.pagination import Page
 from worker_automation.resolvers.reads import MSG_TASK_NOT_FOUND, Stats, TaskStatus
-from worker_automation.resolvers.views import WorkerView, enriched_select, views_of
+from worker_automation.resolvers.views import (
+    RUN_ORDER,
+    RUNNING_ORDER,
+    WorkerView,
+    enriched_select,
+    order_by,
+    sort_key,
+    views_of,
+)
 from worker_automation.services import Services
 
 log = logging.getLogger(__name__)
@@ -90,11 +98,9 @@ async def _today_counts(session: AsyncSession, since: datetime) -> tuple[int, in
     return counts.get(JobStatus.CONCLUIDO.value, 0), counts.get(JobStatus.FALHA.value, 0)
 
 
-def _order_key(status: JobStatus) -> Callable[[WorkerView], tuple[Any, ...]]:
-    """The order a queue's list is shown in: running longest first, queued in run order."""
-    if status is JobStatus.EXECUTANDO:
-        return lambda v: (v.data_inicio is None, v.data_inicio, v.id)
-    return lambda v: (v.priority, v.created_at, v.id)
+def _list_order(status: JobStatus) -> tuple[str, ...]:
+    """How a queue's list is ordered: running longest first, queued in run order."""
+    return RUNNING_ORDER if status is JobStatus.EXECUTANDO else RUN_ORDER
 
 
 async def _tasks_of(
@@ -106,15 +112,10 @@ async def _tasks_of(
         return found
     parts = []
     for queue, status in wanted:
-        order = (
-            (Worker.data_inicio.asc(), Worker.id.asc())
-            if status is JobStatus.EXECUTANDO
-            else (Worker.priority.asc(), Worker.created_at.asc(), Worker.id.asc())
-        )
         first = (
             enriched_select()
             .where(Worker.status == status.value, Worker.queue == queue)
-            .order_by(*order)
+            .order_by(*order_by(_list_order(status)))
             .limit(LIVE_TASKS_PER_QUEUE)
             .subquery()
         )
@@ -123,7 +124,8 @@ async def _tasks_of(
     for view in views_of(await session.execute(union_all(*parts))):
         found[(view.queue, JobStatus(view.status))].append(view)
     for (_, status), views in found.items():
-        views.sort(key=_order_key(status))
+        # The union returns its parts in no particular order: each list is put back in its own.
+        views.sort(key=sort_key(_list_order(status)))
     return found
 
 

@@ -14,7 +14,14 @@ from worker_automation.models.database import Database
 from worker_automation.models.folding import fold, fold_text
 from worker_automation.resolvers.counts import count_matching, counters
 from worker_automation.resolvers.pagination import Page, PageRequest
-from worker_automation.resolvers.views import WorkerView, enriched_select, views_of
+from worker_automation.resolvers.views import (
+    RUN_ORDER,
+    RUNNING_ORDER,
+    WorkerView,
+    enriched_select,
+    order_by,
+    views_of,
+)
 
 MSG_WORKER_NOT_FOUND = "Worker nao encontrado."
 MSG_TASK_NOT_FOUND = "Task nao encontrada."
@@ -172,7 +179,7 @@ async def active_workers(db: Database, limit: int | None = None) -> list[WorkerV
     query = (
         enriched_select()
         .where(Worker.status == JobStatus.EXECUTANDO.value)
-        .order_by(Worker.data_inicio.asc(), Worker.id.asc())
+        .order_by(*order_by(RUNNING_ORDER))
     )
     if limit is not None:
         query = query.limit(limit)
@@ -197,7 +204,7 @@ async def queued_workers(
         rows = await session.execute(
             enriched_select()
             .where(*conds)
-            .order_by(Worker.priority.asc(), Worker.created_at.asc(), Worker.id.asc())
+            .order_by(*order_by(RUN_ORDER))
             .offset(request.offset)
             .limit(request.per_page)
         )

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import Select, select
+from sqlalchemy import Select, UnaryExpression, select
 from sqlalchemy.engine import Row
 
 from worker_automation.models import Cliente, Worker
@@ -94,6 +95,26 @@ def enriched_select() -> Select[Any]:
         .select_from(Worker)
         .outerjoin(Cliente, Cliente.id == Worker.cliente_id)
     )
+
+
+# The two orders jobs are listed in: running ones longest running first, queued ones in the order
+# they will run (priority, 0 first, then age). Columns of both the statements and WorkerView.
+RUNNING_ORDER: tuple[str, ...] = ("data_inicio", "id")
+RUN_ORDER: tuple[str, ...] = ("priority", "created_at", "id")
+
+
+def order_by(columns: tuple[str, ...]) -> list[UnaryExpression[Any]]:
+    """``columns`` ascending, for a statement's ORDER BY."""
+    return [getattr(Worker, name).asc() for name in columns]
+
+
+def sort_key(columns: tuple[str, ...]) -> Callable[[WorkerView], tuple[tuple[bool, Any], ...]]:
+    """The same order for views already in memory (missing values last, as PostgreSQL does)."""
+
+    def key(view: WorkerView) -> tuple[tuple[bool, Any], ...]:
+        return tuple(((value := getattr(view, name)) is None, value) for name in columns)
+
+    return key
 
 
 def display_name_of(automation_type: str) -> str:
