@@ -15,11 +15,14 @@ import httpx
 import uvicorn
 from gql import Client, GraphQLRequest
 from gql.transport.websockets import WebsocketsTransport
+from starlette.routing import WebSocketRoute
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.typing import Subprotocol
 
 from worker_automation.app import create_app
 from worker_automation.resolvers.auth import SCOPE_READ, SCOPE_WRITE, create_key
+from worker_automation.schema.live_views import LiveViews
+from worker_automation.schema.transport import GraphQLApp
 from worker_automation.services import Services
 from worker_automation.settings import Settings
 
@@ -43,6 +46,7 @@ class Served:
 
     port: int
     services: Services
+    live_views: LiveViews
     keys: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -73,6 +77,14 @@ class Served:
         job: dict[str, Any] = body["data"]["dispatchAutomation"]
         return job
 
+    async def wait_view_subscribers(self, count: int) -> None:
+        """Until ``count`` subscriptions read a live view of this process."""
+        for _ in range(int(STEP_TIMEOUT / 0.02)):
+            if self.live_views.subscriber_count >= count:
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"{self.live_views.subscriber_count} view subscribers, expected {count}")
+
     async def wait_listeners(self, count: int) -> None:
         """Until ``count`` subscriptions of this process listen to the bus."""
         for _ in range(int(STEP_TIMEOUT / 0.02)):
@@ -98,7 +110,9 @@ async def serve(settings: Settings, *, make_keys: bool = True) -> AsyncIterator[
             await asyncio.sleep(0.02)
         assert server.started, "uvicorn did not start"
         services = await app.state.runtime.services()
-        served = Served(port, services)
+        graphql = next(r.app for r in app.routes if isinstance(r, WebSocketRoute) and r.path == "/graphql")
+        assert isinstance(graphql, GraphQLApp)
+        served = Served(port, services, graphql.live_views)
         if make_keys:
             for name, (perfil, scopes) in KEY_KINDS.items():
                 created = await create_key(services.db, name=name, perfil=perfil, scopes=scopes)
@@ -151,20 +165,23 @@ class GqlSubscription:
             await self._task
 
 
-class LegacyClient:
-    """A raw ``graphql-ws`` (subscriptions-transport-ws) client on ``websockets``."""
+class RawClient:
+    """A raw websocket GraphQL client on ``websockets``, message by message."""
+
+    protocol = ""
+    # Messages that only keep the connection alive, skipped by ``receive``.
+    keep_alive: frozenset[str] = frozenset()
 
     def __init__(self, connection: ClientConnection) -> None:
         self.connection = connection
 
     @classmethod
     @asynccontextmanager
-    async def connect(cls, url: str, payload: dict[str, Any]) -> AsyncIterator[LegacyClient]:
-        async with connect(url, subprotocols=[Subprotocol("graphql-ws")]) as connection:
-            assert connection.subprotocol == "graphql-ws"
-            client = cls(connection)
-            await client.send({"type": "connection_init", "payload": payload})
-            yield client
+    async def open(cls, url: str, payload: dict[str, Any]) -> AsyncIterator[ClientConnection]:
+        async with connect(url, subprotocols=[Subprotocol(cls.protocol)]) as connection:
+            assert connection.subprotocol == cls.protocol
+            await connection.send(json.dumps({"type": "connection_init", "payload": payload}))
+            yield connection
 
     async def send(self, message: dict[str, Any]) -> None:
         await self.connection.send(json.dumps(message))
@@ -173,8 +190,41 @@ class LegacyClient:
         """The next message other than keep-alive."""
         while True:
             message: dict[str, Any] = json.loads(await asyncio.wait_for(self.connection.recv(), within))
-            if message.get("type") != "ka":
+            if message.get("type") not in self.keep_alive:
                 return message
+
+
+class LegacyClient(RawClient):
+    """``graphql-ws`` (subscriptions-transport-ws); the caller reads the ``connection_ack``."""
+
+    protocol = "graphql-ws"
+    keep_alive = frozenset({"ka"})
+
+    @classmethod
+    @asynccontextmanager
+    async def connect(cls, url: str, payload: dict[str, Any]) -> AsyncIterator[LegacyClient]:
+        async with cls.open(url, payload) as connection:
+            yield cls(connection)
 
     async def start(self, op_id: str, query: str, variables: dict[str, Any] | None = None) -> None:
         await self.send({"type": "start", "id": op_id, "payload": {"query": query, "variables": variables}})
+
+
+class TransportClient(RawClient):
+    """``graphql-transport-ws``, acknowledged before it is handed over."""
+
+    protocol = "graphql-transport-ws"
+    keep_alive = frozenset({"ping", "pong"})
+
+    @classmethod
+    @asynccontextmanager
+    async def connect(cls, url: str, payload: dict[str, Any]) -> AsyncIterator[TransportClient]:
+        async with cls.open(url, payload) as connection:
+            client = cls(connection)
+            ack = await client.receive()
+            assert ack["type"] == "connection_ack", ack
+            yield client
+
+    async def subscribe(self, op_id: str, query: str, variables: dict[str, Any] | None = None) -> None:
+        payload = {"query": query, "variables": variables}
+        await self.send({"type": "subscribe", "id": op_id, "payload": payload})

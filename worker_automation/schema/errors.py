@@ -35,6 +35,8 @@ CODE_OF: dict[type[DomainError], str] = {
     Unavailable: "SERVICE_UNAVAILABLE",
 }
 INTERNAL_CODE = "INTERNAL_SERVER_ERROR"
+# A websocket subscriber that fell too far behind a live view (see schema.live_views).
+TOO_SLOW_CODE = "SUBSCRIBER_TOO_SLOW"
 INTERNAL_MESSAGE = "Erro interno"
 PARSE_FAILED = "GRAPHQL_PARSE_FAILED"
 VALIDATION_FAILED = "GRAPHQL_VALIDATION_FAILED"

@@ -13,27 +13,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Hashable
-from functools import lru_cache
 
-from graphql import GraphQLError, OperationDefinitionNode, OperationType, parse
+from graphql import OperationType
 
 from worker_automation.resolvers.auth import Principal
+from worker_automation.schema.documents import chosen_operation
 
 
-@lru_cache(maxsize=256)
 def operation_type(query: str, operation_name: str | None) -> OperationType | None:
     """The type of the operation a request would run; None when it cannot tell."""
-    try:
-        document = parse(query)
-    except GraphQLError:
-        return None
-    operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
-    if operation_name is None:
-        return operations[0].operation if len(operations) == 1 else None
-    for operation in operations:
-        if operation.name is not None and operation.name.value == operation_name:
-            return operation.operation
-    return None
+    operation = chosen_operation(query, operation_name)
+    return None if operation is None else operation.operation
 
 
 def sharing_key(body: bytes, principal: Principal) -> Hashable | None:

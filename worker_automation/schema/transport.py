@@ -33,7 +33,9 @@ from worker_automation.schema import build_schema
 from worker_automation.schema.context import GraphQLContext
 from worker_automation.schema.errors import INTERNAL_CODE as INTERNAL
 from worker_automation.schema.errors import code_of
+from worker_automation.schema.live_views import LiveViews
 from worker_automation.schema.shared_queries import sharing_key
+from worker_automation.schema.ws_handlers import LegacyWSHandler, TransportWSHandler
 
 STATIC_DIR = resources.files("worker_automation.schema") / "static"
 # Bodies carry variables (a dispatch context can be a few kB) besides the document, whose own
@@ -50,7 +52,11 @@ def _rejection(message: str, code: str) -> ConnectionRejectionError:
 
 
 class GraphQLApp(GraphQL[GraphQLContext, None]):
-    """Strawberry's ASGI view with this service's context, websocket auth and GraphiQL page."""
+    """Strawberry's ASGI view with this service's context, websocket auth, live views and
+    GraphiQL page."""
+
+    graphql_transport_ws_handler_class = TransportWSHandler
+    graphql_ws_handler_class = LegacyWSHandler
 
     def __init__(self, runtime: Runtime) -> None:
         super().__init__(
@@ -63,6 +69,7 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
         self.runtime = runtime
         self._ide_html = (STATIC_DIR / "graphiql.html").read_text(encoding="utf-8")
         self._encoded = RecentEncodings()
+        self.live_views = LiveViews(self.schema)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

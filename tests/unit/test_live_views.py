@@ -1,0 +1,108 @@
+"""A live view's subscribers never hold the view up, and which documents are live views."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from worker_automation.schema.errors import TOO_SLOW_CODE
+from worker_automation.schema.live_views import Ending, Subscriber, view_field
+
+
+class Socket:
+    """The edge of the world: a websocket whose writes hang until the client reads again."""
+
+    def __init__(self) -> None:
+        self.written: list[str] = []
+        self.reading = asyncio.Event()
+        self.reading.set()
+
+    async def send_text(self, text: str) -> None:
+        await self.reading.wait()
+        self.written.append(text)
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_payloads_are_framed_and_written_in_order_then_the_view_completes() -> None:
+    socket = Socket()
+    subscriber = Subscriber(socket.send_text, '{"id":"1","payload":', "}", snapshots=False)
+    writer = asyncio.create_task(subscriber.run())
+    for n in range(3):
+        subscriber.deliver(f'{{"n":{n}}}')
+    subscriber.end(Ending())
+    subscriber.deliver('{"n":99}')  # after the end: never written
+    assert await asyncio.wait_for(writer, 5) == Ending()
+    assert socket.written == [f'{{"id":"1","payload":{{"n":{n}}}}}' for n in range(3)]
+
+
+async def test_an_event_subscriber_too_far_behind_is_ended_with_an_error() -> None:
+    socket = Socket()
+    socket.reading.clear()
+    subscriber = Subscriber(socket.send_text, "", "", snapshots=False, limit=4)
+    writer = asyncio.create_task(subscriber.run())
+    subscriber.deliver("0")
+    await settle()  # "0" is being written, and hangs
+    for n in range(1, 5):
+        subscriber.deliver(str(n))
+    await settle()
+    assert not writer.done()  # four waiting: at the limit, not past it
+    subscriber.deliver("5")
+    socket.reading.set()
+    ending = await asyncio.wait_for(writer, 5)
+    assert ending.errors is not None and ending.errors[0].extensions == {"code": TOO_SLOW_CODE}
+    assert socket.written == ["0"]  # what waited was dropped, not written late
+
+
+async def test_a_snapshot_subscriber_only_ever_waits_for_the_newest_snapshot() -> None:
+    socket = Socket()
+    socket.reading.clear()
+    subscriber = Subscriber(socket.send_text, "", "", snapshots=True, limit=4)
+    writer = asyncio.create_task(subscriber.run())
+    subscriber.deliver("a")
+    await settle()
+    for snapshot in "bcdefghij":
+        subscriber.deliver(snapshot)
+    socket.reading.set()
+    await settle()
+    subscriber.end(Ending())
+    assert await asyncio.wait_for(writer, 5) == Ending()
+    assert socket.written == ["a", "j"]
+
+
+async def test_a_closed_connection_ends_the_subscriber() -> None:
+    async def closed(text: str) -> None:
+        raise ConnectionResetError
+
+    subscriber = Subscriber(closed, "", "", snapshots=False)
+    subscriber.deliver("x")
+    assert await asyncio.wait_for(subscriber.run(), 5) == Ending(gone=True)
+
+
+@pytest.mark.parametrize(
+    ("query", "operation", "field"),
+    [
+        ("subscription { workerEvents { kind } }", None, "workerEvents"),
+        (
+            "subscription S($f: WorkerEventFilter) { e: workerEvents(filter: $f) { kind } }",
+            "S",
+            "workerEvents",
+        ),
+        ("subscription { queueLoad { summary { total } } }", None, "queueLoad"),
+        ("subscription A { dashboard { total } } subscription B { queueLoad { total } }", "B", "queueLoad"),
+        # Not a view: another field, a root fragment, a directive, a query, an unknown name, bad syntax.
+        ('subscription { taskStatus(taskId: "t") { state } }', None, None),
+        ("subscription { ...F } fragment F on Subscription { dashboard { total } }", None, None),
+        ("subscription($x: Boolean!) { dashboard @include(if: $x) { total } }", None, None),
+        ("query { dashboard { total } }", None, None),
+        ("subscription A { dashboard { total } }", "B", None),
+        ("subscription A { dashboard { total } } subscription B { queueLoad { total } }", None, None),
+        ("subscription { workerEvents {", None, None),
+    ],
+)
+def test_which_subscriptions_are_live_views(query: str, operation: str | None, field: str | None) -> None:
+    assert view_field(query, operation) == field

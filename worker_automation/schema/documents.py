@@ -1,0 +1,24 @@
+"""What a GraphQL request would run, read off its document before Strawberry executes it."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from graphql import GraphQLError, OperationDefinitionNode, parse
+
+
+@lru_cache(maxsize=256)
+def chosen_operation(query: str, operation_name: str | None) -> OperationDefinitionNode | None:
+    """The operation a request would run (the only one, or the one named); None when the document
+    does not parse or names no such operation. The node is shared: read it, never change it."""
+    try:
+        document = parse(query)
+    except GraphQLError:
+        return None
+    operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
+    if operation_name is None:
+        return operations[0] if len(operations) == 1 else None
+    for operation in operations:
+        if operation.name is not None and operation.name.value == operation_name:
+            return operation
+    return None

@@ -1,0 +1,281 @@
+"""One running stream per live view, written to every websocket subscriber of it.
+
+The subscribers of a screen send the very same subscription (document, operation, variables).
+Served one by one, every event would go through each subscriber's own bus queue, resolver,
+generators and Strawberry's per-operation send chain: at 2,000 subscribers that path, not the
+socket writes, was most of the ~55 us an event cost per subscriber. Here a view runs the
+subscription once, encodes each payload once, and each subscriber's writer only frames it with its
+operation id and writes it.
+
+Only root fields whose payloads do not depend on who asks are served this way
+(:data:`VIEW_FIELDS`), and each subscriber's own permission is checked before it joins. Anything
+else (other fields, documents that do not parse, callers who lack the permission) takes
+Strawberry's path unchanged and gets exactly the errors it would get there.
+
+A subscriber never slows a view down: what it has not written yet waits in its own backlog. A
+snapshot view (queue load, dashboard) keeps only the newest snapshot there, and a joiner gets the
+view's latest snapshot at once; an event view ends, with an error, the subscription of a
+subscriber that falls :data:`~worker_automation.schema.streams.EVENT_QUEUE` events behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from graphql import FieldNode, GraphQLError, OperationType
+from strawberry.schema.base import BaseSchema
+from strawberry.types.execution import ExecutionResult, PreExecutionError
+
+from worker_automation.errors import DomainError
+from worker_automation.resolvers.auth import SCOPE_READ, Principal
+from worker_automation.schema.context import GraphQLContext
+from worker_automation.schema.documents import chosen_operation
+from worker_automation.schema.errors import TOO_SLOW_CODE
+from worker_automation.schema.streams import EVENT_QUEUE
+
+logger = logging.getLogger(__name__)
+
+# Root subscription field -> whether its payloads are snapshots (a joiner gets the latest at once
+# and only the newest one waits for a slow subscriber) rather than events. Each needs the read
+# scope, and none of their payloads depends on the caller.
+VIEW_FIELDS: Final = {"workerEvents": False, "queueLoad": True, "dashboard": True}
+TOO_SLOW_MESSAGE: Final = (
+    "Assinatura encerrada: o cliente nao acompanhou os eventos e alguns foram descartados; "
+    "assine de novo e releia o estado atual."
+)
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def payload_json(result: ExecutionResult) -> str:
+    """The ``payload`` of a pushed result, as both protocols write it."""
+    payload: dict[str, Any] = {"data": result.data}
+    if result.errors:
+        payload["errors"] = [error.formatted for error in result.errors]
+    if result.extensions:
+        payload["extensions"] = result.extensions
+    return _compact(payload)
+
+
+@dataclass(frozen=True)
+class ViewKey:
+    """What makes two subscriptions the same view."""
+
+    query: str
+    operation_name: str | None
+    variables: str
+
+
+@dataclass(frozen=True)
+class Admission:
+    """A subscription found to be a live view's: which, what kind, and who asked."""
+
+    key: ViewKey
+    snapshots: bool
+    principal: Principal
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a subscriber's stream ended: the view completed (no errors), failed (``errors``), or the
+    client went away (``gone``) and nothing more can be sent."""
+
+    errors: list[GraphQLError] | None = None
+    gone: bool = False
+
+
+class Subscriber:
+    """One websocket operation reading a view: its framing, its backlog and its writer."""
+
+    def __init__(
+        self,
+        send_text: Callable[[str], Awaitable[None]],
+        prefix: str,
+        suffix: str,
+        *,
+        snapshots: bool,
+        limit: int = EVENT_QUEUE,
+    ) -> None:
+        self._send_text = send_text
+        self._prefix = prefix
+        self._suffix = suffix
+        self._snapshots = snapshots
+        self._limit = limit
+        self._backlog: deque[str] = deque()
+        self._wake: asyncio.Future[None] | None = None
+        self._ending: Ending | None = None
+
+    def deliver(self, payload: str) -> None:
+        """Queue one payload for writing; never waits."""
+        if self._ending is not None:
+            return
+        if self._snapshots:
+            self._backlog.clear()
+        elif len(self._backlog) >= self._limit:
+            self._backlog.clear()
+            self.end(Ending(errors=[GraphQLError(TOO_SLOW_MESSAGE, extensions={"code": TOO_SLOW_CODE})]))
+            return
+        self._backlog.append(self._prefix + payload + self._suffix)
+        self._poke()
+
+    def end(self, ending: Ending) -> None:
+        """Stop once what is queued has been written (an error drops what is queued)."""
+        if self._ending is None:
+            self._ending = ending
+            self._poke()
+
+    def _poke(self) -> None:
+        wake = self._wake
+        if wake is not None and not wake.done():
+            wake.set_result(None)
+
+    async def run(self) -> Ending:
+        """Write what the view delivers until it ends."""
+        loop = asyncio.get_running_loop()
+        backlog = self._backlog
+        while True:
+            while backlog:
+                try:
+                    await self._send_text(backlog.popleft())
+                except Exception:  # the connection is gone; its handler tidies up
+                    return Ending(gone=True)
+            if self._ending is not None:
+                return self._ending
+            self._wake = loop.create_future()
+            await self._wake
+            self._wake = None
+
+
+class LiveView:
+    """One subscription run once, its payloads delivered to every subscriber that joined it."""
+
+    def __init__(self, views: LiveViews, key: ViewKey, *, snapshots: bool) -> None:
+        self._views = views
+        self.key = key
+        self._snapshots = snapshots
+        self.subscribers: set[Subscriber] = set()
+        self._latest: str | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self, schema: BaseSchema, context: GraphQLContext) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(schema, context))
+
+    def join(self, subscriber: Subscriber) -> None:
+        self.subscribers.add(subscriber)
+        if self._snapshots and self._latest is not None:
+            subscriber.deliver(self._latest)
+
+    def leave(self, subscriber: Subscriber) -> None:
+        self.subscribers.discard(subscriber)
+        if not self.subscribers:
+            self._views.forget(self)
+            if self._task is not None:
+                self._task.cancel()
+
+    def _end_all(self, ending: Ending) -> None:
+        self._views.forget(self)
+        for subscriber in self.subscribers:
+            subscriber.end(ending)
+
+    async def _run(self, schema: BaseSchema, context: GraphQLContext) -> None:
+        key = self.key
+        try:
+            source = await schema.subscribe(
+                key.query,
+                variable_values=json.loads(key.variables),
+                context_value=context,
+                operation_name=key.operation_name,
+            )
+            try:
+                async for result in source:
+                    if isinstance(result, PreExecutionError):
+                        self._end_all(Ending(errors=list(result.errors or [])))
+                        return
+                    payload = payload_json(result)
+                    if self._snapshots:
+                        self._latest = payload
+                    for subscriber in self.subscribers:
+                        subscriber.deliver(payload)
+            finally:
+                await source.aclose()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # Strawberry's own path logs the failure of a stream and completes the operation.
+            logger.exception("live view failed: %s", key.query)
+        self._end_all(Ending())
+
+
+class LiveViews:
+    """The live views of one schema in this process, by :class:`ViewKey`."""
+
+    def __init__(self, schema: BaseSchema) -> None:
+        self._schema = schema
+        self._views: dict[ViewKey, LiveView] = {}
+
+    @property
+    def subscriber_count(self) -> int:
+        """Subscribers reading a live view now."""
+        return sum(len(view.subscribers) for view in self._views.values())
+
+    def __len__(self) -> int:
+        return len(self._views)
+
+    def forget(self, view: LiveView) -> None:
+        if self._views.get(view.key) is view:
+            del self._views[view.key]
+
+    async def admit(
+        self,
+        context: GraphQLContext,
+        query: str,
+        operation_name: str | None,
+        variables: dict[str, Any] | None,
+    ) -> Admission | None:
+        """The live view a subscription may read, or None when it must take Strawberry's path."""
+        field = view_field(query, operation_name)
+        if field is None:
+            return None
+        try:
+            principal = await context.principal()
+            principal.require(SCOPE_READ)
+            variables_key = json.dumps(variables or {}, sort_keys=True)
+        except (DomainError, TypeError, ValueError):
+            return None
+        return Admission(ViewKey(query, operation_name, variables_key), VIEW_FIELDS[field], principal)
+
+    async def serve(self, admission: Admission, context: GraphQLContext, subscriber: Subscriber) -> Ending:
+        """Run ``subscriber`` on its view (started for it if none runs) until the view ends or the
+        subscriber falls behind; cancelling the caller leaves the view."""
+        key = admission.key
+        view = self._views.get(key)
+        if view is None:
+            view = self._views[key] = LiveView(self, key, snapshots=admission.snapshots)
+            # The view outlives the subscriber that started it: its own context, authenticated as
+            # that subscriber (payloads do not depend on the caller; see VIEW_FIELDS).
+            view.start(self._schema, GraphQLContext(context.services, authenticated=admission.principal))
+        view.join(subscriber)
+        try:
+            return await subscriber.run()
+        finally:
+            view.leave(subscriber)
+
+
+def view_field(query: str, operation_name: str | None) -> str | None:
+    """The root field of a one-field subscription on a :data:`VIEW_FIELDS` field, else None."""
+    operation = chosen_operation(query, operation_name)
+    if operation is None or operation.operation is not OperationType.SUBSCRIPTION:
+        return None
+    selections = operation.selection_set.selections
+    if len(selections) != 1 or not isinstance(selections[0], FieldNode) or selections[0].directives:
+        return None
+    name = selections[0].name.value
+    return name if name in VIEW_FIELDS else None
