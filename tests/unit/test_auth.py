@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import event, select
 from starlette.datastructures import Headers
 
 from worker_automation.errors import BadInput, Forbidden, NotFound, Unauthenticated
@@ -155,6 +156,33 @@ async def test_revoked_key_is_unauthenticated(db: Database) -> None:
     await revoke_key(db, created.id)
     with pytest.raises(NotFound):
         await revoke_key(db, 424242)
+
+
+async def test_requests_arriving_together_share_one_lookup_made_after_they_arrived(db: Database) -> None:
+    created = await create_key(db, name="painel", perfil="funcionario", scopes=SCOPE_READ)
+    await authenticate(db, created.secret)  # last_used_at is recent: no touch below
+    lookups: list[str] = []
+
+    def count(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        if "FROM api_keys" in statement:
+            lookups.append(statement)
+
+    event.listen(db.engine.sync_engine, "before_cursor_execute", count)
+    try:
+        principals = await asyncio.gather(*(authenticate(db, created.secret) for _ in range(20)))
+        assert {p.key_id for p in principals} == {created.id}
+        assert 1 <= len(lookups) <= 2, lookups  # the one running, and the next for latecomers
+
+        # Requests still in flight when the key is revoked may pass; any request made after the
+        # revocation is refused, whether or not a lookup was already running when it arrived.
+        in_flight = [asyncio.ensure_future(authenticate(db, created.secret)) for _ in range(5)]
+        await asyncio.sleep(0)
+        await revoke_key(db, created.id)
+        with pytest.raises(Unauthenticated):
+            await authenticate(db, created.secret)
+        await asyncio.gather(*in_flight, return_exceptions=True)
+    finally:
+        event.remove(db.engine.sync_engine, "before_cursor_execute", count)
 
 
 async def test_revoking_one_key_leaves_the_others(db: Database) -> None:

@@ -148,9 +148,17 @@ async def authenticate(db: Database, raw_key: str | None) -> Principal:
     """The principal behind ``raw_key``; Unauthenticated for none, unknown or revoked."""
     if not raw_key:
         raise Unauthenticated(MSG_MISSING)
-    # Every request passes here: one plain statement on a bare connection, no ORM session.
+    key_hash = hash_secret(raw_key)
+    # Every request passes here. Requests with the same key arriving together share one lookup,
+    # and each still sees the key as it is after the request arrived: a revocation committed
+    # before then is never missed (see SharedReads).
+    return await db.shared.run(("api-key", key_hash), lambda: _principal_of(db, key_hash))
+
+
+async def _principal_of(db: Database, key_hash: str) -> Principal:
+    # One plain statement on a bare connection, no ORM session.
     async with db.connection() as conn:
-        found = (await conn.execute(_KEY_BY_HASH, {"key_hash": hash_secret(raw_key)})).first()
+        found = (await conn.execute(_KEY_BY_HASH, {"key_hash": key_hash})).first()
         if found is None or found.revoked_at is not None:
             raise Unauthenticated(MSG_INVALID)
         now = utcnow()
