@@ -7,14 +7,16 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, time
+from functools import cache
 from typing import Any
 
-from sqlalchemy import func, select, union_all
+from sqlalchemy import CompoundSelect, func, select, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from worker_automation.broker.inspect import InspectResult
 from worker_automation.errors import NotFound, Unavailable
 from worker_automation.models import JobStatus, Worker, utcnow
+from worker_automation.models.database import Database
 from worker_automation.resolvers import reads
 from worker_automation.resolvers.counts import counters
 from worker_automation.resolvers.pagination import Page
@@ -103,13 +105,10 @@ def _list_order(status: JobStatus) -> tuple[str, ...]:
     return RUNNING_ORDER if status is JobStatus.EXECUTANDO else RUN_ORDER
 
 
-async def _tasks_of(
-    session: AsyncSession, wanted: list[tuple[str, JobStatus]]
-) -> dict[tuple[str, JobStatus], list[WorkerView]]:
-    """The first tasks of every (queue, status) in ``wanted``, in one statement for all of them."""
-    found: dict[tuple[str, JobStatus], list[WorkerView]] = {key: [] for key in wanted}
-    if not wanted:
-        return found
+@cache
+def _tasks_statement(wanted: tuple[tuple[str, JobStatus], ...]) -> CompoundSelect[Any]:
+    """One statement for the first tasks of every (queue, status) in ``wanted``, built once: every
+    open screen polls it."""
     parts = []
     for queue, status in wanted:
         first = (
@@ -121,11 +120,24 @@ async def _tasks_of(
         )
         # Each part as a subquery: SQLite allows no ORDER BY or LIMIT on a bare UNION member.
         parts.append(select(first))
-    for view in views_of(await session.execute(union_all(*parts))):
+    return union_all(*parts)
+
+
+async def _tasks_of(
+    db: Database, wanted: tuple[tuple[str, JobStatus], ...]
+) -> dict[tuple[str, JobStatus], list[WorkerView]]:
+    """The first tasks of every (queue, status) in ``wanted``, in one statement for all of them."""
+    found: dict[tuple[str, JobStatus], list[WorkerView]] = {key: [] for key in wanted}
+    if not wanted:
+        return found
+    async with db.connection() as conn:
+        rows = await conn.execute(_tasks_statement(wanted))
+        views = views_of(rows)
+    for view in views:
         found[(view.queue, JobStatus(view.status))].append(view)
-    for (_, status), views in found.items():
+    for (_, status), listed in found.items():
         # The union returns its parts in no particular order: each list is put back in its own.
-        views.sort(key=sort_key(_list_order(status)))
+        listed.sort(key=sort_key(_list_order(status)))
     return found
 
 
@@ -166,9 +178,8 @@ async def _queue_states(services: Services, *, with_tasks: bool) -> tuple[list[Q
         if not with_tasks:
             return {}
         shown = (JobStatus.EXECUTANDO, JobStatus.AGENDADO)
-        wanted = [(queue, status) for queue in services.settings.queues for status in shown]
-        async with db.reader() as session:
-            return await _tasks_of(session, wanted)
+        wanted = tuple((queue, status) for queue in services.settings.queues for status in shown)
+        return await _tasks_of(db, wanted)
 
     async def read_today() -> tuple[int, int]:
         async with db.reader() as session:
