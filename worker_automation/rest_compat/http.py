@@ -19,6 +19,7 @@ from worker_automation.errors import (
     Unauthenticated,
     Unavailable,
 )
+from worker_automation.json_codec import FastJSONResponse
 from worker_automation.resolvers.auth import SCOPE_READ, Principal, authenticate, key_from_headers
 from worker_automation.resolvers.machines import MachineView, authenticate_machine
 from worker_automation.runtime import Runtime
@@ -39,11 +40,11 @@ STATUS_OF: dict[type[DomainError], int] = {
 
 
 def success(message: str, data: Any, status_code: int = 200) -> JSONResponse:
-    return JSONResponse({"status": "success", "message": message, "data": data}, status_code=status_code)
+    return FastJSONResponse({"status": "success", "message": message, "data": data}, status_code=status_code)
 
 
 def error(message: str, status_code: int, data: Any = None) -> JSONResponse:
-    return JSONResponse({"status": "error", "message": message, "data": data}, status_code=status_code)
+    return FastJSONResponse({"status": "error", "message": message, "data": data}, status_code=status_code)
 
 
 def error_response(exc: DomainError) -> JSONResponse:

@@ -33,6 +33,7 @@ from strawberry.schema.base import BaseSchema
 from strawberry.types.execution import ExecutionResult, PreExecutionError
 
 from worker_automation.errors import DomainError
+from worker_automation.json_codec import dumps_text
 from worker_automation.resolvers.auth import SCOPE_READ, Principal
 from worker_automation.schema.context import GraphQLContext
 from worker_automation.schema.documents import chosen_operation
@@ -51,10 +52,6 @@ TOO_SLOW_MESSAGE: Final = (
 )
 
 
-def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
-
-
 def payload_json(result: ExecutionResult) -> str:
     """The ``payload`` of a pushed result, as both protocols write it."""
     payload: dict[str, Any] = {"data": result.data}
@@ -62,7 +59,7 @@ def payload_json(result: ExecutionResult) -> str:
         payload["errors"] = [error.formatted for error in result.errors]
     if result.extensions:
         payload["extensions"] = result.extensions
-    return _compact(payload)
+    return dumps_text(payload)
 
 
 @dataclass(frozen=True)

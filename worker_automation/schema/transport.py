@@ -26,6 +26,7 @@ from strawberry.exceptions import ConnectionRejectionError
 from strawberry.types.unset import UNSET, UnsetType
 
 from worker_automation.errors import DomainError
+from worker_automation.json_codec import dumps_text
 from worker_automation.resolvers.auth import MSG_MISSING, authenticate, key_from_headers
 from worker_automation.resolvers.machines import authenticate_machine
 from worker_automation.runtime import Runtime
@@ -145,7 +146,7 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
                 body = self._encoded.get(payload["data"])
                 message_id = json.dumps(data.get("id"))
                 return f'{{"id":{message_id},"type":"{data["type"]}","payload":{{"data":{body}}}}}'
-        return super().encode_json(data)
+        return dumps_text(data)
 
 
 class RecentEncodings:
@@ -160,7 +161,7 @@ class RecentEncodings:
         found = self._items.get(id(value))
         if found is not None and found[0] is value:
             return found[1]
-        encoded = json.dumps(value, separators=(",", ":"))
+        encoded = dumps_text(value)
         self._items[id(value)] = (value, encoded)
         if len(self._items) > self._keep:
             self._items.popitem(last=False)
