@@ -125,8 +125,35 @@ async def test_list_page_of_100_costs_as_much_as_a_page_of_5(db: Database, count
     # Enrichment really happened, so it was not skipped to save queries.
     assert any(w.client_name for w in large_page.items)
     assert any(w.client_name is None for w in large_page.items)
-    # One count and one page query.
-    assert large == small == 2
+    # One statement: the page's rows, each carrying the total.
+    assert large == small == 1
+    assert small_page.total == large_page.total == ROWS
+
+
+async def test_list_totals_match_a_count_on_every_page_and_past_the_end(
+    db: Database, counter: StatementCounter
+) -> None:
+    await list_workers(db, QUEUES, WorkerFilter(), 1, 1)
+    for filters in (
+        WorkerFilter(status="CONCLUIDO"),  # from the counters
+        WorkerFilter(status="CONCLUIDO", queue="certidao"),
+        WorkerFilter(automation_type="cnd_federal"),  # counted
+        WorkerFilter(q="cliente 1"),
+    ):
+        everything = await list_workers(db, QUEUES, filters, 1, 500)
+        assert everything.total == len(everything.items) > 0, filters
+        seen: list[int] = []
+        for page in range(1, ROWS):
+            with counter.counting() as sent:
+                found = await list_workers(db, QUEUES, filters, page, 7)
+            statements = len(sent)
+            assert found.total == everything.total, (filters, page)
+            if not found.items:
+                assert statements == 2, filters  # past the end: the total is asked for alone
+                break
+            assert statements == 1, filters
+            seen.extend(w.id for w in found.items)
+        assert seen == [w.id for w in everything.items], filters
 
 
 async def test_filtered_list_by_client_text_costs_the_same(db: Database, counter: StatementCounter) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, bindparam, func, or_, select
 
 from worker_automation.errors import BadInput, NotFound
-from worker_automation.models import CELERY_STATE, Cliente, JobStatus, Worker
+from worker_automation.models import CELERY_STATE, Cliente, JobStatus, Worker, WorkerCount
 from worker_automation.models.database import Database
 from worker_automation.models.folding import fold, fold_text
 from worker_automation.resolvers.counts import count_matching, counters
@@ -122,30 +122,36 @@ async def list_workers(
     page: int | None = None,
     per_page: int | None = None,
 ) -> Page[WorkerView]:
-    """Newest first, filtered, paginated; two queries whatever the page size."""
+    """Newest first, filtered, paginated: one statement whatever the page size (a second one,
+    for the total, only when the page is past the end)."""
     request = PageRequest.of(page, per_page, default_per_page=20)
     values = filters.values(queues)
     text = filters.text
-    rows_q, count_q = _list_statements(tuple(values), with_text=text is not None)
+    rows_q, count_q = _list_statements(
+        tuple(values), with_text=text is not None, from_counters=filters.only_status_or_queue
+    )
     parameters: dict[str, Any] = {f"filter_{name}": value for name, value in values.items()}
     parameters.update(page_offset=request.offset, page_size=request.per_page)
     if text is not None:
         parameters.update(_text_parameters(text))
-    # Two statements on a bare connection: every list page of every screen runs them.
+    # A bare connection: every list page of every screen runs this.
     async with db.connection() as conn:
-        if filters.only_status_or_queue:
-            total = await count_matching(conn, status=values.get("status"), queue=values.get("queue"))
-        else:
-            total = int(await conn.scalar(count_q, parameters) or 0)
-        rows = await conn.execute(rows_q, parameters)
-        items = views_of(rows)
-    return Page(items, total, request.page, request.per_page)
+        rows = (await conn.execute(rows_q, parameters)).all()
+        # Past the last page no row carries the total: it is asked for alone.
+        total = int(rows[0][-1]) if rows else int(await conn.scalar(count_q, parameters) or 0)
+    return Page(views_of(rows), total, request.page, request.per_page)
 
 
 @cache
-def _list_statements(filtered: tuple[str, ...], *, with_text: bool) -> tuple[Select[Any], Select[Any]]:
+def _list_statements(
+    filtered: tuple[str, ...], *, with_text: bool, from_counters: bool
+) -> tuple[Select[Any], Select[Any]]:
     """The page and count statements for one combination of filters, built once (parameters
-    ``filter_<column>``, ``page_offset``, ``page_size``, and the text search's when asked)."""
+    ``filter_<column>``, ``page_offset``, ``page_size``, and the text search's when asked).
+
+    Each page row carries the total as its last column. Filtered by status and queue alone, the
+    total is read off the trigger-maintained counters; otherwise it is counted.
+    """
     conds: list[ColumnElement[bool]] = [
         getattr(Worker, name) == bindparam(f"filter_{name}") for name in filtered
     ]
@@ -161,8 +167,18 @@ def _list_statements(filtered: tuple[str, ...], *, with_text: bool) -> tuple[Sel
         .offset(bindparam("page_offset"))
         .limit(bindparam("page_size"))
     )
-    rows_q = enriched_select().where(Worker.id.in_(page_ids.correlate(None))).order_by(Worker.id.desc())
-    count_q = select(func.count()).select_from(Worker).where(*conds)
+    if from_counters:
+        count_q = select(func.coalesce(func.sum(WorkerCount.n), 0)).where(
+            *(getattr(WorkerCount, name) == bindparam(f"filter_{name}") for name in filtered)
+        )
+    else:
+        count_q = select(func.count()).select_from(Worker).where(*conds)
+    rows_q = (
+        enriched_select()
+        .add_columns(count_q.correlate(None).scalar_subquery().label("total"))
+        .where(Worker.id.in_(page_ids.correlate(None)))
+        .order_by(Worker.id.desc())
+    )
     return rows_q, count_q
 
 
