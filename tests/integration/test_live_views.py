@@ -148,3 +148,22 @@ async def test_errors_reach_every_subscriber_and_permissions_are_each_callers(se
             assert refused["type"] == "error" and refused["id"] == "1", refused
             assert refused["payload"][0]["extensions"]["code"] == "UNAUTHENTICATED", refused
         assert len(served.live_views) == 0
+
+
+async def test_payloads_a_view_cannot_take_are_answered_and_free_their_id(settings: Settings) -> None:
+    async with serve(settings) as served:
+        async with TransportClient.connect(served.ws_url, {"X-API-Key": served.keys["reader"]}) as client:
+            for odd in (
+                {"query": EVENTS, "operationName": ["not", "a", "name"]},
+                {"query": EVENTS, "variables": ["not", "an", "object"]},
+                {"query": "subscription { workerEvents { kind } " + " " * 30_000 + "}"},
+            ):
+                await client.send({"type": "subscribe", "id": "1", "payload": odd})
+                answer = await client.receive()
+                assert answer["id"] == "1" and answer["type"] in ("error", "next"), (odd, answer)
+                if answer["type"] == "next":
+                    assert await client.receive() == {"id": "1", "type": "complete"}
+            assert len(served.live_views) == 0
+            # The id is free again, and a well-formed subscription joins a view.
+            await client.subscribe("1", EVENTS, ECHO)
+            await served.wait_view_subscribers(1)

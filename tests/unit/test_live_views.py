@@ -1,13 +1,28 @@
-"""A live view's subscribers never hold the view up, and which documents are live views."""
+"""A live view's subscribers never hold the view up (a RESYNC stands for what a slow one missed),
+and which documents are live views."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+from typing import cast
 
 import pytest
+from strawberry import Schema
 
+from worker_automation.schema import build_schema
+from worker_automation.schema.context import GraphQLContext
 from worker_automation.schema.errors import TOO_SLOW_CODE
-from worker_automation.schema.live_views import Ending, Subscriber, view_field
+from worker_automation.schema.live_views import (
+    VIEW_FIELDS,
+    Ending,
+    LiveView,
+    LiveViews,
+    Subscriber,
+    ViewKey,
+    view_field,
+)
+from worker_automation.services import Services
 
 
 class Socket:
@@ -56,6 +71,36 @@ async def test_an_event_subscriber_too_far_behind_is_ended_with_an_error() -> No
     ending = await asyncio.wait_for(writer, 5)
     assert ending.errors is not None and ending.errors[0].extensions == {"code": TOO_SLOW_CODE}
     assert socket.written == ["0"]  # what waited was dropped, not written late
+
+
+async def test_an_event_subscriber_too_far_behind_gets_a_resync_and_goes_on() -> None:
+    socket = Socket()
+    socket.reading.clear()
+    subscriber = Subscriber(socket.send_text, "", "", snapshots=False, limit=4)
+    subscriber.resync = lambda: "RESYNC"
+    writer = asyncio.create_task(subscriber.run())
+    subscriber.deliver("0")
+    await settle()
+    for n in range(1, 7):
+        subscriber.deliver(str(n))
+    socket.reading.set()
+    await settle()
+    subscriber.deliver("7")
+    subscriber.end(Ending())
+    assert await asyncio.wait_for(writer, 5) == Ending()
+    # "1"-"4" filled the backlog; "5" found it full: dropped for a RESYNC, then the rest as usual.
+    assert socket.written == ["0", "RESYNC", "5", "6", "7"]
+
+
+async def test_the_resync_payload_is_the_views_own_selection(sqlite_services: Services) -> None:
+    schema = cast(Schema, build_schema(sqlite_services.settings))
+    query = """subscription S($f: WorkerEventFilter) {
+      e: workerEvents(filter: $f) { kind change worker { id status } } }"""
+    key = ViewKey(query, "S", json.dumps({"f": {"queue": "scan"}}))
+    view = LiveView(LiveViews(schema), key, VIEW_FIELDS["workerEvents"], GraphQLContext(sqlite_services))
+    payload = view.resync_payload()
+    assert payload is not None
+    assert json.loads(payload) == {"data": {"e": {"kind": "RESYNC", "change": "RESYNC", "worker": None}}}
 
 
 async def test_a_snapshot_subscriber_only_ever_waits_for_the_newest_snapshot() -> None:

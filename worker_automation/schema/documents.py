@@ -6,11 +6,16 @@ from functools import lru_cache
 
 from graphql import GraphQLError, OperationDefinitionNode, parse
 
+from worker_automation.schema.limits import MAX_DOCUMENT_BYTES
+
 
 @lru_cache(maxsize=256)
 def chosen_operation(query: str, operation_name: str | None) -> OperationDefinitionNode | None:
     """The operation a request would run (the only one, or the one named); None when the document
-    does not parse or names no such operation. The node is shared: read it, never change it."""
+    is larger than the schema accepts, does not parse or names no such operation. The node is
+    shared: read it, never change it."""
+    if len(query) > MAX_DOCUMENT_BYTES:
+        return None  # refused later by the schema's own limits, and never parsed here
     try:
         document = parse(query)
     except GraphQLError:

@@ -14,24 +14,29 @@ Strawberry's path unchanged and gets exactly the errors it would get there.
 
 A subscriber never slows a view down: what it has not written yet waits in its own backlog. A
 snapshot view (queue load, dashboard) keeps only the newest snapshot there, and a joiner gets the
-view's latest snapshot at once; an event view ends, with an error, the subscription of a
-subscriber that falls :data:`~worker_automation.schema.streams.EVENT_QUEUE` events behind.
+view's latest snapshot at once; an event view replaces the backlog of a subscriber that falls
+:data:`~worker_automation.schema.streams.EVENT_QUEUE` events behind with a RESYNC, as Strawberry's
+path does when a subscriber's bus queue overflows.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
+from zoneinfo import ZoneInfo
 
-from graphql import FieldNode, GraphQLError, OperationType
-from strawberry.schema.base import BaseSchema
+from graphql import ExecutionResult as GraphQLExecutionResult
+from graphql import FieldNode, GraphQLError, OperationType, execute, parse
+from strawberry import Schema
 from strawberry.types.execution import ExecutionResult, PreExecutionError
 
+from worker_automation.broker.events import Event, EventKind
 from worker_automation.errors import DomainError
 from worker_automation.json_codec import dumps_text
 from worker_automation.resolvers.auth import SCOPE_READ, Principal
@@ -39,20 +44,39 @@ from worker_automation.schema.context import GraphQLContext
 from worker_automation.schema.documents import chosen_operation
 from worker_automation.schema.errors import TOO_SLOW_CODE
 from worker_automation.schema.streams import EVENT_QUEUE
+from worker_automation.schema.types import WorkerEvent
 
 logger = logging.getLogger(__name__)
 
-# Root subscription field -> whether its payloads are snapshots (a joiner gets the latest at once
-# and only the newest one waits for a slow subscriber) rather than events. Each needs the read
-# scope, and none of their payloads depends on the caller.
-VIEW_FIELDS: Final = {"workerEvents": False, "queueLoad": True, "dashboard": True}
+
+@dataclass(frozen=True)
+class ViewKind:
+    """How a view's payloads reach a subscriber that cannot keep up."""
+
+    # Snapshots: a joiner gets the latest at once, and only the newest waits for a slow subscriber.
+    snapshots: bool
+    # Events: the payload root telling a subscriber that fell behind to read the state again.
+    resync_root: Callable[[ZoneInfo], object] | None = None
+
+
+def _resync_event(tz: ZoneInfo) -> WorkerEvent:
+    return WorkerEvent.from_event(Event(kind=EventKind.RESYNC, worker={}), tz)
+
+
+# The root subscription fields served as live views. Each needs the read scope, and none of their
+# payloads depends on the caller.
+VIEW_FIELDS: Final = {
+    "workerEvents": ViewKind(snapshots=False, resync_root=_resync_event),
+    "queueLoad": ViewKind(snapshots=True),
+    "dashboard": ViewKind(snapshots=True),
+}
 TOO_SLOW_MESSAGE: Final = (
     "Assinatura encerrada: o cliente nao acompanhou os eventos e alguns foram descartados; "
     "assine de novo e releia o estado atual."
 )
 
 
-def payload_json(result: ExecutionResult) -> str:
+def payload_json(result: ExecutionResult | GraphQLExecutionResult) -> str:
     """The ``payload`` of a pushed result, as both protocols write it."""
     payload: dict[str, Any] = {"data": result.data}
     if result.errors:
@@ -76,7 +100,7 @@ class Admission:
     """A subscription found to be a live view's: which, what kind, and who asked."""
 
     key: ViewKey
-    snapshots: bool
+    kind: ViewKind
     principal: Principal
 
 
@@ -109,6 +133,8 @@ class Subscriber:
         self._backlog: deque[str] = deque()
         self._wake: asyncio.Future[None] | None = None
         self._ending: Ending | None = None
+        # Set by an event view on join: its RESYNC payload (None when it cannot build one).
+        self.resync: Callable[[], str | None] | None = None
 
     def deliver(self, payload: str) -> None:
         """Queue one payload for writing; never waits."""
@@ -117,9 +143,15 @@ class Subscriber:
         if self._snapshots:
             self._backlog.clear()
         elif len(self._backlog) >= self._limit:
+            # Too far behind: what waits is dropped and, as on Strawberry's path, a RESYNC tells
+            # the client to read the state again; the events after it follow as usual.
             self._backlog.clear()
-            self.end(Ending(errors=[GraphQLError(TOO_SLOW_MESSAGE, extensions={"code": TOO_SLOW_CODE})]))
-            return
+            resync = self.resync() if self.resync is not None else None
+            if resync is None:
+                too_slow = GraphQLError(TOO_SLOW_MESSAGE, extensions={"code": TOO_SLOW_CODE})
+                self.end(Ending(errors=[too_slow]))
+                return
+            self._backlog.append(self._prefix + resync + self._suffix)
         self._backlog.append(self._prefix + payload + self._suffix)
         self._poke()
 
@@ -154,20 +186,24 @@ class Subscriber:
 class LiveView:
     """One subscription run once, its payloads delivered to every subscriber that joined it."""
 
-    def __init__(self, views: LiveViews, key: ViewKey, *, snapshots: bool) -> None:
+    def __init__(self, views: LiveViews, key: ViewKey, kind: ViewKind, context: GraphQLContext) -> None:
         self._views = views
         self.key = key
-        self._snapshots = snapshots
+        self._kind = kind
+        # The view outlives the subscriber that started it: a context of its own (see serve).
+        self._context = context
         self.subscribers: set[Subscriber] = set()
         self._latest: str | None = None
         self._task: asyncio.Task[None] | None = None
 
-    def start(self, schema: BaseSchema, context: GraphQLContext) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(schema, context))
+    def start(self, schema: Schema) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(schema, self._context))
 
     def join(self, subscriber: Subscriber) -> None:
         self.subscribers.add(subscriber)
-        if self._snapshots and self._latest is not None:
+        if self._kind.resync_root is not None:
+            subscriber.resync = self.resync_payload
+        if self._kind.snapshots and self._latest is not None:
             subscriber.deliver(self._latest)
 
     def leave(self, subscriber: Subscriber) -> None:
@@ -177,13 +213,35 @@ class LiveView:
             if self._task is not None:
                 self._task.cancel()
 
+    def resync_payload(self) -> str | None:
+        """What this view pushes for a RESYNC event: its selection run on that event alone."""
+        root, context = self._kind.resync_root, self._context
+        if root is None:
+            return None
+        key = self.key
+        result = execute(
+            self._views.graphql_schema,
+            parse(key.query),
+            root_value=root(context.tz),
+            context_value=context,
+            variable_values=json.loads(key.variables),
+            operation_name=key.operation_name,
+        )
+        if not isinstance(result, GraphQLExecutionResult) or result.errors:
+            if inspect.iscoroutine(result):
+                result.close()
+            logger.warning("live view without a RESYNC payload: %s", key.query)
+            return None
+        return payload_json(result)
+
     def _end_all(self, ending: Ending) -> None:
         self._views.forget(self)
         for subscriber in self.subscribers:
             subscriber.end(ending)
 
-    async def _run(self, schema: BaseSchema, context: GraphQLContext) -> None:
+    async def _run(self, schema: Schema, context: GraphQLContext) -> None:
         key = self.key
+        ending = Ending()
         try:
             source = await schema.subscribe(
                 key.query,
@@ -194,28 +252,31 @@ class LiveView:
             try:
                 async for result in source:
                     if isinstance(result, PreExecutionError):
-                        self._end_all(Ending(errors=list(result.errors or [])))
-                        return
+                        ending = Ending(errors=list(result.errors or []))
+                        break
                     payload = payload_json(result)
-                    if self._snapshots:
+                    if self._kind.snapshots:
                         self._latest = payload
                     for subscriber in self.subscribers:
                         subscriber.deliver(payload)
             finally:
+                # Whoever subscribes from here on starts a view of its own.
+                self._views.forget(self)
                 await source.aclose()
-        except asyncio.CancelledError:
-            raise
         except Exception:
             # Strawberry's own path logs the failure of a stream and completes the operation.
             logger.exception("live view failed: %s", key.query)
-        self._end_all(Ending())
+        finally:
+            # However the view ends (cancelled included), nobody is left waiting on it.
+            self._end_all(ending)
 
 
 class LiveViews:
     """The live views of one schema in this process, by :class:`ViewKey`."""
 
-    def __init__(self, schema: BaseSchema) -> None:
+    def __init__(self, schema: Schema) -> None:
         self._schema = schema
+        self.graphql_schema = schema._schema
         self._views: dict[ViewKey, LiveView] = {}
 
     @property
@@ -237,7 +298,12 @@ class LiveViews:
         operation_name: str | None,
         variables: dict[str, Any] | None,
     ) -> Admission | None:
-        """The live view a subscription may read, or None when it must take Strawberry's path."""
+        """The live view a subscription may read, or None when it must take Strawberry's path
+        (which then answers it, errors included, exactly as for any other subscription)."""
+        if not isinstance(query, str) or not (operation_name is None or isinstance(operation_name, str)):
+            return None
+        if variables is not None and not isinstance(variables, dict):
+            return None
         field = view_field(query, operation_name)
         if field is None:
             return None
@@ -245,7 +311,10 @@ class LiveViews:
             principal = await context.principal()
             principal.require(SCOPE_READ)
             variables_key = json.dumps(variables or {}, sort_keys=True)
-        except (DomainError, TypeError, ValueError):
+        except DomainError:
+            return None
+        except Exception:
+            logger.warning("live view not joined; the subscription runs on its own", exc_info=True)
             return None
         return Admission(ViewKey(query, operation_name, variables_key), VIEW_FIELDS[field], principal)
 
@@ -255,10 +324,11 @@ class LiveViews:
         key = admission.key
         view = self._views.get(key)
         if view is None:
-            view = self._views[key] = LiveView(self, key, snapshots=admission.snapshots)
-            # The view outlives the subscriber that started it: its own context, authenticated as
-            # that subscriber (payloads do not depend on the caller; see VIEW_FIELDS).
-            view.start(self._schema, GraphQLContext(context.services, authenticated=admission.principal))
+            # Authenticated as the subscriber that starts it: payloads do not depend on the caller
+            # (see VIEW_FIELDS).
+            own = GraphQLContext(context.services, authenticated=admission.principal)
+            view = self._views[key] = LiveView(self, key, admission.kind, own)
+            view.start(self._schema)
         view.join(subscriber)
         try:
             return await subscriber.run()

@@ -21,6 +21,7 @@ from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
+from strawberry import Schema
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.types.unset import UNSET, UnsetType
@@ -70,7 +71,7 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
         self.runtime = runtime
         self._ide_html = (STATIC_DIR / "graphiql.html").read_text(encoding="utf-8")
         self._encoded = RecentEncodings()
-        self.live_views = LiveViews(self.schema)
+        self.live_views = LiveViews(cast(Schema, self.schema))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -33,7 +33,7 @@ class HasLiveViews(Protocol):
 def _subscriber(websocket: AsyncWebSocketAdapter, prefix: str, admission: Admission) -> Subscriber:
     """A subscriber writing ``prefix`` + payload + ``}`` to the Starlette websocket underneath."""
     send_text = cast(ASGIWebSocketAdapter, websocket).ws.send_text
-    return Subscriber(send_text, prefix, "}", snapshots=admission.snapshots)
+    return Subscriber(send_text, prefix, "}", snapshots=admission.kind.snapshots)
 
 
 class TransportWSHandler(BaseGraphQLTransportWSHandler[GraphQLContext, None]):
@@ -54,7 +54,9 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[GraphQLContext, None]):
 
 async def _finish_transport(operation: Operation[GraphQLContext, None], ending: Ending) -> None:
     if ending.gone:
-        operation.handler.operations.pop(operation.id, None)
+        operations = operation.handler.operations
+        if operations.get(operation.id) is operation:
+            del operations[operation.id]
     elif ending.errors:
         await operation.send_initial_errors(ending.errors)
     else:
@@ -72,12 +74,12 @@ class LegacyWSHandler(BaseGraphQLWSHandler[GraphQLContext, None]):
         variables: dict[str, object] | None,
     ) -> None:
         views = cast(HasLiveViews, self.view).live_views
-        admission = await views.admit(self.context, query, operation_name, variables)
-        if admission is None:
-            await super().handle_async_results(operation_id, query, operation_name, variables)
-            return
-        prefix = f'{{"type":"data","id":{json.dumps(operation_id)},"payload":'
         try:
+            admission = await views.admit(self.context, query, operation_name, variables)
+            if admission is None:
+                await super().handle_async_results(operation_id, query, operation_name, variables)
+                return
+            prefix = f'{{"type":"data","id":{json.dumps(operation_id)},"payload":'
             ending = await views.serve(
                 admission, self.context, _subscriber(self.websocket, prefix, admission)
             )
