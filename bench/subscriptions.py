@@ -10,16 +10,22 @@ subscriber per event of the server and of the clients.
     python -m bench.subscriptions --subscribers 100,1000,2000 --events 30 --interval 0.5
     python -m bench.subscriptions --subscribers 2000 --compression none
     python -m bench.subscriptions --subscribers 2000 --baseline /tmp/wa_base   # before/after
+    python -m bench.subscriptions --subscribers 2000 --views 1,20,2000          # distinct documents
 
 The subscribers share the machine with the server (two cores here), so the latencies include the
 clients' own time to read their sockets; they are ``bench/ws_client.py`` connections, which read
 frames in the protocol callback at a fraction of a general client's cost.
+
+Subscribers that send the same document share one live view of the server; ``--views V`` spreads
+them over V documents that differ only by a comment (subscriber i gets document i mod V), so
+V = N shows the cost when no two subscribers ask the same thing.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import time
 import uuid
@@ -72,7 +78,12 @@ class Subscriber:
             self.connection.close()
 
 
-async def subscribe(ws_url: str, key: str, compression: str | None) -> Subscriber:
+def document(view: int) -> str:
+    """The subscription of view number ``view``: the same fields, a document of its own."""
+    return QUERY if view == 0 else f"{QUERY}\n# view {view}"
+
+
+async def subscribe(ws_url: str, key: str, compression: str | None, query: str) -> Subscriber:
     subscriber = Subscriber()
     async with asyncio.timeout(60):
         connection = subscriber.connection = await WsClient.connect(
@@ -85,18 +96,20 @@ async def subscribe(ws_url: str, key: str, compression: str | None) -> Subscribe
     ack = await asyncio.wait_for(subscriber.acked, 60)
     if ack.get("type") != "connection_ack":
         raise SystemExit(f"connection refused: {ack}")
-    connection.send_text(json.dumps({"id": "1", "type": "subscribe", "payload": {"query": QUERY}}))
+    connection.send_text(json.dumps({"id": "1", "type": "subscribe", "payload": {"query": query}}))
     return subscriber
 
 
-async def open_subscribers(ws_url: str, key: str, count: int, compression: str | None) -> list[Subscriber]:
+async def open_subscribers(
+    ws_url: str, key: str, count: int, compression: str | None, views: int
+) -> list[Subscriber]:
     gate = asyncio.Semaphore(CONNECT_CONCURRENCY)
 
-    async def one() -> Subscriber:
+    async def one(i: int) -> Subscriber:
         async with gate:
-            return await subscribe(ws_url, key, compression)
+            return await subscribe(ws_url, key, compression, document(i % views))
 
-    return list(await asyncio.gather(*(one() for _ in range(count))))
+    return list(await asyncio.gather(*(one(i) for i in range(count))))
 
 
 def job_event(n: int) -> Event:
@@ -126,7 +139,12 @@ async def wait_delivered(subscribers: list[Subscriber], n: int, within: float) -
 
 
 async def run_one(
-    count: int, events: int, interval: float, compression: str | None, source: Path | None = None
+    count: int,
+    events: int,
+    interval: float,
+    compression: str | None,
+    source: Path | None = None,
+    views: int = 1,
 ) -> dict[str, Any]:
     await recreate_database(DATABASE)
     flush_bench_redis()
@@ -138,7 +156,7 @@ async def run_one(
         key = api.operator_key()
         ws_url = api.url.replace("http://", "ws://") + "/graphql"
         started = time.monotonic()
-        subscribers = await open_subscribers(ws_url, key, count, compression)
+        subscribers = await open_subscribers(ws_url, key, count, compression, views)
         connect_seconds = time.monotonic() - started
         # A warm-up event proves every subscription is live before anything is timed.
         for attempt in range(50):
@@ -161,6 +179,7 @@ async def run_one(
         latencies = [s.latencies[n] * 1000 for s in subscribers for n in range(events) if n in s.latencies]
         return {
             "subscribers": count,
+            "views": min(views, count),
             "compression": compression or "none",
             "connect_s": connect_seconds,
             "delivered": f"{len(latencies)}/{count * events}",
@@ -180,36 +199,41 @@ async def run_one(
 
 
 async def main_async(
-    counts: list[int], events: int, interval: float, compression: str | None, baseline: Path | None
+    counts: list[int],
+    events: int,
+    interval: float,
+    compression: str | None,
+    baseline: Path | None,
+    views: list[int],
 ) -> None:
     print_facts()
     variants: list[tuple[str, Path | None]] = [("current", None)]
     if baseline is not None:
         variants.insert(0, ("baseline", baseline))
     rows = []
-    for count in counts:
-        # With a baseline, both variants run for each N, one after the other.
-        for label, source in variants:
-            result = await run_one(count, events, interval, compression, source)
-            print(label, json.dumps(result), flush=True)
-            rows.append(
-                [
-                    label,
-                    fmt(result["subscribers"]),
-                    result["compression"],
-                    result["delivered"],
-                    fmt(result["p50_ms"]),
-                    fmt(result["p99_ms"]),
-                    fmt(result["max_ms"]),
-                    fmt(result["rss_idle_mb"]),
-                    fmt(result["rss_after_mb"]),
-                    fmt(result["cpu_us_per_delivery"], 0),
-                    fmt(result["client_cpu_us_per_delivery"], 0),
-                    fmt(result["connect_s"]),
-                ]
-            )
+    for count, spread, (label, source) in itertools.product(counts, views, variants):
+        # With a baseline, both variants run for each N and V, one after the other.
+        result = await run_one(count, events, interval, compression, source, spread)
+        print(label, json.dumps(result), flush=True)
+        rows.append(
+            [
+                label,
+                fmt(result["subscribers"]),
+                fmt(result["views"]),
+                result["compression"],
+                result["delivered"],
+                fmt(result["p50_ms"]),
+                fmt(result["p99_ms"]),
+                fmt(result["max_ms"]),
+                fmt(result["rss_idle_mb"]),
+                fmt(result["rss_after_mb"]),
+                fmt(result["cpu_us_per_delivery"], 0),
+                fmt(result["client_cpu_us_per_delivery"], 0),
+                fmt(result["connect_s"]),
+            ]
+        )
     headers = [
-        "variant", "subscribers", "compression", "delivered", "p50 ms", "p99 ms", "max ms",
+        "variant", "subscribers", "views", "compression", "delivered", "p50 ms", "p99 ms", "max ms",
         "RSS idle MiB", "RSS after MiB", "server CPU us/delivery", "client CPU us/delivery", "connect s",
     ]  # fmt: skip
     print(table(headers, rows))
@@ -229,11 +253,13 @@ def main() -> None:
         help="what the clients offer: browsers offer permessage-deflate (the default here)",
     )
     parser.add_argument("--baseline", help="directory with another worker_automation package, run too")
+    parser.add_argument("--views", default="1", help="comma-separated numbers of distinct documents")
     args = parser.parse_args()
     counts = [int(c) for c in args.subscribers.split(",") if c.strip()]
     compression = None if args.compression == "none" else args.compression
     baseline = Path(args.baseline) if args.baseline else None
-    asyncio.run(main_async(counts, args.events, args.interval, compression, baseline))
+    views = [int(v) for v in args.views.split(",") if v.strip()]
+    asyncio.run(main_async(counts, args.events, args.interval, compression, baseline, views))
 
 
 if __name__ == "__main__":

@@ -26,6 +26,10 @@ T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
 
 _RESULTS: Final = "_shared_results"
+# Results kept per payload. Subscribers with the same operation share one; past this many distinct
+# operations a payload keeps no more (each of those runs its own execution, as it would anyway):
+# thousands of distinct subscriptions would otherwise keep thousands of results per recent event.
+MAX_SHARED_OPERATIONS: Final = 32
 
 
 def shareable(payload: T) -> T:
@@ -37,7 +41,7 @@ def shareable(payload: T) -> T:
 class SharedPayloads:
     """The payloads built for the most recent events, so every subscriber gets the same object."""
 
-    def __init__(self, keep: int = 256) -> None:
+    def __init__(self, keep: int = 64) -> None:
         self._keep = keep
         self._payloads: OrderedDict[Hashable, Any] = OrderedDict()
 
@@ -64,7 +68,13 @@ class SharedExecutionContext(StrawberryGraphQLCoreExecutionContext):
         if results is not None and self._share_key in results:
             # Already executed for this operation: no per-event executor to build at all.
             return _Executed(results[self._share_key])
-        return super().build_per_event_executor(payload)
+        executor = super().build_per_event_executor(payload)
+        # graphql-core copies the subscription's executor for each event, memo of collected
+        # subfields included, and that memo is keyed by field lists made afresh for each event:
+        # shared, it gained entries on every event for as long as the subscription lived (about
+        # 4 kB per event for a job event). Each event's executor gets a memo of its own.
+        executor._relevant_sub_fields = {}
+        return executor
 
     def _operation_key(self) -> Hashable:
         operation = self.operation
@@ -80,6 +90,8 @@ class SharedExecutionContext(StrawberryGraphQLCoreExecutionContext):
         found = results.get(self._share_key)
         if found is None:
             found = super().execute_operation(serially)
+            if len(results) >= MAX_SHARED_OPERATIONS:
+                return found
             if self.is_awaitable(found):
                 # A task of its own: one subscriber leaving must not cancel it for the others.
                 found = asyncio.ensure_future(found)
