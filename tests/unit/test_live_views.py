@@ -55,13 +55,19 @@ async def test_payloads_are_framed_and_written_in_order_then_the_view_completes(
     assert socket.written == [f'{{"id":"1","payload":{{"n":{n}}}}}' for n in range(3)]
 
 
-async def test_an_event_subscriber_too_far_behind_is_ended_with_an_error() -> None:
+async def stuck_writing(first: str, *, snapshots: bool) -> tuple[Socket, Subscriber, asyncio.Task[Ending]]:
+    """A subscriber (backlog limit 4) whose client stopped reading while ``first`` was written."""
     socket = Socket()
     socket.reading.clear()
-    subscriber = Subscriber(socket.send_text, "", "", snapshots=False, limit=4)
+    subscriber = Subscriber(socket.send_text, "", "", snapshots=snapshots, limit=4)
     writer = asyncio.create_task(subscriber.run())
-    subscriber.deliver("0")
-    await settle()  # "0" is being written, and hangs
+    subscriber.deliver(first)
+    await settle()
+    return socket, subscriber, writer
+
+
+async def test_an_event_subscriber_too_far_behind_is_ended_with_an_error() -> None:
+    socket, subscriber, writer = await stuck_writing("0", snapshots=False)
     for n in range(1, 5):
         subscriber.deliver(str(n))
     await settle()
@@ -74,13 +80,8 @@ async def test_an_event_subscriber_too_far_behind_is_ended_with_an_error() -> No
 
 
 async def test_an_event_subscriber_too_far_behind_gets_a_resync_and_goes_on() -> None:
-    socket = Socket()
-    socket.reading.clear()
-    subscriber = Subscriber(socket.send_text, "", "", snapshots=False, limit=4)
+    socket, subscriber, writer = await stuck_writing("0", snapshots=False)
     subscriber.resync = lambda: "RESYNC"
-    writer = asyncio.create_task(subscriber.run())
-    subscriber.deliver("0")
-    await settle()
     for n in range(1, 7):
         subscriber.deliver(str(n))
     socket.reading.set()
@@ -104,12 +105,7 @@ async def test_the_resync_payload_is_the_views_own_selection(sqlite_services: Se
 
 
 async def test_a_snapshot_subscriber_only_ever_waits_for_the_newest_snapshot() -> None:
-    socket = Socket()
-    socket.reading.clear()
-    subscriber = Subscriber(socket.send_text, "", "", snapshots=True, limit=4)
-    writer = asyncio.create_task(subscriber.run())
-    subscriber.deliver("a")
-    await settle()
+    socket, subscriber, writer = await stuck_writing("a", snapshots=True)
     for snapshot in "bcdefghij":
         subscriber.deliver(snapshot)
     socket.reading.set()

@@ -31,17 +31,15 @@ async def recount(session: AsyncSession) -> dict[CountKey, int]:
 
 
 @cache
-def _count_statement(*, by_status: bool, by_queue: bool) -> Select[int]:
-    query = select(func.coalesce(func.sum(WorkerCount.n), 0))
-    if by_status:
-        query = query.where(WorkerCount.status == bindparam("status"))
-    if by_queue:
-        query = query.where(WorkerCount.queue == bindparam("queue"))
-    return query
+def counted_total(columns: tuple[str, ...], prefix: str = "") -> Select[int]:
+    """The counters' total of the rows whose ``columns`` (status and/or queue) equal the
+    parameters ``<prefix><column>``: one statement per combination, built once."""
+    return select(func.coalesce(func.sum(WorkerCount.n), 0)).where(
+        *(getattr(WorkerCount, name) == bindparam(prefix + name) for name in columns)
+    )
 
 
 async def count_matching(session: Executor, *, status: str | None, queue: str | None) -> int:
     """Rows with ``status`` and/or ``queue`` (None = any), from the counters."""
-    query = _count_statement(by_status=status is not None, by_queue=queue is not None)
     parameters = {name: value for name, value in (("status", status), ("queue", queue)) if value is not None}
-    return int(await session.scalar(query, parameters) or 0)
+    return int(await session.scalar(counted_total(tuple(parameters)), parameters) or 0)

@@ -9,10 +9,10 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, bindparam, func, or_, select
 
 from worker_automation.errors import BadInput, NotFound
-from worker_automation.models import CELERY_STATE, Cliente, JobStatus, Worker, WorkerCount
+from worker_automation.models import CELERY_STATE, Cliente, JobStatus, Worker
 from worker_automation.models.database import Database
 from worker_automation.models.folding import fold, fold_text
-from worker_automation.resolvers.counts import count_matching, counters
+from worker_automation.resolvers.counts import count_matching, counted_total, counters
 from worker_automation.resolvers.pagination import Page, PageRequest
 from worker_automation.resolvers.views import (
     RUN_ORDER,
@@ -167,12 +167,11 @@ def _list_statements(
         .offset(bindparam("page_offset"))
         .limit(bindparam("page_size"))
     )
-    if from_counters:
-        count_q = select(func.coalesce(func.sum(WorkerCount.n), 0)).where(
-            *(getattr(WorkerCount, name) == bindparam(f"filter_{name}") for name in filtered)
-        )
-    else:
-        count_q = select(func.count()).select_from(Worker).where(*conds)
+    count_q: Select[Any] = (
+        counted_total(filtered, "filter_")
+        if from_counters
+        else select(func.count()).select_from(Worker).where(*conds)
+    )
     rows_q = (
         enriched_select()
         .add_columns(count_q.correlate(None).scalar_subquery().label("total"))

@@ -197,7 +197,7 @@ class LiveView:
         self._task: asyncio.Task[None] | None = None
 
     def start(self, schema: Schema) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(schema, self._context))
+        self._task = asyncio.get_running_loop().create_task(self._run(schema))
 
     def join(self, subscriber: Subscriber) -> None:
         self.subscribers.add(subscriber)
@@ -239,14 +239,14 @@ class LiveView:
         for subscriber in self.subscribers:
             subscriber.end(ending)
 
-    async def _run(self, schema: Schema, context: GraphQLContext) -> None:
+    async def _run(self, schema: Schema) -> None:
         key = self.key
         ending = Ending()
         try:
             source = await schema.subscribe(
                 key.query,
                 variable_values=json.loads(key.variables),
-                context_value=context,
+                context_value=self._context,
                 operation_name=key.operation_name,
             )
             try:
