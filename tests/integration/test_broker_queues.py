@@ -7,6 +7,8 @@ another test consuming a queue called ``scan`` must not take these messages.
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import socket
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -92,6 +94,39 @@ async def test_every_priority_has_its_list_and_is_counted(
 async def test_send_keeps_a_given_task_id(gateway: BrokerGateway, queues: Queues) -> None:
     sent = await gateway.send("probe.echo", queue=queues.main, priority=0, args=[], task_id="fixed-id")
     assert sent == "fixed-id"
+
+
+async def test_concurrent_sends_share_round_trips_and_each_keeps_its_sent_event(
+    gateway: BrokerGateway, redis_url: str, raw_redis: redis.Redis, queues: Queues
+) -> None:
+    watcher = redis.Redis.from_url(redis_url, decode_responses=True).pubsub(ignore_subscribe_messages=True)
+    watcher.psubscribe("*celeryev/task.sent")
+    assert watcher.get_message(timeout=2) is None  # the subscription is in place
+
+    ids = await asyncio.gather(
+        *(gateway.send("probe.echo", queue=queues.main, priority=0, args=[n]) for n in range(40))
+    )
+
+    messages = [json.loads(raw) for raw in raw_redis.lrange(queues.main, 0, -1)]
+    assert sorted(m["headers"]["id"] for m in messages) == sorted(ids)
+    assert {m["headers"]["task"] for m in messages} == {"probe.echo"}
+    args = sorted(json.loads(base64.b64decode(m["body"]))[0][0] for m in messages)
+    assert args == list(range(40))
+    sent: set[str] = set()
+    deadline = time.monotonic() + 5
+    while len(sent) < 40 and time.monotonic() < deadline:
+        message = watcher.get_message(timeout=0.5)
+        if message is not None:
+            event = json.loads(base64.b64decode(json.loads(message["data"])["body"]))
+            if event["uuid"] in ids:
+                assert event["type"] == "task-sent" and event["queue"] == queues.main
+                sent.add(event["uuid"])
+    watcher.close()
+    assert sent == set(ids)
+    # Sends waiting together went out together, each group in one pipeline.
+    assert gateway.sender.batches < 40
+    with gateway.app.producer_or_acquire() as producer:
+        assert producer.supports_batch_publish
 
 
 async def test_purge_deletes_every_list_of_the_queue_only(

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 import redis.exceptions
-from kombu.exceptions import OperationalError
+from kombu.exceptions import BatchPublishError, OperationalError
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
@@ -20,6 +20,7 @@ from redis.backoff import NoBackoff
 from worker_automation.broker import queues
 from worker_automation.broker.celery_app import CONNECT_TIMEOUT_SECONDS, SOCKET_TIMEOUT_SECONDS, make_celery
 from worker_automation.broker.inspect import InspectResult, inspect_workers
+from worker_automation.broker.task_sender import TaskSend, TaskSender
 from worker_automation.errors import Unavailable
 from worker_automation.settings import Settings
 
@@ -30,12 +31,13 @@ T = TypeVar("T")
 UNAVAILABLE_MESSAGE: Final = "Broker indisponivel"
 TASK_META_PREFIX: Final = "celery-task-meta-"
 
-# Below Celery's producer pool (10 connections), so a burst of sends queues here, not in kombu.
+# Revokes and inspections: below Celery's producer pool (10 connections), so a burst queues here.
 EXECUTOR_THREADS: Final = 8
 
 # What "Redis is down or unreachable" looks like through kombu, redis-py and the socket layer.
 BROKER_ERRORS: Final = (
     OperationalError,
+    BatchPublishError,  # a pipeline of sends failed part-way: treated as not sent
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
     OSError,
@@ -118,8 +120,9 @@ class BrokerGateway:
             socket_timeout=SOCKET_TIMEOUT_SECONDS,
             retry=Retry(NoBackoff(), 1),
         )
-        # Celery's producer calls block; they get threads of their own so they never queue behind
-        # unrelated work in the loop's default executor.
+        self.sender = TaskSender(self.app)
+        # Celery's other blocking calls (revoke, inspect) get threads of their own so they never
+        # queue behind unrelated work in the loop's default executor.
         self._executor = ThreadPoolExecutor(max_workers=EXECUTOR_THREADS, thread_name_prefix="broker")
         self._inspecting: asyncio.Future[InspectResult] | None = None
 
@@ -139,12 +142,10 @@ class BrokerGateway:
         """Publish ``task_name`` on ``queue`` (0 runs first, 9 last); returns the task id."""
         task_id = task_id or str(uuid.uuid4())
         try:
-            result = await self._in_thread(
-                self.app.send_task, task_name, args=args, queue=queue, priority=priority, task_id=task_id
-            )
+            await self.sender.send(TaskSend(task_name, queue, priority, args, task_id))
         except BROKER_ERRORS as exc:
             raise Unavailable(UNAVAILABLE_MESSAGE, reason=str(exc)) from exc
-        return str(result.id)
+        return task_id
 
     async def revoke(self, task_id: str, *, terminate: bool) -> None:
         """Tell every worker to skip ``task_id``; with ``terminate`` also kill it if running."""
@@ -198,5 +199,6 @@ class BrokerGateway:
     async def close(self) -> None:
         """Release the Redis client, Celery's connection pools and the threads."""
         await self.redis.aclose()
+        await self._in_thread(self.sender.close)
         await self._in_thread(self.app.close)
         self._executor.shutdown(wait=False)
