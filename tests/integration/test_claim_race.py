@@ -10,11 +10,11 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 
 from worker_automation.app import create_app
-from worker_automation.errors import Conflict
-from worker_automation.models import JobStatus, Worker
+from worker_automation.errors import Conflict, NotFound
+from worker_automation.models import AutomationSetting, JobStatus, Worker
 from worker_automation.resolvers import claims
 from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.automations import update_settings
@@ -282,6 +282,23 @@ async def test_wrong_automation_or_queue_refuses_and_changes_nothing(services: S
         assert await row_of(services, job_id) == before
     # A pool worker of the job's queue serves any automation on it.
     assert (await claims.claim(services, scan_pool, job_id)).machine_id == scan_pool.id
+
+
+async def test_claim_without_a_settings_row_uses_the_registry_and_a_missing_job_is_not_found(
+    services: Services,
+) -> None:
+    (machine,) = await machines_for(services, 1)
+    first, second = await add_jobs(services, 2)
+    async with services.db.session() as session:
+        await session.execute(delete(AutomationSetting).where(AutomationSetting.key == "demo.sleep"))
+    # The registry's own limit and flags apply: the job is claimed as before.
+    assert (await claims.claim(services, machine, first)).status == "EXECUTANDO"
+    await update_settings(services.db, "demo.sleep", actor="test", dev_mode=True)
+    with pytest.raises(Conflict) as refused:
+        await claims.claim(services, machine, second)
+    assert refused.value.details["reason"] == "dev_mode"
+    with pytest.raises(NotFound):
+        await claims.claim(services, machine, second + 1000)
 
 
 async def test_finished_job_is_not_claimable(services: Services) -> None:

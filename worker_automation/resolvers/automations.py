@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
@@ -25,8 +26,10 @@ def registered(key: str, field: str = "automation_type") -> Automation:
 
 
 def apply_setting(
-    automation: Automation, setting: AutomationSetting | Row[int, bool, bool] | None
+    automation: Automation, setting: AutomationSetting | Row[*tuple[Any, ...]] | None
 ) -> Automation:
+    """``automation`` with the overrides of ``setting`` (a settings row, or any row carrying
+    ``max_concurrent_jobs``, ``dev_mode`` and ``enabled``)."""
     if setting is None:
         return automation
     return dataclasses.replace(

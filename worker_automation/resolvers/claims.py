@@ -16,10 +16,10 @@ from sqlalchemy.orm import aliased
 
 from worker_automation.broker.events import EventKind
 from worker_automation.errors import BadInput, Conflict, DomainError, NotFound
-from worker_automation.models import JobStatus, Machine, Worker, utcnow
+from worker_automation.models import AutomationSetting, JobStatus, Machine, Worker, utcnow
 from worker_automation.models.database import Executor
 from worker_automation.resolvers.announce import announce
-from worker_automation.resolvers.automations import effective
+from worker_automation.resolvers.automations import apply_setting, effective, registered
 from worker_automation.resolvers.machines import MachineView
 from worker_automation.resolvers.reads import MSG_WORKER_NOT_FOUND
 from worker_automation.resolvers.rows import VIEW_RETURNING, lock_worker, returned_view, view_in
@@ -55,6 +55,21 @@ _REFUSAL_MESSAGES: dict[Refusal, str] = {
 # The claim and the reports run for every job: their statements are built once (building one and
 # its cache key costs more CPU than the database spends on it); only parameters change.
 _HEAD = select(Worker.automation_type, Worker.queue, Worker.status).where(Worker.id == bindparam("worker_id"))
+# The job's head and its automation's settings, the settings row locked: the lock serialises claims
+# of one automation, so the running count read by the claim's UPDATE cannot be overtaken by a
+# concurrent claim. (Every registered automation has its row; without one, the two reads apart.)
+_HEAD_AND_SETTING_LOCKED = (
+    select(
+        Worker.automation_type,
+        Worker.queue,
+        AutomationSetting.max_concurrent_jobs,
+        AutomationSetting.dev_mode,
+        AutomationSetting.enabled,
+    )
+    .join(AutomationSetting, AutomationSetting.key == Worker.automation_type)
+    .where(Worker.id == bindparam("worker_id"))
+    .with_for_update(of=AutomationSetting)
+)
 _TOUCH_MACHINE = (
     update(Machine).where(Machine.id == bindparam("machine")).values(last_claim_at=bindparam("claimed_at"))
 )
@@ -153,15 +168,17 @@ async def claim(
         raise refused(Refusal.MACHINE_OFF)
     # A claim runs for every job: its statements go on a connection, no ORM session around them.
     async with services.db.transaction() as conn:
-        head = (await conn.execute(_HEAD, {"worker_id": worker_id})).first()
-        if head is None:
+        head = (await conn.execute(_HEAD_AND_SETTING_LOCKED, {"worker_id": worker_id})).first()
+        found = head or (await conn.execute(_HEAD, {"worker_id": worker_id})).first()
+        if found is None:
             raise NotFound(MSG_WORKER_NOT_FOUND, worker_id=worker_id)
-        automation_type, queue, _ = head
+        automation_type, queue = found[0], found[1]
         if not _serves(machine, automation_type, queue):
             raise refused(Refusal.WRONG_AUTOMATION)
-        # The lock on the settings row serialises claims of this automation: the running count
-        # read by the UPDATE below cannot be overtaken by a concurrent claim.
-        automation = await effective(conn, automation_type, lock=True)
+        if head is not None:
+            automation = apply_setting(registered(automation_type), head)
+        else:
+            automation = await effective(conn, automation_type, lock=True)
         if automation.dev_mode:
             raise refused(Refusal.DEV_MODE)
         if not automation.enabled:
