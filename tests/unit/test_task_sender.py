@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from kombu.exceptions import OperationalError
 
 from worker_automation.broker.task_sender import TaskSend, TaskSender
 
@@ -42,6 +43,7 @@ class FakeApp:
         self.hold = threading.Event()
         self.hold.set()
         self.holding = threading.Event()
+        self.raise_once: BaseException | None = None
 
     @contextlib.contextmanager
     def producer_or_acquire(self) -> Iterator[_Producer]:
@@ -54,6 +56,9 @@ class FakeApp:
         if not self.hold.is_set():
             self.holding.set()
             self.hold.wait(5)
+        if self.raise_once is not None:
+            error, self.raise_once = self.raise_once, None
+            raise error
         self.open_batch.append(task_id)
 
 
@@ -114,14 +119,50 @@ async def test_a_cancelled_send_leaves_the_others_alone() -> None:
     assert [task for batch in app.batches for task in batch] == ["task-0", "task-1"]
 
 
+class Stop(BaseException):
+    """Not an Exception: ends the sending thread the way SystemExit would."""
+
+
+async def test_a_dying_thread_fails_what_it_held_and_what_waited_and_is_replaced() -> None:
+    app = FakeApp()
+    sender = TaskSender(app, max_batch=1)  # type: ignore[arg-type]
+    try:
+        app.hold.clear()
+        app.raise_once = Stop()
+        first = asyncio.create_task(sender.send(send(0)))
+        await asyncio.to_thread(app.holding.wait, 5)
+        queued = [asyncio.create_task(sender.send(send(n))) for n in (1, 2)]
+        await asyncio.sleep(0.05)
+        app.hold.set()
+        with pytest.raises(Stop):
+            await asyncio.wait_for(first, 5)
+        for task in queued:
+            with pytest.raises(OperationalError, match="closed"):
+                await asyncio.wait_for(task, 5)
+        # The next send gets a thread of its own.
+        await asyncio.wait_for(sender.send(send(3)), 5)
+    finally:
+        sender.close()
+    assert app.batches == [["task-3"]]
+
+
 async def test_close_sends_what_waits_then_refuses() -> None:
     app = FakeApp()
     sender = TaskSender(app)  # type: ignore[arg-type]
     await sender.send(send(0))
-    sender.close()
-    assert app.batches == [["task-0"]]
-    with pytest.raises(RuntimeError, match="closed"):
-        await sender.send(send(1))
+    app.hold.clear()
+    held = asyncio.create_task(sender.send(send(1)))
+    await asyncio.to_thread(app.holding.wait, 5)
+    queued = asyncio.create_task(sender.send(send(2)))
+    await asyncio.sleep(0.05)
+    closing = asyncio.create_task(asyncio.to_thread(sender.close))
+    await asyncio.sleep(0.05)
+    app.hold.set()
+    await asyncio.wait_for(asyncio.gather(held, queued, closing), 5)
+    assert app.batches == [["task-0"], ["task-1"], ["task-2"]]
+    # Refused as the broker refuses: the gateway answers "unavailable".
+    with pytest.raises(OperationalError, match="closed"):
+        await sender.send(send(3))
 
 
 def test_max_batch_must_be_positive() -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import queue
 import threading
 from collections import defaultdict
@@ -23,6 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from celery import Celery
+from kombu.exceptions import OperationalError
+
+logger = logging.getLogger(__name__)
 
 # Sends taken into one batch at most; a burst beyond it goes out in the next round trip.
 MAX_BATCH: Final = 64
@@ -47,6 +51,7 @@ class _Pending:
 
 
 _STOP: Final = object()
+CLOSED_MESSAGE: Final = "task sender closed"
 
 
 def _settle(pendings: list[_Pending], error: BaseException | None) -> None:
@@ -61,7 +66,12 @@ def _settle(pendings: list[_Pending], error: BaseException | None) -> None:
 
 
 class TaskSender:
-    """Publishes task messages through ``app``'s producer pool from one thread of its own."""
+    """Publishes task messages through ``app``'s producer pool from one thread of its own.
+
+    No send is left waiting: one that comes after :meth:`close`, or is still queued when the
+    thread stops or dies, fails with the broker's ``OperationalError`` (the gateway's
+    "unavailable"); a thread that died is replaced by the next send.
+    """
 
     def __init__(self, app: Celery, *, max_batch: int = MAX_BATCH) -> None:
         if max_batch < 1:
@@ -70,6 +80,7 @@ class TaskSender:
         self._max_batch = max_batch
         self._waiting: queue.SimpleQueue[_Pending | object] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        # Guards _closed and _thread, and orders each put against close() and a thread's exit.
         self._lock = threading.Lock()
         self._closed = False
         self.batches = 0  # round trips made, for tests and curiosity
@@ -78,8 +89,14 @@ class TaskSender:
         """Publish ``send``; raises what the producer raised when its batch failed."""
         loop = asyncio.get_running_loop()
         pending = _Pending(send, loop, loop.create_future())
-        self._start()
-        self._waiting.put(pending)
+        with self._lock:
+            if self._closed:
+                raise OperationalError(CLOSED_MESSAGE)
+            if self._thread is None:
+                thread = threading.Thread(target=self._run, name="task-sender", daemon=True)
+                thread.start()
+                self._thread = thread
+            self._waiting.put(pending)
         await pending.future
 
     def close(self, timeout: float = 5.0) -> None:
@@ -87,41 +104,51 @@ class TaskSender:
         with self._lock:
             self._closed = True
             thread = self._thread
+            if thread is not None:
+                self._waiting.put(_STOP)
         if thread is not None:
-            self._waiting.put(_STOP)
             thread.join(timeout)
 
-    def _start(self) -> None:
-        if self._closed:
-            raise RuntimeError("task sender closed")
-        if self._thread is not None:
-            return
-        with self._lock:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="task-sender", daemon=True)
-                self._thread.start()
-
     def _run(self) -> None:
-        stopping = False
-        while not stopping:
-            batch: list[_Pending] = []
-            item = self._waiting.get()
-            while True:
-                if item is _STOP:
-                    stopping = True
-                else:
-                    assert isinstance(item, _Pending)
-                    batch.append(item)
-                if len(batch) >= self._max_batch:
-                    break
-                try:
-                    item = self._waiting.get_nowait()
-                except queue.Empty:
-                    break
-            if batch:
-                self._publish(batch)
+        try:
+            stopping = False
+            while not stopping:
+                batch: list[_Pending] = []
+                item = self._waiting.get()
+                while True:
+                    if item is _STOP:
+                        stopping = True
+                    else:
+                        assert isinstance(item, _Pending)
+                        batch.append(item)
+                    if stopping or len(batch) >= self._max_batch:
+                        break
+                    try:
+                        item = self._waiting.get_nowait()
+                    except queue.Empty:
+                        break
+                if batch and not self._publish(batch):
+                    return
+        finally:
+            # Whatever is still queued now would wait forever: fail it. A send arriving after
+            # this starts a thread of its own (unless closed).
+            with self._lock:
+                self._thread = None
+                left = self._take_waiting()
+            _answer(left, OperationalError(CLOSED_MESSAGE))
 
-    def _publish(self, batch: list[_Pending]) -> None:
+    def _take_waiting(self) -> list[_Pending]:
+        taken: list[_Pending] = []
+        while True:
+            try:
+                item = self._waiting.get_nowait()
+            except queue.Empty:
+                return taken
+            if isinstance(item, _Pending):
+                taken.append(item)
+
+    def _publish(self, batch: list[_Pending]) -> bool:
+        """Publish ``batch`` and answer its senders; False when the thread must end."""
         error: BaseException | None = None
         try:
             with self._app.producer_or_acquire() as producer, producer.batch(max_size=4 * len(batch)):
@@ -135,13 +162,23 @@ class TaskSender:
                         task_id=send.task_id,
                         producer=producer,
                     )
-        except Exception as exc:
+        except BaseException as exc:
             error = exc
         self.batches += 1
-        by_loop: dict[asyncio.AbstractEventLoop, list[_Pending]] = defaultdict(list)
-        for pending in batch:
-            by_loop[pending.loop].append(pending)
-        for loop, pendings in by_loop.items():
-            # A closed loop has nobody waiting any more.
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_settle, pendings, error)
+        _answer(batch, error)
+        if error is not None and not isinstance(error, Exception):
+            # SystemExit and the like end the thread; the next send starts another.
+            logger.error("task sender stopped by %r", error)
+            return False
+        return True
+
+
+def _answer(pendings: list[_Pending], error: BaseException | None) -> None:
+    """Settle ``pendings`` in their own loops, one call into each loop."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[_Pending]] = defaultdict(list)
+    for pending in pendings:
+        by_loop[pending.loop].append(pending)
+    for loop, mine in by_loop.items():
+        # A closed loop has nobody waiting any more.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_settle, mine, error)
