@@ -1,9 +1,12 @@
-"""Build the "before" copy of the package: the working tree minus ``bench/package_changes.patch``.
+"""Build the "before" copy of the package: the working tree minus ``bench/package_changes.patch``,
+or the package as it was at a commit (``--commit``, from a git checkout).
 
-``scale`` and ``pipeline`` take ``--baseline DIR`` and run that copy side by side with the
-working tree, so every performance change is measured against the code without it, in one run.
+``scale``, ``pipeline``, ``endpoints`` and ``subscriptions`` take ``--baseline DIR`` and run that
+copy side by side with the working tree, so every performance change is measured against the
+code without it, in one run.
 
     python -m bench.baseline --out /tmp/wa_base
+    python -m bench.baseline --commit e6bc7a1 --out /tmp/wa_e6bc7a1
 """
 
 from __future__ import annotations
@@ -18,10 +21,15 @@ from bench.common import ROOT
 PATCH = Path(__file__).with_name("package_changes.patch")
 
 
-def build(out: Path) -> Path:
+def build(out: Path, commit: str | None = None) -> Path:
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
+    if commit is not None:
+        command = ["git", "archive", "--format=tar", commit, "worker_automation"]
+        archive = subprocess.run(command, cwd=ROOT, capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(out)], input=archive, check=True)
+        return out
     shutil.copytree(ROOT / "worker_automation", out / "worker_automation")
     with PATCH.open("rb") as patch:
         # -E: files the changes added are removed again, not left empty.
@@ -34,8 +42,9 @@ def main(argv: list[str] | None = None) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--out", default="/tmp/wa_base", help="directory to (re)create")
+    parser.add_argument("--commit", help="take the package as it was at this commit instead")
     args = parser.parse_args(argv)
-    print(build(Path(args.out)))
+    print(build(Path(args.out), args.commit))
 
 
 if __name__ == "__main__":
