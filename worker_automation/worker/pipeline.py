@@ -88,10 +88,13 @@ class _ProgressPump:
         if not still_ours:
             self._lost.set()
 
-    async def close(self) -> None:
+    async def close(self, *, flush: bool = False) -> None:
+        """Stop pumping; with ``flush``, first send the latest value if it is still unsent."""
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
+        if flush and not self._lost.is_set():
+            await self._flush()
 
 
 class JobPipeline:
@@ -141,7 +144,9 @@ class JobPipeline:
                 return await self._failed(job_id, exc)
             except Exception as exc:
                 return await self._failed(job_id, exc)
-            await pump.close()
+            # The automation's last word on progress ("Concluido", say) is kept, not dropped by
+            # the throttle; a job that reported nothing costs no extra request.
+            await pump.close(flush=True)
             if not await self.client.complete(job_id, result):
                 return RunResult(Outcome.LOST)
             return RunResult(Outcome.COMPLETED)
