@@ -350,11 +350,14 @@ class Stack:
     def cli(self, *args: str) -> str:
         return run_cli(args, self.env, self.workdir)
 
-    def register_machine(self, *, queue: str | None = None, automation: str | None = None) -> str:
+    def register_machine(
+        self, *, queue: str | None = None, automation: str | None = None, name: str | None = None
+    ) -> str:
         """A new machine's ``X-Worker-Api-Key`` (``machines register`` through the CLI)."""
         self._machines += 1
         target = ["--queue", queue] if queue else ["--automation", str(automation)]
-        return self.cli("machines", "register", "--name", f"test-machine-{self._machines}", *target)
+        name = name or f"test-machine-{self._machines}"
+        return self.cli("machines", "register", "--name", name, *target)
 
     def pool_worker(
         self,

@@ -7,16 +7,21 @@ Jobs are created with ``POST /api/v1/jobs`` against ``worker-automation serve``;
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 from typing import Any
 
 import pytest
 
-from tests.integration.harness import Stack, wait_until
+from tests.integration.harness import Stack, descendants, wait_until
 from worker_automation.models.database import Database
+from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.automations import update_settings
+from worker_automation.resolvers.machines import machine_named, set_machine_status
 from worker_automation.settings import Settings
 from worker_automation.worker.implementations import missing_implementation_message
+from worker_automation.worker.pool import LOST_MESSAGE
 from worker_automation.worker.registry import AUTOMATION_REGISTRY
 
 pytestmark = pytest.mark.services
@@ -148,3 +153,50 @@ def test_concurrency_limit_holds_and_the_refused_job_runs_later(stack: Stack) ->
     # Serial, not overlapping: the second started only after the first ended.
     assert second["data_inicio"] >= first["data_fim"]
     assert most_running == 1
+
+
+def set_machine_on(database_url: str, name: str, on: bool) -> None:
+    """Turn the named machine on or off (the operators' action)."""
+
+    async def run() -> None:
+        db = Database(Settings(database_url=database_url))
+        try:
+            machine = await machine_named(db, name)
+            assert machine is not None, name
+            await set_machine_status(db, CLI_ACTOR, machine.id, on)
+        finally:
+            await db.close()
+
+    asyncio.run(run())
+
+
+def test_a_job_refused_while_the_machine_is_off_runs_once_it_is_on(stack: Stack) -> None:
+    name = "pool-turned-off"
+    key = stack.register_machine(queue="scan", name=name)
+    set_machine_on(stack.database_url, name, False)
+    stack.pool_worker("scan", 1, key=key)
+    job_id = stack.dispatch("demo.echo", {"depois": "ligada"})
+    time.sleep(2.0)
+    # Refused (machine_off), and its message kept for later rather than consumed.
+    assert stack.db.job(job_id)["status"] == "AGENDADO"
+    set_machine_on(stack.database_url, name, True)
+    row = stack.wait_status(job_id, {"CONCLUIDO", "FALHA"}, RUN_TIMEOUT)
+    assert row["status"] == "CONCLUIDO"
+    assert row["result"] == {"depois": "ligada"}
+
+
+def test_a_job_whose_process_dies_is_failed_and_the_worker_goes_on(stack: Stack) -> None:
+    worker = stack.pool_worker("scan", 1)
+    job_id = stack.dispatch("demo.sleep", {"seconds": 60})
+    wait_until(lambda: stack.db.job(job_id)["progress"] >= 1, RUN_TIMEOUT, "the sleep never made progress")
+    children = descendants(worker.pid)
+    assert children, "no pool process found"
+    for pid in children:
+        os.kill(pid, signal.SIGKILL)
+    row = stack.wait_status(job_id, {"FALHA", "CONCLUIDO", "CANCELADO"}, RUN_TIMEOUT)
+    assert row["status"] == "FALHA"
+    assert row["mensagem_erro"] == LOST_MESSAGE
+    assert row["data_fim"] is not None
+    # Celery replaces the process; the next job runs.
+    echo_id = stack.dispatch("demo.echo", {"de": "novo"})
+    assert stack.wait_status(echo_id, {"CONCLUIDO", "FALHA"}, RUN_TIMEOUT)["status"] == "CONCLUIDO"

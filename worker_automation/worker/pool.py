@@ -14,11 +14,12 @@ import random
 import signal
 import socket
 import threading
-from typing import Any
+from typing import Any, Final
 
 import httpx
 from celery import Celery, Task
-from celery.signals import worker_shutting_down
+from celery.exceptions import WorkerLostError
+from celery.signals import task_failure, worker_shutting_down
 from celery.worker import state as worker_state
 
 from worker_automation.broker.celery_app import make_celery
@@ -52,8 +53,16 @@ def _process_state(settings: Settings) -> _ProcessState:
     return _state
 
 
+# Refusals that end by themselves (a slot frees up, the machine is turned back on, the automation
+# leaves dev mode): the message is kept and tried again later instead of being consumed, so the
+# job runs without anyone acting. Every other refusal means someone else has the job.
+RETRIED_REFUSALS: Final = frozenset({"concurrency_limit", "machine_off", "dev_mode"})
+# What a job whose process died under it (OOM killer, a crash, kill -9) is failed with.
+LOST_MESSAGE: Final = "O processo do worker terminou inesperadamente durante a execucao."
+
+
 def retry_delay(retries: int) -> float:
-    """Back off while the automation is at its concurrency limit (capped, with jitter)."""
+    """Back off while a refusal lasts (capped at 30 s, with jitter)."""
     return float(min(30.0, 1.0 * 2 ** min(retries, 5)) * random.uniform(0.5, 1.0))
 
 
@@ -64,7 +73,7 @@ def register_tasks(app: Celery, settings: Settings) -> None:
     def run_job(task: Task, job_id: int) -> dict[str, Any]:
         state = _process_state(settings)
         result = state.loop.run_until_complete(state.pipeline.run(int(job_id), task.request.id))
-        if result.outcome is Outcome.REFUSED and result.reason == "concurrency_limit":
+        if result.outcome is Outcome.REFUSED and result.reason in RETRIED_REFUSALS:
             # The job stays AGENDADO; try again later without anyone acting.
             raise task.retry(countdown=retry_delay(task.request.retries or 0), max_retries=None)
         return {"outcome": result.outcome.value, "reason": result.reason}
@@ -99,6 +108,29 @@ def _fail_running_after_grace(settings: Settings) -> None:
     threading.Thread(target=watchdog, name="shutdown-grace", daemon=True).start()
 
 
+def _report_lost_jobs(settings: Settings) -> None:
+    """Fail the job of a pool process that died while running it (the main process sees it as
+    ``WorkerLostError``); left alone, the row would stay EXECUTANDO with nobody running it."""
+
+    @task_failure.connect(weak=False)  # type: ignore[untyped-decorator]
+    def _on_failure(exception: BaseException | None = None, args: Any = None, **_kw: Any) -> None:
+        if not isinstance(exception, WorkerLostError) or not args:
+            return
+        job_id = args[0]
+        headers = {"X-Worker-Api-Key": settings.worker_api_key or ""}
+        body = {"error": LOST_MESSAGE, "exc_type": "WorkerLostError"}
+        try:
+            with httpx.Client(base_url=settings.api_url, headers=headers, timeout=10) as http:
+                answer = http.post(f"/api/v1/jobs/{job_id}/fail", json=body)
+        except httpx.HTTPError as exc:
+            log.error("job %s: lost with its process, failure not reported: %s", job_id, exc)
+            return
+        # 409: no longer this machine's (cancelled, moved, or already reported at shutdown).
+        log.warning(
+            "job %s: its process died while running it; reported failed (%s)", job_id, answer.status_code
+        )
+
+
 def build_pool_app(settings: Settings) -> Celery:
     if not settings.redis_url:
         raise SystemExit("worker: WA_REDIS_URL is required (the broker the API sends tasks to)")
@@ -115,6 +147,7 @@ def run_pool_worker(settings: Settings, *, queue: str, concurrency: int | None, 
         raise SystemExit("worker: WA_WORKER_API_KEY is required (machines register --queue QUEUE)")
     app = build_pool_app(settings)
     workers = concurrency or settings.queues[queue]
+    _report_lost_jobs(settings)
 
     @worker_shutting_down.connect  # type: ignore[untyped-decorator]
     def _on_shutdown(sig: str = "", how: str = "", exitcode: int = 0, **_kw: Any) -> None:
