@@ -43,6 +43,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from worker_automation.app import create_app
+    from worker_automation.serving import DrainingServer
 
     overrides: dict[str, Any] = {}
     base = Settings()
@@ -59,7 +60,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     }
     if args.workers > 1:
         return _serve_processes(settings, args.workers, options, verbose=args.verbose)
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), **options))
+    app = create_app(settings)
+    server = DrainingServer(uvicorn.Config(app, **options), app.state.runtime)
     server.run()
     return 0
 

@@ -52,10 +52,15 @@ class Runtime:
         self._pool = EmbeddedPool(services)
         await self._pool.start()
 
-    async def close(self) -> None:
+    async def drain(self) -> None:
+        """Before the API stops listening: stop the embedded pool workers, so the jobs they are
+        running can still report how they ended (finished, or failed at the end of the grace)."""
         if self._pool is not None:
             await self._pool.stop()
             self._pool = None
+
+    async def close(self) -> None:
+        await self.drain()
         if self._services is not None:
             await self._services.close()
             self._services = None

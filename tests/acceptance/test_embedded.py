@@ -4,6 +4,7 @@ dispatches through the same broker, and Ctrl-C leaves nothing behind."""
 
 from __future__ import annotations
 
+import json
 import signal
 import sqlite3
 import time
@@ -77,14 +78,19 @@ class Embedded:
 
         return wait_until(probe, timeout, lambda: f"job {job_id} never reached {statuses}: {last}", 0.1)
 
-    def result(self, job_id: int) -> Any:
-        """The stored result, read from the SQLite file the way any local tool could."""
-        import json
-
+    def _stored(self, column: str, job_id: int) -> Any:
+        """A column of the job's row, read from the SQLite file the way any local tool could."""
         path = self.directory / "worker_automation.db"
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30) as conn:
-            (raw,) = conn.execute("SELECT result FROM workers WHERE id = ?", (job_id,)).fetchone()
+            (value,) = conn.execute(f"SELECT {column} FROM workers WHERE id = ?", (job_id,)).fetchone()
+        return value
+
+    def result(self, job_id: int) -> Any:
+        raw = self._stored("result", job_id)
         return json.loads(raw) if isinstance(raw, str) else raw
+
+    def stored_status(self, job_id: int) -> str:
+        return str(self._stored("status", job_id))
 
 
 def test_serve_with_no_configuration_runs_everything(tmp_path: Path, processes: Processes) -> None:
@@ -129,6 +135,16 @@ def test_serve_with_no_configuration_runs_everything(tmp_path: Path, processes: 
     assert user.wait(dispatched, TERMINAL, JOB_TIMEOUT)["status"] == "CONCLUIDO"
     assert user.result(dispatched) == {"via": "cli"}
 
+    # A job running when Ctrl-C comes still ends reported: serve stops its pool workers while
+    # the API still answers them (they have 10 s of grace; this job needs 3).
+    running = user.create("demo.sleep", {"seconds": 3})
+    wait_until(
+        lambda: user.job(running)["status"] == "EXECUTANDO",
+        JOB_TIMEOUT,
+        lambda: f"the 3 s sleep never ran: {user.job(running)}",
+        0.1,
+    )
+
     # Ctrl-C: serve stops its pool workers and leaves no process behind.
     children = descendants(serve.pid)
     assert len(children) >= 5, f"expected the pool workers below serve, found {children}"
@@ -143,4 +159,5 @@ def test_serve_with_no_configuration_runs_everything(tmp_path: Path, processes: 
         lambda: f"left behind: {[pid for pid in children if is_running(pid)]}",
     )
     assert not (workdir / ".worker-automation-broker").exists()
+    assert user.stored_status(running) == "CONCLUIDO"
     print(f"ready after {ready_after:.1f}s, stopped {stop_took:.1f}s after SIGINT (exit {code})")
