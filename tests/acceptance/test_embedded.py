@@ -4,7 +4,9 @@ dispatches through the same broker, and Ctrl-C leaves nothing behind."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import sqlite3
 import time
@@ -28,6 +30,7 @@ from tests.integration.harness import (
     wait_ready,
     wait_until,
 )
+from worker_automation.worker.embedded_pool import LEFT_RUNNING_MESSAGE
 
 READY_TIMEOUT = 90.0
 # The first job waits for the embedded pool workers to connect.
@@ -161,3 +164,53 @@ def test_serve_with_no_configuration_runs_everything(tmp_path: Path, processes: 
     assert not (workdir / ".worker-automation-broker").exists()
     assert user.stored_status(running) == "CONCLUIDO"
     print(f"ready after {ready_after:.1f}s, stopped {stop_took:.1f}s after SIGINT (exit {code})")
+
+
+def test_restarting_serve_keeps_queued_jobs_and_ends_the_ones_it_was_running(
+    tmp_path: Path, processes: Processes
+) -> None:
+    workdir = tmp_path / "restart"
+    workdir.mkdir()
+    port = free_port()
+    user = Embedded(workdir, port)
+    command = [*cli_command(), "serve", "--port", str(port)]
+    serve = processes.start("serve", command, user.env, workdir)
+    wait_ready(user.url, serve, READY_TIMEOUT)
+    user.headers = {
+        "X-API-Key": user.cli("keys", "create", "--perfil", "administrador", "--scopes", OPERATOR_SCOPES)
+    }
+
+    # The scan queue's single process is kept busy; two more jobs wait behind it in the broker.
+    sleeper = user.create("demo.sleep", {"seconds": 60})
+    user.wait(sleeper, {"EXECUTANDO"}, FIRST_JOB_TIMEOUT)
+    waiting = [user.create("demo.echo", {"n": n}) for n in range(2)]
+    serve.send(signal.SIGINT)
+    assert serve.wait(EXIT_TIMEOUT) is not None, "serve did not stop"
+    # The running job was reported failed at the end of the workers' grace period, while the
+    # API still answered; the queued ones are kept for the next start.
+    assert user.stored_status(sleeper) == "FALHA"
+    assert [user.stored_status(job) for job in waiting] == ["AGENDADO", "AGENDADO"]
+    assert (workdir / ".worker-automation-queued.json").exists()
+
+    serve = processes.start("serve-again", command, user.env, workdir)
+    wait_ready(user.url, serve, READY_TIMEOUT)
+    for n, job in enumerate(waiting):
+        assert user.wait(job, TERMINAL, FIRST_JOB_TIMEOUT)["status"] == "CONCLUIDO"
+        assert user.result(job) == {"n": n}
+    assert not (workdir / ".worker-automation-queued.json").exists()
+
+    # Killed outright, serve reports nothing: the next start ends what its workers were running.
+    crashed = user.create("demo.sleep", {"seconds": 60})
+    user.wait(crashed, {"EXECUTANDO"}, JOB_TIMEOUT)
+    for pid in [serve.pid, *descendants(serve.pid)]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    serve.wait(EXIT_TIMEOUT)
+    assert user.stored_status(crashed) == "EXECUTANDO"
+    serve = processes.start("serve-after-crash", command, user.env, workdir)
+    wait_ready(user.url, serve, READY_TIMEOUT)
+    row = user.wait(crashed, TERMINAL, JOB_TIMEOUT)
+    assert row["status"] == "FALHA"
+    assert row["mensagem_erro"] == LEFT_RUNNING_MESSAGE
+    serve.send(signal.SIGINT)
+    serve.wait(EXIT_TIMEOUT)

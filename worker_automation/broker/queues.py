@@ -32,3 +32,22 @@ async def purge_queue(redis: Redis, queue: str) -> int:
     """Drop every waiting message of ``queue``; returns how many priority lists were deleted."""
     deleted: int = await redis.delete(*priority_keys(queue))
     return deleted
+
+
+async def waiting_messages(redis: Redis, queues: Iterable[str]) -> dict[str, list[bytes]]:
+    """Every waiting message, list by list (head first), of ``queues``; empty lists left out."""
+    keys = [key for queue in dict.fromkeys(queues) for key in priority_keys(queue)]
+    async with redis.pipeline(transaction=False) as pipe:
+        for key in keys:
+            pipe.lrange(key, 0, -1)
+        found: list[list[bytes]] = await pipe.execute()
+    return {key: messages for key, messages in zip(keys, found, strict=True) if messages}
+
+
+async def put_back(redis: Redis, messages: dict[str, list[bytes]]) -> int:
+    """Append ``messages`` (as :func:`waiting_messages` gave them) to their lists, in order."""
+    async with redis.pipeline(transaction=False) as pipe:
+        for key, values in messages.items():
+            pipe.rpush(key, *values)
+        await pipe.execute()
+    return sum(len(values) for values in messages.values())
