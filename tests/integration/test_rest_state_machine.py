@@ -59,7 +59,12 @@ async def test_retry(api: Api) -> None:
 
 async def check_retry(api: Api, status: str) -> None:
     worker_id = await add_worker(
-        api.db, status, queue="scraping", automation_type="simples_nacional", retry_count=1
+        api.db,
+        status,
+        queue="scraping",
+        automation_type="simples_nacional",
+        retry_count=1,
+        metadata_json={"progress_message": "Consultando o portal", "origem": "painel"},
     )
     old = await detail(api, worker_id)
     before = await api.services.broker.queue_lengths()
@@ -74,6 +79,8 @@ async def check_retry(api: Api, status: str) -> None:
         None,
         0,
     )
+    # The last run's progress message goes with it; other metadata stays.
+    assert data["metadata_json"] == {"origem": "painel"}
     after = await api.services.broker.queue_lengths()
     assert after["scraping"] == before["scraping"] + 1
     retried = (await api.call("GET", f"{BASE}/status/{data['task_id']}")).json()["data"]
@@ -86,12 +93,15 @@ async def test_move(api: Api) -> None:
 
 
 async def check_move(api: Api, status: str) -> None:
-    worker_id = await add_worker(api.db, status, queue="certidao")
+    worker_id = await add_worker(
+        api.db, status, queue="certidao", metadata_json={"progress_message": "Emitindo"}
+    )
     old = await detail(api, worker_id)
     before = await api.services.broker.queue_lengths()
     response = await api.call("POST", f"{BASE}/{worker_id}/move", json={"target_queue": "scraping"})
     data = assert_success(response, "Worker migrado de fila com sucesso")
     assert (data["queue"], data["status"], data["progress"]) == ("scraping", "AGENDADO", 0)
+    assert data["metadata_json"] is None
     assert data["task_id"] != old["task_id"]
     after = await api.services.broker.queue_lengths()
     assert after["scraping"] == before["scraping"] + 1

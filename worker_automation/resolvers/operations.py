@@ -6,7 +6,7 @@ import uuid
 
 from worker_automation.broker.events import EventKind
 from worker_automation.errors import BadInput, Unavailable
-from worker_automation.models import JobStatus, utcnow
+from worker_automation.models import JobStatus, Worker, utcnow
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.automations import registered
@@ -42,6 +42,19 @@ async def cancel(services: Services, actor: Actor, worker_id: int) -> WorkerView
     return view
 
 
+def _back_in_queue(row: Worker, task_id: str) -> None:
+    """The job waits again under a new task: not started, no machine, no progress (nor the last
+    progress message of the run that is over)."""
+    row.task_id = task_id
+    row.status = JobStatus.AGENDADO.value
+    row.progress = 0
+    row.data_inicio = None
+    row.machine_id = None
+    if row.metadata_json and "progress_message" in row.metadata_json:
+        rest = {key: value for key, value in row.metadata_json.items() if key != "progress_message"}
+        row.metadata_json = rest or None
+
+
 async def retry(services: Services, actor: Actor, worker_id: int) -> WorkerView:
     """Re-queue a FALHA or CANCELADO job as a new task, ``retry_count`` + 1."""
     async with audited(services.db, actor, "retry", f"worker:{worker_id}"):
@@ -50,15 +63,11 @@ async def retry(services: Services, actor: Actor, worker_id: int) -> WorkerView:
             require_status(row, {JobStatus.FALHA, JobStatus.CANCELADO}, "re-enfileirar")
             automation = registered(row.automation_type)
             task_id = str(uuid.uuid4())
-            row.task_id = task_id
-            row.status = JobStatus.AGENDADO.value
+            _back_in_queue(row, task_id)
             row.retry_count += 1
-            row.progress = 0
-            row.data_inicio = None
             row.data_fim = None
             row.mensagem_erro = None
             row.result = None
-            row.machine_id = None
             await session.flush()
             view = await view_in(session, row)
         await announce(services, EventKind.CREATED, [view])
@@ -82,12 +91,8 @@ async def move(services: Services, actor: Actor, worker_id: int, target_queue: s
             if row.task_id:
                 await services.broker.revoke(row.task_id, terminate=row.status == JobStatus.EXECUTANDO.value)
             task_id = str(uuid.uuid4())
-            row.task_id = task_id
+            _back_in_queue(row, task_id)
             row.queue = target_queue
-            row.status = JobStatus.AGENDADO.value
-            row.progress = 0
-            row.data_inicio = None
-            row.machine_id = None
             await session.flush()
             view = await view_in(session, row)
         await announce(services, EventKind.MOVED, [view])
