@@ -66,13 +66,19 @@ def send(n: int) -> TaskSend:
     return TaskSend("demo.echo", "scan", 0, [n], f"task-{n}")
 
 
+async def held_send(app: FakeApp, sender: TaskSender, n: int) -> asyncio.Task[None]:
+    """Send ``n`` and return once the sending thread is stuck publishing it (until app.hold)."""
+    app.hold.clear()
+    task = asyncio.create_task(sender.send(send(n)))
+    await asyncio.to_thread(app.holding.wait, 5)
+    return task
+
+
 async def test_sends_waiting_together_share_a_batch_in_order() -> None:
     app = FakeApp()
     sender = TaskSender(app, max_batch=8)  # type: ignore[arg-type]
     try:
-        app.hold.clear()
-        first = asyncio.create_task(sender.send(send(0)))
-        await asyncio.to_thread(app.holding.wait, 5)
+        first = await held_send(app, sender, 0)
         # While the first batch is being published, twenty more sends arrive.
         rest = [asyncio.create_task(sender.send(send(n))) for n in range(1, 21)]
         await asyncio.sleep(0.05)
@@ -105,9 +111,7 @@ async def test_a_cancelled_send_leaves_the_others_alone() -> None:
     app = FakeApp()
     sender = TaskSender(app)  # type: ignore[arg-type]
     try:
-        app.hold.clear()
-        held = asyncio.create_task(sender.send(send(0)))
-        await asyncio.to_thread(app.holding.wait, 5)
+        held = await held_send(app, sender, 0)
         held.cancel()
         app.hold.set()
         with pytest.raises(asyncio.CancelledError):
@@ -127,10 +131,8 @@ async def test_a_dying_thread_fails_what_it_held_and_what_waited_and_is_replaced
     app = FakeApp()
     sender = TaskSender(app, max_batch=1)  # type: ignore[arg-type]
     try:
-        app.hold.clear()
         app.raise_once = Stop()
-        first = asyncio.create_task(sender.send(send(0)))
-        await asyncio.to_thread(app.holding.wait, 5)
+        first = await held_send(app, sender, 0)
         queued = [asyncio.create_task(sender.send(send(n))) for n in (1, 2)]
         await asyncio.sleep(0.05)
         app.hold.set()
@@ -150,9 +152,7 @@ async def test_close_sends_what_waits_then_refuses() -> None:
     app = FakeApp()
     sender = TaskSender(app)  # type: ignore[arg-type]
     await sender.send(send(0))
-    app.hold.clear()
-    held = asyncio.create_task(sender.send(send(1)))
-    await asyncio.to_thread(app.holding.wait, 5)
+    held = await held_send(app, sender, 1)
     queued = asyncio.create_task(sender.send(send(2)))
     await asyncio.sleep(0.05)
     closing = asyncio.create_task(asyncio.to_thread(sender.close))

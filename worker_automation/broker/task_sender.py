@@ -43,11 +43,10 @@ class TaskSend:
     task_id: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Pending:
     send: TaskSend
-    loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[None] = field(repr=False)
+    future: asyncio.Future[None] = field(repr=False)  # of the sender's loop
 
 
 _STOP: Final = object()
@@ -87,8 +86,7 @@ class TaskSender:
 
     async def send(self, send: TaskSend) -> None:
         """Publish ``send``; raises what the producer raised when its batch failed."""
-        loop = asyncio.get_running_loop()
-        pending = _Pending(send, loop, loop.create_future())
+        pending = _Pending(send, asyncio.get_running_loop().create_future())
         with self._lock:
             if self._closed:
                 raise OperationalError(CLOSED_MESSAGE)
@@ -177,7 +175,7 @@ def _answer(pendings: list[_Pending], error: BaseException | None) -> None:
     """Settle ``pendings`` in their own loops, one call into each loop."""
     by_loop: dict[asyncio.AbstractEventLoop, list[_Pending]] = defaultdict(list)
     for pending in pendings:
-        by_loop[pending.loop].append(pending)
+        by_loop[pending.future.get_loop()].append(pending)
     for loop, mine in by_loop.items():
         # A closed loop has nobody waiting any more.
         with contextlib.suppress(RuntimeError):

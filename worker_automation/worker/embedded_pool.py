@@ -40,13 +40,12 @@ class EmbeddedPool:
     async def _key_for(self, queue: str) -> str:
         name = f"embedded-{queue}"
         existing = await machine_named(self.services.db, name)
-        if existing is not None:
-            await self._fail_left_running(existing)
         if existing is None:
             created = await register_machine(
                 self.services.db, EMBEDDED_ACTOR, self.services.settings.queues, name=name, queue=queue
             )
         else:
+            await self._fail_left_running(existing)
             created = await rotate_machine_key(self.services.db, EMBEDDED_ACTOR, existing.id)
         return created.api_key
 

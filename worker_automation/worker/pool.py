@@ -82,6 +82,21 @@ def register_tasks(app: Celery, settings: Settings) -> None:
         app.task(name=automation.task_name, bind=True, acks_late=True, max_retries=None)(run_job)
 
 
+def _report_failed(settings: Settings, job_ids: list[Any], message: str, exc_type: str) -> None:
+    """Report ``job_ids`` failed from the worker's main process (it has no event loop), over one
+    connection; a job no longer this machine's answers 409 and is left as it is."""
+    headers = {"X-Worker-Api-Key": settings.worker_api_key or ""}
+    body = {"error": message, "exc_type": exc_type}
+    with httpx.Client(base_url=settings.api_url, headers=headers, timeout=10) as http:
+        for job_id in job_ids:
+            try:
+                answer = http.post(f"/api/v1/jobs/{job_id}/fail", json=body)
+            except httpx.HTTPError as exc:
+                log.error("job %s: failure (%s) not reported: %s", job_id, exc_type, exc)
+            else:
+                log.warning("job %s reported failed (%s): %s", job_id, exc_type, answer.status_code)
+
+
 def _fail_running_after_grace(settings: Settings) -> None:
     """After the grace period, report what still runs as failed, then stop hard."""
     grace = settings.shutdown_grace_seconds
@@ -90,19 +105,9 @@ def _fail_running_after_grace(settings: Settings) -> None:
     def watchdog() -> None:
         if stop.wait(grace):
             return
-        running = [r for r in list(worker_state.active_requests) if r.args]
+        running = [r.args[0] for r in list(worker_state.active_requests) if r.args]
         log.warning("grace period over: %d job(s) still running are reported as failed", len(running))
-        headers = {"X-Worker-Api-Key": settings.worker_api_key or ""}
-        with httpx.Client(base_url=settings.api_url, headers=headers, timeout=10) as http:
-            for request in running:
-                job_id = request.args[0]
-                try:
-                    http.post(
-                        f"/api/v1/jobs/{job_id}/fail",
-                        json={"error": SHUTDOWN_MESSAGE, "exc_type": "WorkerShutdown"},
-                    )
-                except httpx.HTTPError as exc:
-                    log.error("job %s: shutdown failure not reported: %s", job_id, exc)
+        _report_failed(settings, running, SHUTDOWN_MESSAGE, "WorkerShutdown")
         os.kill(os.getpid(), signal.SIGQUIT)
 
     threading.Thread(target=watchdog, name="shutdown-grace", daemon=True).start()
@@ -114,21 +119,8 @@ def _report_lost_jobs(settings: Settings) -> None:
 
     @task_failure.connect(weak=False)  # type: ignore[untyped-decorator]
     def _on_failure(exception: BaseException | None = None, args: Any = None, **_kw: Any) -> None:
-        if not isinstance(exception, WorkerLostError) or not args:
-            return
-        job_id = args[0]
-        headers = {"X-Worker-Api-Key": settings.worker_api_key or ""}
-        body = {"error": LOST_MESSAGE, "exc_type": "WorkerLostError"}
-        try:
-            with httpx.Client(base_url=settings.api_url, headers=headers, timeout=10) as http:
-                answer = http.post(f"/api/v1/jobs/{job_id}/fail", json=body)
-        except httpx.HTTPError as exc:
-            log.error("job %s: lost with its process, failure not reported: %s", job_id, exc)
-            return
-        # 409: no longer this machine's (cancelled, moved, or already reported at shutdown).
-        log.warning(
-            "job %s: its process died while running it; reported failed (%s)", job_id, answer.status_code
-        )
+        if isinstance(exception, WorkerLostError) and args:
+            _report_failed(settings, [args[0]], LOST_MESSAGE, "WorkerLostError")
 
 
 def build_pool_app(settings: Settings) -> Celery:
