@@ -7,8 +7,11 @@ Jobs are created with ``POST /api/v1/jobs`` against ``worker-automation serve``;
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -21,6 +24,7 @@ from worker_automation.resolvers.automations import update_settings
 from worker_automation.resolvers.machines import machine_named, set_machine_status
 from worker_automation.settings import Settings
 from worker_automation.worker.implementations import missing_implementation_message
+from worker_automation.worker.outbox import Outbox
 from worker_automation.worker.pool import LOST_MESSAGE
 from worker_automation.worker.registry import AUTOMATION_REGISTRY
 
@@ -200,3 +204,22 @@ def test_a_job_whose_process_dies_is_failed_and_the_worker_goes_on(stack: Stack)
     # Celery replaces the process; the next job runs.
     echo_id = stack.dispatch("demo.echo", {"de": "novo"})
     assert stack.wait_status(echo_id, {"CONCLUIDO", "FALHA"}, RUN_TIMEOUT)["status"] == "CONCLUIDO"
+
+
+def test_a_completion_left_unanswered_by_a_dead_process_is_sent_by_the_next(stack: Stack) -> None:
+    # A pool process reports a completion without waiting for its answer, keeping it in the
+    # machine's outbox until answered; killed in between, it leaves the file to whoever comes next.
+    key = stack.register_machine(queue="scan")
+    job_id = stack.dispatch("demo.echo", {"x": 1})
+    claimed = stack.http.post(f"/api/v1/jobs/{job_id}/start", json={}, headers={"X-Worker-Api-Key": key})
+    assert claimed.status_code == 200, claimed.text
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    outbox = Outbox.for_machine(key)
+    (outbox.directory / f"{gone.pid}-{job_id}.json").write_text(
+        json.dumps({"job_id": job_id, "result": {"x": 1}})
+    )
+    stack.pool_worker("scan", 1, key=key)
+    row = stack.wait_status(job_id, {"CONCLUIDO", "FALHA"}, RUN_TIMEOUT)
+    assert row["status"] == "CONCLUIDO" and row["result"] == {"x": 1}
+    wait_until(lambda: not list(outbox.directory.iterdir()), RUN_TIMEOUT, "the outbox kept the entry")

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 from worker_automation.worker.client import Claim
+from worker_automation.worker.outbox import Outbox
 from worker_automation.worker.pipeline import JobPipeline, Outcome
 from worker_automation.worker.progress import report_progress
 
@@ -81,3 +87,94 @@ async def test_a_job_without_progress_costs_only_claim_and_completion() -> None:
     outcome, calls = await run(silent)
     assert outcome is Outcome.COMPLETED
     assert calls == [("start", 7), ("complete", 1)]
+
+
+class SlowAnswers(RecordingClient):
+    """Completions are sent at once but answered only when the test says so."""
+
+    def __init__(self, *, still_ours: bool = True) -> None:
+        super().__init__()
+        self.answer = asyncio.Event()
+        self.still_ours = still_ours
+
+    async def complete(self, job_id: int, result: Any, on_sent: Any = None) -> bool:
+        self.calls.append(("complete", job_id))
+        if on_sent is not None:
+            on_sent()
+        await self.answer.wait()
+        self.calls.append(("answered", job_id))
+        return self.still_ours
+
+
+def names(directory: Path) -> list[str]:
+    return sorted(path.name for path in directory.iterdir())
+
+
+def echo(job_id: int, automation: str, context: dict[str, Any]) -> int:
+    return job_id
+
+
+async def test_a_completion_answered_in_background_is_read_before_the_next_claim(tmp_path: Path) -> None:
+    client = SlowAnswers()
+    outbox = Outbox(tmp_path)
+    pipeline = JobPipeline(client, {AUTOMATION: echo}, outbox=outbox)  # type: ignore[arg-type]
+
+    first = await pipeline.run(1)
+    # Returned once the completion was sent, its answer still outstanding and kept in the outbox.
+    assert first.outcome is Outcome.COMPLETED
+    assert client.calls == [("start", 1), ("complete", 1)]
+    assert names(tmp_path) == [f"{os.getpid()}-1.json"]
+
+    second = asyncio.create_task(pipeline.run(2))
+    await asyncio.sleep(0.05)
+    assert ("start", 2) not in client.calls  # the next claim waits for the previous answer
+    client.answer.set()
+    assert (await second).outcome is Outcome.COMPLETED
+    assert client.calls[:4] == [("start", 1), ("complete", 1), ("answered", 1), ("start", 2)]
+
+    await pipeline.settle()
+    assert client.calls[-1] == ("answered", 2)
+    assert not names(tmp_path)
+
+
+async def test_a_completion_refused_in_background_does_not_stop_the_next_job(tmp_path: Path) -> None:
+    client = SlowAnswers(still_ours=False)
+    pipeline = JobPipeline(client, {AUTOMATION: echo}, outbox=Outbox(tmp_path))  # type: ignore[arg-type]
+    await pipeline.run(1)
+    client.answer.set()
+    assert (await pipeline.run(2)).outcome is Outcome.LOST  # answered before it was sent: said at once
+    assert [c[0] for c in client.calls] == ["start", "complete", "answered", "start", "complete", "answered"]
+    assert not names(tmp_path)
+
+
+def dead_pid() -> int:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    return gone.pid
+
+
+async def test_completions_left_by_dead_processes_are_sent_again_and_removed(tmp_path: Path) -> None:
+    outbox = Outbox(tmp_path)
+    dead = dead_pid()
+    (tmp_path / f"{dead}-5.json").write_text(json.dumps({"job_id": 5, "result": {"ok": 1}}))
+    (tmp_path / f"{dead}-6.json").write_text("not json")
+    # A live process's entry is its own business (its answer may still come).
+    (tmp_path / f"{os.getpid()}-7.json").write_text(json.dumps({"job_id": 7, "result": None}))
+    client = SlowAnswers()
+    client.answer.set()
+    pipeline = JobPipeline(client, {AUTOMATION: echo}, outbox=outbox)  # type: ignore[arg-type]
+
+    assert await pipeline.resend_left_behind() == 1
+    assert client.calls == [("complete", 5), ("answered", 5)]
+    assert names(tmp_path) == [f"{os.getpid()}-7.json"]
+    assert await pipeline.resend_left_behind() == 0
+
+
+async def test_without_background_answers_the_completion_is_awaited() -> None:
+    client = SlowAnswers()
+    pipeline = JobPipeline(client, {AUTOMATION: echo})  # type: ignore[arg-type]
+    running = asyncio.create_task(pipeline.run(1))
+    await asyncio.sleep(0.05)
+    assert not running.done()
+    client.answer.set()
+    assert (await running).outcome is Outcome.COMPLETED

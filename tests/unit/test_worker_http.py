@@ -112,3 +112,40 @@ async def test_unreachable_and_timeout(server: Callable[[Script], asyncio.Future
     with pytest.raises(ApiTimeout):
         await client.request("GET", "/slow")
     await client.close()
+
+
+async def test_on_sent_is_called_once_the_request_is_out_and_before_its_answer() -> None:
+    received = asyncio.Event()
+    release = asyncio.Event()
+    body_sizes: list[int] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":")[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length")
+        )
+        body_sizes.append(len(await reader.readexactly(length)))
+        received.set()
+        await release.wait()
+        writer.write(ok(b'{"ok": true}'))
+        await writer.drain()
+        writer.close()
+
+    srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = srv.sockets[0].getsockname()[1]
+    client = HttpClient(f"http://127.0.0.1:{port}")
+    sent = asyncio.Event()
+    big = {"result": "x" * 3_000_000}  # more than the socket buffers hold: written in many parts
+    try:
+        reply = asyncio.create_task(client.request("POST", "/", json_body=big, on_sent=sent.set))
+        await asyncio.wait_for(sent.wait(), 10)
+        assert not reply.done()
+        await asyncio.wait_for(received.wait(), 10)
+        assert body_sizes == [len(b'{"result": "') + 3_000_000 + 2]
+        release.set()
+        assert (await reply).json() == {"ok": True}
+    finally:
+        await client.close()
+        srv.close()

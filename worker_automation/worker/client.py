@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,11 +49,17 @@ class WorkerApiClient:
         await self._http.close()
 
     async def _call(
-        self, method: str, path: str, *, params: dict[str, Any] | None = None, json: Any = None
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        json: Any = None,
+        on_sent: Callable[[], None] | None = None,
     ) -> HttpReply:
         for attempt, delay in enumerate((*_RETRY_DELAYS, None)):
             try:
-                return await self._http.request(method, path, params=params, json_body=json)
+                return await self._http.request(method, path, params=params, json_body=json, on_sent=on_sent)
             except ApiUnreachable as exc:
                 if delay is None:
                     raise
@@ -99,8 +106,11 @@ class WorkerApiClient:
         self._data(response)
         return True
 
-    async def complete(self, job_id: int, result: Any) -> bool:
-        response = await self._call("POST", f"/api/v1/jobs/{job_id}/complete", json={"result": result})
+    async def complete(self, job_id: int, result: Any, on_sent: Callable[[], None] | None = None) -> bool:
+        """Report the job done; False when it is no longer ours. ``on_sent``: see HttpClient."""
+        response = await self._call(
+            "POST", f"/api/v1/jobs/{job_id}/complete", json={"result": result}, on_sent=on_sent
+        )
         if response.status_code == 409:
             return False
         self._data(response)

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -78,26 +79,38 @@ class HttpClient:
         self._idle: list[_Connection] = []
 
     async def request(
-        self, method: str, path: str, *, params: dict[str, Any] | None = None, json_body: Any = None
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        json_body: Any = None,
+        on_sent: Callable[[], None] | None = None,
     ) -> HttpReply:
-        """Send one request; ApiUnreachable when no response could be read."""
+        """Send one request; ApiUnreachable when no response could be read.
+
+        ``on_sent`` is called once the whole request has left this process (before the response
+        is read): from then on the API acts on it even if this process ends.
+        """
         target = self._base_path + path
         if params:
             target += "?" + urlencode(params)
         body = None if json_body is None else json.dumps(json_body).encode()
         try:
-            return await asyncio.wait_for(self._exchange(method, target, body), self._timeout)
+            return await asyncio.wait_for(self._exchange(method, target, body, on_sent), self._timeout)
         except TimeoutError:
             raise ApiTimeout(f"no answer from the API in {self._timeout:.0f}s") from None
 
-    async def _exchange(self, method: str, target: str, body: bytes | None) -> HttpReply:
+    async def _exchange(
+        self, method: str, target: str, body: bytes | None, on_sent: Callable[[], None] | None
+    ) -> HttpReply:
         while self._idle:
             conn = self._idle.pop()
             if not conn.open:
                 await conn.close()
                 continue
             try:
-                return await self._once(conn, method, target, body)
+                return await self._once(conn, method, target, body, on_sent)
             except (ConnectionError, asyncio.IncompleteReadError, OSError) as exc:
                 await conn.close()
                 if isinstance(exc, ApiUnreachable):
@@ -106,16 +119,25 @@ class HttpClient:
                 # went out: nothing was answered on it, so the request goes on a new connection.
         try:
             conn = await self._connect()
-            return await self._once(conn, method, target, body)
+            return await self._once(conn, method, target, body, on_sent)
         except (ConnectionError, asyncio.IncompleteReadError, OSError) as exc:
             raise ApiUnreachable(str(exc) or type(exc).__name__) from None
 
     async def _connect(self) -> _Connection:
         context = ssl.create_default_context() if self._tls else None
         reader, writer = await asyncio.open_connection(self._host, self._port, ssl=context)
+        # drain() then returns only once the whole request has left this process.
+        writer.transport.set_write_buffer_limits(high=0)
         return _Connection(reader, writer)
 
-    async def _once(self, conn: _Connection, method: str, target: str, body: bytes | None) -> HttpReply:
+    async def _once(
+        self,
+        conn: _Connection,
+        method: str,
+        target: str,
+        body: bytes | None,
+        on_sent: Callable[[], None] | None,
+    ) -> HttpReply:
         head = f"{method} {target} HTTP/1.1\r\n".encode("latin-1") + self._fixed
         if body is not None:
             head += b"Content-Type: application/json\r\nContent-Length: %d\r\n" % len(body)
@@ -124,6 +146,8 @@ class HttpClient:
         try:
             conn.writer.write(head + b"\r\n" + (body or b""))
             await conn.writer.drain()
+            if on_sent is not None:
+                on_sent()
             status, length, chunked, closing = _parse_head(await conn.reader.readuntil(b"\r\n\r\n"))
             if chunked:
                 content = await _read_chunked(conn.reader)

@@ -12,13 +12,16 @@ import inspect
 import json
 import logging
 import traceback as tb
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from worker_automation.worker.client import WorkerApiClient
+from worker_automation.worker.client import ApiError, WorkerApiClient
 from worker_automation.worker.contract import AutomationFn
+from worker_automation.worker.http import ApiUnreachable
 from worker_automation.worker.implementations import MissingImplementation
+from worker_automation.worker.outbox import Entry, Outbox
 from worker_automation.worker.progress import use_reporter
 
 log = logging.getLogger(__name__)
@@ -98,13 +101,61 @@ class _ProgressPump:
 
 
 class JobPipeline:
-    """Claims, runs and reports jobs with the implementations this worker has installed."""
+    """Claims, runs and reports jobs with the implementations this worker has installed.
 
-    def __init__(self, client: WorkerApiClient, implementations: dict[str, AutomationFn]) -> None:
+    With an ``outbox`` (a pool process, one job at a time) a completion is reported without
+    waiting for the API's answer: :meth:`run` returns once the request has been sent, so the API
+    records the job while Celery acknowledges it and hands over the next one, and the answer is
+    read by the next :meth:`run` (or :meth:`settle`) before it claims anything. The next claim
+    therefore never races the previous completion (concurrency limits count the same). The
+    completion stays in the outbox until answered, so a process killed in between leaves it for
+    the next one to send (:meth:`resend_left_behind`).
+    """
+
+    def __init__(
+        self,
+        client: WorkerApiClient,
+        implementations: dict[str, AutomationFn],
+        *,
+        outbox: Outbox | None = None,
+    ) -> None:
         self.client = client
         self.implementations = implementations
+        self._outbox = outbox
+        self._unanswered: asyncio.Task[bool] | None = None
+
+    async def resend_left_behind(self) -> int:
+        """Send the completions that processes which died before their answer left in the
+        outbox; how many were answered (a conflict means it had been recorded after all)."""
+        if self._outbox is None:
+            return 0
+        answered = 0
+        for entry in self._outbox.left_by_dead_processes():
+            try:
+                recorded = await self.client.complete(entry.job_id, entry.result)
+            except ApiUnreachable as exc:
+                log.warning("job %s: completion left behind not sent yet: %s", entry.job_id, exc)
+                continue
+            except ApiError as exc:
+                log.error("job %s: completion left behind refused: %s", entry.job_id, exc)
+            else:
+                log.info("job %s: completion left behind sent (%s)", entry.job_id, recorded)
+            self._outbox.release(entry)
+            answered += 1
+        return answered
+
+    async def settle(self) -> None:
+        """Wait for the answer to the completion still in flight, if any (logged, never raised)."""
+        report, self._unanswered = self._unanswered, None
+        if report is None:
+            return
+        try:
+            await report
+        except Exception as exc:
+            log.error("completion report failed: %s", exc)
 
     async def run(self, job_id: int, task_id: str | None = None) -> RunResult:
+        await self.settle()
         claim = await self.client.start(job_id, task_id)
         if not claim.claimed:
             # Refusals are an expected outcome (another machine won, limits, dev mode).
@@ -147,15 +198,45 @@ class JobPipeline:
             # The automation's last word on progress ("Concluido", say) is kept, not dropped by
             # the throttle; a job that reported nothing costs no extra request.
             await pump.close(flush=True)
-            if not await self.client.complete(job_id, result):
-                return RunResult(Outcome.LOST)
-            return RunResult(Outcome.COMPLETED)
+            return await self._complete(job_id, result)
         except asyncio.CancelledError:
             work.cancel()
             raise
         finally:
             watcher.cancel()
             await pump.close()
+
+    async def _complete(self, job_id: int, result: Any) -> RunResult:
+        if self._outbox is None:
+            if not await self.client.complete(job_id, result):
+                return RunResult(Outcome.LOST)
+            return RunResult(Outcome.COMPLETED)
+        sent = asyncio.Event()
+        entry = self._outbox.hold(job_id, result)
+        report = asyncio.create_task(self._report_completion(entry, sent.set))
+        self._unanswered = report
+        waiter = asyncio.create_task(sent.wait())
+        try:
+            await asyncio.wait({report, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        if report.done():
+            # Answered (or failed) before it was sent: end as without the background answer.
+            self._unanswered = None
+            if not report.result():  # raises what the report raised
+                return RunResult(Outcome.LOST)
+        return RunResult(Outcome.COMPLETED)
+
+    async def _report_completion(self, entry: Entry, on_sent: Callable[[], None]) -> bool:
+        assert self._outbox is not None
+        try:
+            still_ours = await self.client.complete(entry.job_id, entry.result, on_sent=on_sent)
+        finally:
+            # Answered, or given up on after the client's retries: either way not left behind.
+            self._outbox.release(entry)
+        if not still_ours:
+            log.info("job %s was taken away before its completion was recorded", entry.job_id)
+        return still_ours
 
     async def _invoke(
         self, fn: AutomationFn, job_id: int, automation: str, context: dict[str, Any], pump: _ProgressPump

@@ -14,33 +14,61 @@ import random
 import signal
 import socket
 import threading
-from typing import Any, Final
+from collections.abc import Coroutine
+from typing import Any, Final, TypeVar
 
 import httpx
 from celery import Celery, Task
 from celery.exceptions import WorkerLostError
-from celery.signals import task_failure, worker_shutting_down
+from celery.signals import (
+    task_failure,
+    worker_process_init,
+    worker_process_shutdown,
+    worker_shutting_down,
+)
 from celery.worker import state as worker_state
 
 from worker_automation.broker.celery_app import make_celery
 from worker_automation.settings import Settings
 from worker_automation.worker.client import WorkerApiClient
 from worker_automation.worker.implementations import load_implementations
+from worker_automation.worker.outbox import Outbox
 from worker_automation.worker.pipeline import SHUTDOWN_MESSAGE, JobPipeline, Outcome
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+# How long a pool process leaving (warm shutdown, recycling) waits for its last answer.
+SETTLE_TIMEOUT_SECONDS: Final = 30.0
 
 
 class _ProcessState:
-    """Per-process (per pool child) loop and HTTP client, created after the fork."""
+    """Per-process (per pool child) event loop, HTTP client and pipeline, created after the fork.
+
+    The loop runs in a thread of its own, so the answer to a job's completion is read while
+    Celery acknowledges that task and hands over the next one (see ``JobPipeline``).
+    """
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.pid = os.getpid()
         self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, name="job-pipeline", daemon=True).start()
         key = settings.worker_api_key or ""
         self.client = WorkerApiClient(settings.api_url, key)
-        self.pipeline = JobPipeline(self.client, load_implementations())
+        self.pipeline = JobPipeline(self.client, load_implementations(), outbox=Outbox.for_machine(key))
+
+    def run(self, work: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        return asyncio.run_coroutine_threadsafe(work, self.loop).result(timeout)
+
+
+def _settle_before_exit(**_kw: Any) -> None:
+    """A pool process about to exit reads the answer to its last completion first."""
+    state = _state
+    if state is not None and state.pid == os.getpid():
+        try:
+            state.run(state.pipeline.settle(), timeout=SETTLE_TIMEOUT_SECONDS)
+        except Exception as exc:  # the process is leaving either way
+            log.warning("last completion's answer not read before exit: %s", exc)
 
 
 _state: _ProcessState | None = None
@@ -72,14 +100,24 @@ def register_tasks(app: Celery, settings: Settings) -> None:
 
     def run_job(task: Task, job_id: int) -> dict[str, Any]:
         state = _process_state(settings)
-        result = state.loop.run_until_complete(state.pipeline.run(int(job_id), task.request.id))
+        result = state.run(state.pipeline.run(int(job_id), task.request.id))
         if result.outcome is Outcome.REFUSED and result.reason in RETRIED_REFUSALS:
             # The job stays AGENDADO; try again later without anyone acting.
             raise task.retry(countdown=retry_delay(task.request.retries or 0), max_retries=None)
         return {"outcome": result.outcome.value, "reason": result.reason}
 
+    # No result stored in Celery's backend: the job's row holds it, and the backend is read only
+    # for task ids without a row (the STARTED state, which sync-orphans reads, is still written).
+    options: dict[str, Any] = {"bind": True, "acks_late": True, "max_retries": None, "ignore_result": True}
     for automation in AUTOMATION_REGISTRY.values():
-        app.task(name=automation.task_name, bind=True, acks_late=True, max_retries=None)(run_job)
+        app.task(name=automation.task_name, **options)(run_job)
+    worker_process_shutdown.connect(_settle_before_exit, weak=False)
+
+    @worker_process_init.connect(weak=False)  # type: ignore[untyped-decorator]
+    def _on_process_start(**_kw: Any) -> None:
+        # In the background: a pool process must come up at once, whether the API answers or not.
+        state = _process_state(settings)
+        asyncio.run_coroutine_threadsafe(state.pipeline.resend_left_behind(), state.loop)
 
 
 def _report_failed(settings: Settings, job_ids: list[Any], message: str, exc_type: str) -> None:
