@@ -19,7 +19,7 @@ import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -84,8 +84,12 @@ def purge(queue: str) -> None:
 # ---------------------------------------------------------------- our pipeline
 
 
-async def dispatch_all(api_url: str, key: str, jobs: int, in_flight: int) -> tuple[float, float, int]:
-    """POST ``jobs`` jobs with ``in_flight`` concurrent requests; (wall start, seconds, errors).
+async def dispatch_all(
+    api_url: str, key: str, jobs: int, in_flight: int, batch: int = 1
+) -> tuple[float, float, int]:
+    """Create ``jobs`` jobs with ``in_flight`` concurrent requests, one job per
+    ``POST /api/v1/jobs`` or, with ``batch`` > 1, up to ``batch`` per ``POST /api/v1/jobs/batch``;
+    (wall start, seconds, jobs not created).
 
     Sent with the workers' lean HTTP client, one keep-alive connection per sender: the load
     generator shares the two cores and must not cost more than the API it feeds.
@@ -98,12 +102,19 @@ async def dispatch_all(api_url: str, key: str, jobs: int, in_flight: int) -> tup
         client = HttpClient(api_url, {"X-API-Key": key}, timeout=60)
         try:
             while remaining > 0:
-                remaining -= 1
-                body = {"automation_type": AUTOMATION, "context": {"n": remaining}, "priority": 0}
-                response = await client.request("POST", "/api/v1/jobs", json_body=body)
+                size = min(batch, remaining)
+                remaining -= size
+                items = [
+                    {"automation_type": AUTOMATION, "context": {"n": remaining + i}, "priority": 0}
+                    for i in range(size)
+                ]
+                if batch == 1:
+                    response = await client.request("POST", "/api/v1/jobs", json_body=items[0])
+                else:
+                    response = await client.request("POST", "/api/v1/jobs/batch", json_body={"jobs": items})
                 if response.status_code != 201:
-                    errors += 1
-                    if errors <= 3:
+                    errors += size
+                    if errors <= 3 * size:
                         print(f"dispatch error {response.status_code}: {response.text[:300]}", flush=True)
         finally:
             await client.close()
@@ -157,6 +168,7 @@ class Ours:
     """An API plus what a pool worker needs, for one variant (working tree or a baseline copy)."""
 
     label: str
+    batch: int
     api: Api
     database: str
     key: str
@@ -175,7 +187,10 @@ def run_ours(procs: Procs, ours: Ours, args: argparse.Namespace, profile: str | 
         first = asyncio.run(last_id(ours.database))
         api_cpu0 = cpu_seconds(ours.api.proc.pid, with_children=True)
         worker_cpu0 = cpu_seconds(worker.pid, with_children=True)
-        started, dispatch_s, errors = asyncio.run(dispatch_all(api.url, ours.key, args.jobs, args.in_flight))
+        in_flight = args.in_flight if ours.batch == 1 else args.batch_in_flight
+        started, dispatch_s, errors = asyncio.run(
+            dispatch_all(api.url, ours.key, args.jobs, in_flight, ours.batch)
+        )
         result.dispatch_s = dispatch_s
         result.errors = errors
         result.done = asyncio.run(wait_concluded(ours.database, first, args.jobs - errors))
@@ -309,7 +324,12 @@ def setup_ours(procs: Procs, label: str, database: str, source: Path | None, wor
     api = start_api(procs, database, source=source, name=f"serve-{label}", workers=workers)
     key = api.operator_key(f"bench-{label}")
     machine_key = api.machine_key(f"bench-pool-{label}", queue=QUEUE)
-    return Ours(label, api, database, key, machine_key, source)
+    return Ours(label, 1, api, database, key, machine_key, source)
+
+
+def batched(ours: Ours, batch: int) -> Ours:
+    """The same API and pool machine, jobs created ``batch`` per request."""
+    return replace(ours, label=f"{ours.label}, batches of {batch}", batch=batch)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -319,7 +339,8 @@ def run(args: argparse.Namespace) -> None:
     procs = Procs("pipeline")
     rounds: list[Round] = []
     try:
-        variants = [setup_ours(procs, "current", args.database, None, args.api_workers)]
+        current = setup_ours(procs, "current", args.database, None, args.api_workers)
+        variants = [current if size == 1 else batched(current, size) for size in args.batch]
         if args.baseline:
             variants.append(setup_ours(procs, "baseline", f"{args.database}_base", Path(args.baseline)))
         for n in range(args.runs):
@@ -345,7 +366,8 @@ def run(args: argparse.Namespace) -> None:
     print(
         f"{args.jobs:,} no-op jobs per round, {args.runs} round(s) per variant, "
         f"prefork -c {args.concurrency}, API processes {args.api_workers}, "
-        f"{args.in_flight} dispatch requests in flight, Redis db {REDIS_DB}; latency = dispatch -> "
+        f"{args.in_flight} dispatch requests in flight ({args.batch_in_flight} for batches), "
+        f"Redis db {REDIS_DB}; latency = dispatch -> "
         f"completion (ours: data_fim - created_at; raw: date_done - send)"
     )
     print(table(HEADERS, [row(r, raw_rate) for r in rounds]))
@@ -376,6 +398,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=3, help="rounds per variant")
     parser.add_argument("--in-flight", type=int, default=16, help="concurrent dispatch requests")
+    parser.add_argument(
+        "--batch",
+        type=lambda text: [int(part) for part in text.split(",")],
+        default=[1],
+        help="jobs per dispatch request, one variant each (1: POST /api/v1/jobs; more: /jobs/batch)",
+    )
+    parser.add_argument(
+        "--batch-in-flight", type=int, default=2, help="concurrent batch requests (variants with --batch > 1)"
+    )
     parser.add_argument("--concurrency", type=int, default=2, help="prefork processes per worker")
     parser.add_argument("--database", default="wa_bench_pipeline", help="created anew")
     parser.add_argument(

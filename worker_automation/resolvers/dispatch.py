@@ -1,26 +1,53 @@
-"""Creating a job: validate, record it AGENDADO, announce it, and hand it to its queue."""
+"""Creating jobs: validate, record them AGENDADO, announce them, and hand them to their queues.
+
+One job or a batch (the same automation for a list of clients, say) go through the same steps;
+a batch costs one request, one transaction and one round trip to the broker for all its jobs.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from typing import Any, cast
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final, cast
 
-from sqlalchemy import Table, insert, select
+from sqlalchemy import Table, bindparam, insert, select
 
 from worker_automation.broker.events import EventKind
 from worker_automation.errors import BadInput, Conflict, Unavailable
-from worker_automation.models import JobStatus, Worker, utcnow
+from worker_automation.models import Cliente, JobStatus, Worker, utcnow
+from worker_automation.models.database import Executor
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.automations import effective
-from worker_automation.resolvers.rows import check_priority, client_name_of
+from worker_automation.resolvers.rows import check_priority
 from worker_automation.resolvers.views import WorkerView, view_of
 from worker_automation.services import Services
 from worker_automation.worker.forms import validate_context
+from worker_automation.worker.registry import Automation
 
 # A Core insert on the table, built once (the ORM's insert path cost more than the insert).
 _WORKERS = cast(Table, Worker.__table__)
-_INSERT_JOB = insert(_WORKERS).returning(*_WORKERS.columns)
+_INSERT_JOB = insert(_WORKERS).returning(*_WORKERS.columns, sort_by_parameter_order=True)
+_CLIENT_NAMES = select(Cliente.id, Cliente.razao_social).where(
+    Cliente.id.in_(bindparam("ids", expanding=True))
+)
+
+KEPT_MESSAGE: Final = "Broker indisponivel: o worker ficou AGENDADO sem task no broker."
+# Jobs one batch may create: one transaction and one broker round trip for all of them.
+MAX_BATCH: Final = 500
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """One job to create, as a caller gave it (checked by :func:`dispatch_many`)."""
+
+    automation_type: Any
+    cliente_id: Any = None
+    context: Any = None
+    priority: Any = 0
+    usuario_id: Any = None
 
 
 async def enqueue(
@@ -31,6 +58,14 @@ async def enqueue(
     When the broker is down the row keeps AGENDADO without a task id (nothing is lost: a
     dedicated machine, a retry or sync-orphans can still deal with it) and Unavailable says so.
     """
+    if await _sent_or_kept(services, worker_id, task_id, task_name, queue, priority) is not None:
+        raise Unavailable(KEPT_MESSAGE, worker_id=worker_id)
+
+
+async def _sent_or_kept(
+    services: Services, worker_id: int, task_id: str, task_name: str, queue: str, priority: int
+) -> int | None:
+    """Send the task; with the broker down, clear the row's task id and return the row's id."""
     try:
         await services.broker.send(
             task_name, queue=queue, priority=priority, args=[worker_id], task_id=task_id
@@ -40,9 +75,8 @@ async def enqueue(
             stored = await session.scalar(select(Worker).where(Worker.id == worker_id).with_for_update())
             if stored is not None and stored.task_id == task_id:
                 stored.task_id = None
-        raise Unavailable(
-            "Broker indisponivel: o worker ficou AGENDADO sem task no broker.", worker_id=worker_id
-        ) from None
+        return worker_id
+    return None
 
 
 async def dispatch(
@@ -56,42 +90,110 @@ async def dispatch(
     usuario_id: int | None = None,
 ) -> WorkerView:
     """Create and enqueue a job. Broker down: the row stays AGENDADO and Unavailable names it."""
-    if not isinstance(automation_type, str) or not automation_type:
-        raise BadInput("automation_type", "automation_type e obrigatorio")
-    check_priority(priority)
-    if cliente_id is not None and (isinstance(cliente_id, bool) or not isinstance(cliente_id, int)):
-        raise BadInput("cliente_id", "cliente_id deve ser um inteiro")
-    async with audited(services.db, actor, "dispatch", None) as note:
-        task_id = str(uuid.uuid4())
-        async with services.db.transaction() as conn:
-            automation = await effective(conn, automation_type)
-            if not automation.enabled:
-                raise Conflict(f"Automacao '{automation_type}' esta desabilitada.", status="disabled")
-            clean = validate_context(automation.form, {} if context is None else context)
-            now = utcnow()
-            # RETURNING the row: the view without reading it back. (SQLite refuses the client
-            # name subquery in an INSERT's RETURNING, hence the lookup of its own.)
-            client_name = await client_name_of(conn, cliente_id)
-            created = await conn.execute(
-                _INSERT_JOB,
-                {
-                    "task_id": task_id,
-                    "cliente_id": cliente_id,
-                    "usuario_id": usuario_id,
-                    "status": JobStatus.AGENDADO.value,
-                    "automation_type": automation.key,
-                    "queue": automation.queue,
-                    "priority": priority,
-                    "retry_count": 0,
-                    "progress": 0,
-                    "context": clean,
-                    "created_at": now,
-                    "updated_at": now,
-                },
-            )
-            view = view_of(created.one(), client_name)
-            note.target = f"worker:{view.id}"
-            await note.record_in(conn, actor, "dispatch")
-        await announce(services, EventKind.CREATED, [view])
-        await enqueue(services, view.id, task_id, automation.task_name, automation.queue, priority)
+    request = JobRequest(automation_type, cliente_id, context, priority, usuario_id)
+    (view,) = await _create(services, actor, [request], field_prefix=None)
     return view
+
+
+async def dispatch_many(services: Services, actor: Actor, requests: Sequence[JobRequest]) -> list[WorkerView]:
+    """Create and enqueue every job of ``requests``, or none: a bad one is BadInput naming
+    ``jobs[i].<field>``. Broker down: the rows stay AGENDADO and Unavailable names them."""
+    if not 1 <= len(requests) <= MAX_BATCH:
+        raise BadInput("jobs", f"jobs deve ter de 1 a {MAX_BATCH} itens")
+    return await _create(services, actor, requests, field_prefix="jobs")
+
+
+def _field(prefix: str | None, index: int, name: str) -> str:
+    return name if prefix is None else f"{prefix}[{index}].{name}"
+
+
+def _checked_simple_fields(request: JobRequest, prefix: str | None, index: int) -> None:
+    if not isinstance(request.automation_type, str) or not request.automation_type:
+        raise BadInput(_field(prefix, index, "automation_type"), "automation_type e obrigatorio")
+    check_priority(request.priority, _field(prefix, index, "priority"))
+    for name in ("cliente_id", "usuario_id"):
+        value = getattr(request, name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise BadInput(_field(prefix, index, name), f"{name} deve ser um inteiro")
+
+
+async def _client_names(conn: Executor, requests: Sequence[JobRequest]) -> dict[int, str]:
+    ids = sorted({r.cliente_id for r in requests if r.cliente_id is not None})
+    if not ids:
+        return {}
+    return {int(i): str(name) for i, name in await conn.execute(_CLIENT_NAMES, {"ids": ids})}
+
+
+async def _create(
+    services: Services, actor: Actor, requests: Sequence[JobRequest], *, field_prefix: str | None
+) -> list[WorkerView]:
+    for index, request in enumerate(requests):
+        _checked_simple_fields(request, field_prefix, index)
+    async with audited(services.db, actor, "dispatch", None) as note:
+        async with services.db.transaction() as conn:
+            automations: dict[str, Automation] = {}
+            rows: list[dict[str, Any]] = []
+            now = utcnow()
+            for index, request in enumerate(requests):
+                try:
+                    automation = automations.get(request.automation_type)
+                    if automation is None:
+                        automation = await effective(conn, request.automation_type)
+                        automations[automation.key] = automation
+                    if not automation.enabled:
+                        raise Conflict(f"Automacao '{automation.key}' esta desabilitada.", status="disabled")
+                    clean = validate_context(
+                        automation.form, {} if request.context is None else request.context
+                    )
+                except BadInput as exc:
+                    raise BadInput(_field(field_prefix, index, exc.field), exc.message) from None
+                rows.append(
+                    {
+                        "task_id": str(uuid.uuid4()),
+                        "cliente_id": request.cliente_id,
+                        "usuario_id": request.usuario_id,
+                        "status": JobStatus.AGENDADO.value,
+                        "automation_type": automation.key,
+                        "queue": automation.queue,
+                        "priority": request.priority,
+                        "retry_count": 0,
+                        "progress": 0,
+                        "context": clean,
+                        "created_at": now,
+                        "updated_at": now,
+                    }
+                )
+            # RETURNING the rows: the views without reading them back. (SQLite refuses the client
+            # name subquery in an INSERT's RETURNING, hence the lookup of their own.)
+            names = await _client_names(conn, requests)
+            created = await conn.execute(_INSERT_JOB, rows[0] if len(rows) == 1 else rows)
+            views = [view_of(row, names.get(row.cliente_id)) for row in created]
+            if len(views) == 1:
+                note.target = f"worker:{views[0].id}"
+            else:
+                note.detail = {"worker_ids": [v.id for v in views]}
+            await note.record_in(conn, actor, "dispatch")
+        await announce(services, EventKind.CREATED, views)
+        task_names = {key: automation.task_name for key, automation in automations.items()}
+        await _enqueue_all(services, views, task_names, batch=field_prefix is not None)
+    return views
+
+
+async def _enqueue_all(
+    services: Services, views: list[WorkerView], task_names: dict[str, str], *, batch: bool
+) -> None:
+    """Send every job's task at once (the broker sends those waiting together in one batch)."""
+    sent = await asyncio.gather(
+        *(
+            _sent_or_kept(services, v.id, str(v.task_id), task_names[v.automation_type], v.queue, v.priority)
+            for v in views
+        )
+    )
+    kept = [worker_id for worker_id in sent if worker_id is not None]
+    if kept and not batch:
+        raise Unavailable(KEPT_MESSAGE, worker_id=kept[0])
+    if kept:
+        raise Unavailable(
+            f"Broker indisponivel: {len(kept)} worker(s) ficaram AGENDADO sem task no broker.",
+            worker_ids=kept,
+        )

@@ -11,7 +11,7 @@ from starlette.routing import BaseRoute, Route
 from worker_automation.errors import BadInput, Unavailable
 from worker_automation.resolvers import claims
 from worker_automation.resolvers.auth import SCOPE_WRITE
-from worker_automation.resolvers.dispatch import dispatch
+from worker_automation.resolvers.dispatch import JobRequest, dispatch, dispatch_many
 from worker_automation.rest_compat.http import (
     error,
     guarded,
@@ -50,6 +50,35 @@ async def create_job(request: Request) -> Response:
     except Unavailable as exc:
         return error(exc.message, 503, {"id": exc.details.get("worker_id")})
     return success("Job criado com sucesso", view.as_dict(services.settings.tz), 201)
+
+
+@guarded
+async def create_jobs(request: Request) -> Response:
+    """Trigger a batch (``{"jobs": [{automation_type, cliente_id, context, priority}, ...]}``):
+    every job is created, or none when one is invalid."""
+    services, principal = await principal_of(request, SCOPE_WRITE)
+    items = (await json_body(request)).get("jobs")
+    if not isinstance(items, list):
+        raise BadInput("jobs", "jobs deve ser uma lista de jobs")
+    requests: list[JobRequest] = []
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise BadInput(f"jobs[{index}]", "cada job deve ser um objeto JSON")
+        requests.append(
+            JobRequest(
+                item.get("automation_type"),
+                item.get("cliente_id"),
+                item.get("context", {}),
+                item.get("priority", 0),
+                item.get("usuario_id"),
+            )
+        )
+    try:
+        views = await dispatch_many(services, principal.actor, requests)
+    except Unavailable as exc:
+        return error(exc.message, 503, {"ids": exc.details.get("worker_ids")})
+    tz = services.settings.tz
+    return success(f"{len(views)} job(s) criado(s) com sucesso", [v.as_dict(tz) for v in views], 201)
 
 
 @guarded
@@ -117,6 +146,7 @@ async def fail(request: Request) -> Response:
 def job_routes() -> list[BaseRoute]:
     return [
         Route(PREFIX, create_job, methods=["POST"]),
+        Route(f"{PREFIX}/batch", create_jobs, methods=["POST"]),
         Route(f"{PREFIX}/pending", pending, methods=["GET"]),
         Route(f"{PREFIX}/{{job_id}}/start", start, methods=["POST"]),
         Route(f"{PREFIX}/{{job_id}}/progress", progress, methods=["POST"]),

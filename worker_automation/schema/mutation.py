@@ -6,7 +6,7 @@ import strawberry
 
 from worker_automation.resolvers import machines, maintenance, operations
 from worker_automation.resolvers.automations import update_settings
-from worker_automation.resolvers.dispatch import dispatch
+from worker_automation.resolvers.dispatch import JobRequest, dispatch, dispatch_many
 from worker_automation.schema.catalog import Automation
 from worker_automation.schema.context import Info
 from worker_automation.schema.enums import ClearScope
@@ -48,6 +48,21 @@ class Mutation:
             usuario_id=input.usuario_id,
         )
         return Worker.from_view(view, info.context.tz)
+
+    @mutation(
+        description=(
+            "Create a batch of jobs (up to 500) in one transaction: all of them, or none when one is "
+            "invalid (the error names jobs[i].field); returns the new jobs in the order given."
+        ),
+        extensions=write(),
+    )
+    async def dispatch_automations(self, info: Info, inputs: list[DispatchInput]) -> list[Worker]:
+        principal = await info.context.principal()
+        requests = [
+            JobRequest(i.automation_type, i.cliente_id, i.context, i.priority, i.usuario_id) for i in inputs
+        ]
+        views = await dispatch_many(info.context.services, principal.actor, requests)
+        return [Worker.from_view(view, info.context.tz) for view in views]
 
     @mutation(description="Cancel a queued or running job (its task is revoked).", extensions=write())
     async def cancel_worker(self, info: Info, id: int) -> Worker:
