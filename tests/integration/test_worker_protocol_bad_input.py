@@ -18,7 +18,7 @@ from worker_automation.app import create_app
 from worker_automation.models import Worker
 from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.auth import create_key
-from worker_automation.resolvers.machines import register_machine
+from worker_automation.resolvers.machines import machine_named, register_machine, set_machine_status
 from worker_automation.services import Services
 from worker_automation.settings import Settings
 
@@ -163,6 +163,29 @@ async def test_missing_or_wrong_worker_key_is_401(api: Api) -> None:
         for path, body in calls:
             assert_error(await api.http.post(path, json=body, headers=headers), 401)
     assert await api.row(job_id) == before
+
+
+async def test_the_key_is_checked_before_the_job_whatever_its_state(api: Api) -> None:
+    # Claims and reports find the machine in their own statements: an unknown key is still 401
+    # on a running job and on a job that does not exist, and the machine's state still counts.
+    running = await api.job()
+    assert (await api.http.post(f"/api/v1/jobs/{running}/start", headers=api.holder)).status_code == 200
+    before = await api.row(running)
+    wrong = {"X-Worker-Api-Key": "wmk_wrong"}
+    for path, body in ((f"{running}/complete", {"result": {}}), (f"{running}/fail", {"error": "x"})):
+        assert_error(await api.http.post(f"/api/v1/jobs/{path}", json=body, headers=wrong), 401)
+    for action in ("start", "complete"):
+        assert_error(await api.http.post(f"/api/v1/jobs/999999/{action}", json={}, headers=wrong), 401)
+        assert_error(await api.http.post(f"/api/v1/jobs/999999/{action}", json={}, headers=api.other), 404)
+    assert await api.row(running) == before
+
+    queued = await api.job()
+    other = await machine_named(api.services.db, "other")
+    assert other is not None
+    await set_machine_status(api.services.db, CLI_ACTOR, other.id, False)
+    body = assert_error(await api.http.post(f"/api/v1/jobs/{queued}/start", headers=api.other), 409)
+    assert body["data"]["reason"] == "machine_off"
+    assert (await api.row(queued))["status"] == "AGENDADO"
 
 
 async def test_claim_of_a_finished_job_is_409_not_claimable(api: Api) -> None:

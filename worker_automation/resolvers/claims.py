@@ -11,7 +11,7 @@ from enum import StrEnum
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Update, and_, bindparam, func, select, update
+from sqlalchemy import Row, Update, and_, bindparam, func, select, update
 from sqlalchemy.orm import aliased
 
 from worker_automation.broker.events import EventKind
@@ -20,7 +20,13 @@ from worker_automation.models import AutomationSetting, JobStatus, Machine, Work
 from worker_automation.models.database import Executor
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.automations import apply_setting, effective, registered
-from worker_automation.resolvers.machines import MachineView
+from worker_automation.resolvers.machines import (
+    MACHINE_COLUMNS,
+    MachineKey,
+    MachineRef,
+    MachineView,
+    machine_in,
+)
 from worker_automation.resolvers.reads import MSG_WORKER_NOT_FOUND
 from worker_automation.resolvers.rows import VIEW_RETURNING, lock_worker, returned_view, view_in
 from worker_automation.resolvers.views import RUN_ORDER, WorkerView, enriched_select, order_by, views_of
@@ -70,6 +76,23 @@ _HEAD_AND_SETTING_LOCKED = (
     .where(Worker.id == bindparam("worker_id"))
     .with_for_update(of=AutomationSetting)
 )
+# The same with the machine behind the request's key (MachineView's columns last): a claim is
+# authenticated and its job read in one round trip.
+_HEAD_SETTING_AND_MACHINE_LOCKED = (
+    select(
+        Worker.automation_type,
+        Worker.queue,
+        AutomationSetting.max_concurrent_jobs,
+        AutomationSetting.dev_mode,
+        AutomationSetting.enabled,
+        *MACHINE_COLUMNS,
+    )
+    .join(AutomationSetting, AutomationSetting.key == Worker.automation_type)
+    .join(Machine, Machine.key_hash == bindparam("key_hash"))
+    .where(Worker.id == bindparam("worker_id"))
+    .with_for_update(of=AutomationSetting)
+)
+_MACHINE_BY_KEY = select(Machine.id).where(Machine.key_hash == bindparam("key_hash")).scalar_subquery()
 _TOUCH_MACHINE = (
     update(Machine).where(Machine.id == bindparam("machine")).values(last_claim_at=bindparam("claimed_at"))
 )
@@ -111,14 +134,16 @@ _CLAIM = {with_task: _claim_statement(with_task=with_task) for with_task in (Fal
 
 
 @cache
-def _finish_statement(columns: tuple[str, ...]) -> Update:
-    """Set ``columns`` (parameters ``set_<column>``) on a job the machine holds, and end it."""
+def _finish_statement(columns: tuple[str, ...], *, by_key: bool) -> Update:
+    """Set ``columns`` (parameters ``set_<column>``) on a job the machine holds, and end it. The
+    machine is the parameter ``holder`` (its id) or, ``by_key``, the one whose key is ``key_hash``."""
+    holder = _MACHINE_BY_KEY if by_key else bindparam("holder")
     return (
         update(Worker)
         .where(
             Worker.id == bindparam("job_id"),
             Worker.status == JobStatus.EXECUTANDO.value,
-            Worker.machine_id == bindparam("holder"),
+            Worker.machine_id == holder,
         )
         .values(
             {
@@ -160,15 +185,32 @@ async def pending_jobs(
         return views_of(rows)
 
 
+async def _machine_and_locked_head(
+    conn: Executor, machine: MachineRef, worker_id: int
+) -> tuple[MachineView, Row[*tuple[Any, ...]] | None]:
+    """The machine, and the job's head with its automation's settings row locked (None when the
+    job or its settings row is missing). Unauthenticated for an unknown key."""
+    if isinstance(machine, MachineKey):
+        parameters = {"worker_id": worker_id, "key_hash": machine.key_hash}
+        row = (await conn.execute(_HEAD_SETTING_AND_MACHINE_LOCKED, parameters)).first()
+        if row is not None:
+            columns: tuple[Any, ...] = tuple(row)
+            return MachineView(*columns[5:]), row
+        machine = await machine_in(conn, machine)
+    return machine, (await conn.execute(_HEAD_AND_SETTING_LOCKED, {"worker_id": worker_id})).first()
+
+
 async def claim(
-    services: Services, machine: MachineView, worker_id: int, task_id: str | None = None
+    services: Services, machine: MachineRef, worker_id: int, task_id: str | None = None
 ) -> WorkerView:
     """Move the job to EXECUTANDO for ``machine``, or refuse with a reason (Conflict)."""
-    if not machine.is_on:
+    if isinstance(machine, MachineView) and not machine.is_on:
         raise refused(Refusal.MACHINE_OFF)
     # A claim runs for every job: its statements go on a connection, no ORM session around them.
     async with services.db.transaction() as conn:
-        head = (await conn.execute(_HEAD_AND_SETTING_LOCKED, {"worker_id": worker_id})).first()
+        machine, head = await _machine_and_locked_head(conn, machine, worker_id)
+        if not machine.is_on:
+            raise refused(Refusal.MACHINE_OFF)
         found = head or (await conn.execute(_HEAD, {"worker_id": worker_id})).first()
         if found is None:
             raise NotFound(MSG_WORKER_NOT_FOUND, worker_id=worker_id)
@@ -249,24 +291,28 @@ async def report_progress(
 
 
 async def _finish(
-    services: Services, machine: MachineView, worker_id: int, values: dict[str, Any]
+    services: Services, machine: MachineRef, worker_id: int, values: dict[str, Any]
 ) -> WorkerView:
     """Apply ``values`` to a job this machine holds and return its view.
 
-    The usual case is one conditional UPDATE, atomic on its own, so it runs without BEGIN and
-    COMMIT around it. When it matches nothing, the row is read (locked) in a transaction to
-    raise the error that says why; should this machine hold it after all, ``values`` apply then.
+    The usual case is one conditional UPDATE, atomic on its own (the machine found by its key
+    in it), so it runs without BEGIN and COMMIT around it. When it matches nothing, the key is
+    checked and the row read (locked) in a transaction to raise the error that says why; should
+    this machine hold it after all, ``values`` apply then.
     """
     now = utcnow()
-    statement = _finish_statement(tuple(sorted(values)))
+    by_key = isinstance(machine, MachineKey)
+    statement = _finish_statement(tuple(sorted(values)), by_key=by_key)
     parameters = {f"set_{name}": value for name, value in values.items()}
-    parameters.update(job_id=worker_id, holder=machine.id, ended_at=now)
+    holder = {"key_hash": machine.key_hash} if isinstance(machine, MachineKey) else {"holder": machine.id}
+    parameters.update(job_id=worker_id, ended_at=now, **holder)
     async with services.db.connection() as conn:
         done = (await conn.execute(statement, parameters)).first()
-    if done is not None:
-        return returned_view(done)
+        if done is not None:
+            return returned_view(done)
+        known = machine if isinstance(machine, MachineView) else await machine_in(conn, machine)
     async with services.db.session() as session:
-        row = await _held(session, machine, worker_id)
+        row = await _held(session, known, worker_id)
         for name, value in values.items():
             setattr(row, name, value)
         row.data_fim = now
@@ -274,9 +320,7 @@ async def _finish(
         return await view_in(session, row)
 
 
-async def complete(
-    services: Services, machine: MachineView, worker_id: int, result: Any = None
-) -> WorkerView:
+async def complete(services: Services, machine: MachineRef, worker_id: int, result: Any = None) -> WorkerView:
     view = await _finish(
         services,
         machine,
@@ -289,7 +333,7 @@ async def complete(
 
 async def fail(
     services: Services,
-    machine: MachineView,
+    machine: MachineRef,
     worker_id: int,
     error: Any,
     exc_type: str | None = None,

@@ -21,7 +21,7 @@ from worker_automation.errors import (
 )
 from worker_automation.json_codec import FastJSONResponse
 from worker_automation.resolvers.auth import SCOPE_READ, Principal, authenticate, key_from_headers
-from worker_automation.resolvers.machines import MachineView, authenticate_machine
+from worker_automation.resolvers.machines import MachineKey, MachineView, authenticate_machine
 from worker_automation.runtime import Runtime
 from worker_automation.services import Services
 
@@ -115,6 +115,12 @@ async def machine_of(request: Request) -> tuple[Services, MachineView]:
     services = await services_of(request)
     machine = await authenticate_machine(services.db, request.headers.get("x-worker-api-key"))
     return services, machine
+
+
+async def machine_key_of(request: Request) -> tuple[Services, MachineKey]:
+    """The machine key the request carries, for an operation that checks it in its own statements
+    (401 when absent; an unknown key is refused by the operation, before anything changes)."""
+    return await services_of(request), MachineKey.sent(request.headers.get("x-worker-api-key"))
 
 
 def int_param(

@@ -17,6 +17,7 @@ from worker_automation.rest_compat.http import (
     guarded,
     int_param,
     json_body,
+    machine_key_of,
     machine_of,
     principal_of,
     success,
@@ -95,7 +96,7 @@ async def pending(request: Request) -> Response:
 
 @guarded
 async def start(request: Request) -> Response:
-    services, machine = await machine_of(request)
+    services, machine = await machine_key_of(request)
     job_id = _job_id(request)
     body = await json_body(request, required=False)
     task_id = body.get("task_id")
@@ -121,7 +122,7 @@ async def progress(request: Request) -> Response:
 
 @guarded
 async def complete(request: Request) -> Response:
-    services, machine = await machine_of(request)
+    services, machine = await machine_key_of(request)
     job_id = _job_id(request)
     body: dict[str, Any] = await json_body(request, required=False)
     view = await claims.complete(services, machine, job_id, body.get("result"))
@@ -130,7 +131,7 @@ async def complete(request: Request) -> Response:
 
 @guarded
 async def fail(request: Request) -> Response:
-    services, machine = await machine_of(request)
+    services, machine = await machine_key_of(request)
     job_id = _job_id(request)
     body = await json_body(request)
     exc_type = body.get("exc_type")
