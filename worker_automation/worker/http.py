@@ -97,7 +97,9 @@ class HttpClient:
             target += "?" + urlencode(params)
         body = None if json_body is None else json.dumps(json_body).encode()
         try:
-            return await asyncio.wait_for(self._exchange(method, target, body, on_sent), self._timeout)
+            # A deadline on this task rather than wait_for's task per request (two per job).
+            async with asyncio.timeout(self._timeout):
+                return await self._exchange(method, target, body, on_sent)
         except TimeoutError:
             raise ApiTimeout(f"no answer from the API in {self._timeout:.0f}s") from None
 

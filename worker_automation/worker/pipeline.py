@@ -61,7 +61,9 @@ class _ProgressPump:
         self._sent: tuple[int, str | None] | None = None
         self._wake = asyncio.Event()
         self._lost = on_lost
-        self._task = asyncio.create_task(self._run())
+        # Started by the first report: most jobs of a busy worker report none.
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
 
     def report(self, percent: int, message: str | None) -> None:
         """Called by report_progress, possibly from a worker thread."""
@@ -70,6 +72,8 @@ class _ProgressPump:
     def _set(self, value: tuple[int, str | None]) -> None:
         self._latest = value
         self._wake.set()
+        if self._task is None and not self._closed:
+            self._task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
         while True:
@@ -93,9 +97,11 @@ class _ProgressPump:
 
     async def close(self, *, flush: bool = False) -> None:
         """Stop pumping; with ``flush``, first send the latest value if it is still unsent."""
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
         if flush and not self._lost.is_set():
             await self._flush()
 
