@@ -105,5 +105,5 @@ async def test_dispatch_automations_over_graphql(api: Api) -> None:
     )
     error = refused.json()["errors"][0]
     assert error["extensions"]["code"] == "BAD_USER_INPUT"
-    assert error["extensions"]["field"] == "jobs[0].context.seconds"
+    assert error["extensions"]["field"] == "inputs[0].context.seconds"
     assert await api.count() == 2

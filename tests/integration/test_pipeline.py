@@ -10,12 +10,11 @@ import asyncio
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from typing import Any
 
 import pytest
+import redis
 
 from tests.integration.harness import Stack, descendants, wait_until
 from worker_automation.models.database import Database
@@ -25,7 +24,7 @@ from worker_automation.resolvers.machines import machine_named, set_machine_stat
 from worker_automation.settings import Settings
 from worker_automation.worker.implementations import missing_implementation_message
 from worker_automation.worker.outbox import Outbox
-from worker_automation.worker.pool import LOST_MESSAGE
+from worker_automation.worker.pool import LOST_MESSAGE, build_pool_app, report_lost
 from worker_automation.worker.registry import AUTOMATION_REGISTRY
 
 pytestmark = pytest.mark.services
@@ -213,13 +212,32 @@ def test_a_completion_left_unanswered_by_a_dead_process_is_sent_by_the_next(stac
     job_id = stack.dispatch("demo.echo", {"x": 1})
     claimed = stack.http.post(f"/api/v1/jobs/{job_id}/start", json={}, headers={"X-Worker-Api-Key": key})
     assert claimed.status_code == 200, claimed.text
-    gone = subprocess.Popen([sys.executable, "-c", "pass"])
-    gone.wait()
-    outbox = Outbox.for_machine(key)
-    (outbox.directory / f"{gone.pid}-{job_id}.json").write_text(
-        json.dumps({"job_id": job_id, "result": {"x": 1}})
-    )
+    # What a process killed before its answer leaves: its entry, and a lock file nobody holds.
+    directory = Outbox.for_machine(key).directory
+    (directory / "killed.0.lock").write_text("")
+    (directory / f"killed.0-{job_id}.json").write_text(json.dumps({"job_id": job_id, "result": {"x": 1}}))
     stack.pool_worker("scan", 1, key=key)
     row = stack.wait_status(job_id, {"CONCLUIDO", "FALHA"}, RUN_TIMEOUT)
     assert row["status"] == "CONCLUIDO" and row["result"] == {"x": 1}
-    wait_until(lambda: not list(outbox.directory.iterdir()), RUN_TIMEOUT, "the outbox kept the entry")
+    wait_until(lambda: not list(directory.glob("*.json")), RUN_TIMEOUT, "the outbox kept the entry")
+    assert not (directory / "killed.0.lock").exists()
+
+
+def test_a_job_whose_process_died_before_claiming_it_is_queued_again(stack: Stack) -> None:
+    # A pool process killed after Celery handed it the task but before its claim: the message
+    # went with it (late acks, not rejected on a lost worker) and the job is still AGENDADO.
+    key = stack.register_machine(queue="scan")
+    job_id = stack.dispatch("demo.echo", {"x": 2})
+    task_id = stack.db.job(job_id)["task_id"]
+    broker = redis.Redis.from_url(stack.redis_url)
+    try:
+        broker.delete("scan", *(f"scan:{n}" for n in range(1, 10)))
+    finally:
+        broker.close()
+    settings = Settings(redis_url=stack.redis_url, api_url=stack.api_url, worker_api_key=key)
+    app = build_pool_app(settings)
+    report_lost(app.tasks[AUTOMATION_REGISTRY["demo.echo"].task_name], task_id, job_id, settings)
+    assert stack.db.job(job_id)["status"] == "AGENDADO"
+    stack.pool_worker("scan", 1, key=key)
+    row = stack.wait_status(job_id, {"CONCLUIDO", "FALHA"}, RUN_TIMEOUT)
+    assert row["status"] == "CONCLUIDO" and row["task_id"] == task_id

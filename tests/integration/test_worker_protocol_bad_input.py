@@ -174,6 +174,12 @@ async def test_the_key_is_checked_before_the_job_whatever_its_state(api: Api) ->
     wrong = {"X-Worker-Api-Key": "wmk_wrong"}
     for path, body in ((f"{running}/complete", {"result": {}}), (f"{running}/fail", {"error": "x"})):
         assert_error(await api.http.post(f"/api/v1/jobs/{path}", json=body, headers=wrong), 401)
+    # Bad input with an unknown key: 401 as well, as when the key was looked up first.
+    for path, body in (("abc/complete", {}), (f"{running}/fail", {}), (f"{running}/start", {"task_id": 5})):
+        assert_error(await api.http.post(f"/api/v1/jobs/{path}", json=body, headers=wrong), 401)
+    assert_error(
+        await api.http.post(f"/api/v1/jobs/{running}/fail", json={}, headers=api.holder), 422, "error"
+    )
     for action in ("start", "complete"):
         assert_error(await api.http.post(f"/api/v1/jobs/999999/{action}", json={}, headers=wrong), 401)
         assert_error(await api.http.post(f"/api/v1/jobs/999999/{action}", json={}, headers=api.other), 404)

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
+import shutil
 from pathlib import Path
 from typing import Any
 
 from worker_automation.worker.client import Claim
+from worker_automation.worker.http import ApiUnreachable
 from worker_automation.worker.outbox import Outbox
 from worker_automation.worker.pipeline import JobPipeline, Outcome
 from worker_automation.worker.progress import report_progress
@@ -107,7 +106,8 @@ class SlowAnswers(RecordingClient):
 
 
 def names(directory: Path) -> list[str]:
-    return sorted(path.name for path in directory.iterdir())
+    """The completions kept in an outbox directory."""
+    return sorted(path.name for path in directory.glob("*.json"))
 
 
 def echo(job_id: int, automation: str, context: dict[str, Any]) -> int:
@@ -123,7 +123,7 @@ async def test_a_completion_answered_in_background_is_read_before_the_next_claim
     # Returned once the completion was sent, its answer still outstanding and kept in the outbox.
     assert first.outcome is Outcome.COMPLETED
     assert client.calls == [("start", 1), ("complete", 1)]
-    assert names(tmp_path) == [f"{os.getpid()}-1.json"]
+    assert names(tmp_path) == [f"{outbox.token}-1.json"]
 
     second = asyncio.create_task(pipeline.run(2))
     await asyncio.sleep(0.05)
@@ -147,34 +147,73 @@ async def test_a_completion_refused_in_background_does_not_stop_the_next_job(tmp
     assert not names(tmp_path)
 
 
-def dead_pid() -> int:
-    gone = subprocess.Popen([sys.executable, "-c", "pass"])
-    gone.wait()
-    return gone.pid
-
-
-async def test_completions_left_by_dead_processes_are_sent_again_and_removed(tmp_path: Path) -> None:
+async def test_completions_left_by_ended_owners_are_sent_again_and_removed(tmp_path: Path) -> None:
     outbox = Outbox(tmp_path)
-    dead = dead_pid()
-    (tmp_path / f"{dead}-5.json").write_text(json.dumps({"job_id": 5, "result": {"ok": 1}}))
-    (tmp_path / f"{dead}-6.json").write_text("not json")
-    # A live process's entry is its own business (its answer may still come).
-    (tmp_path / f"{os.getpid()}-7.json").write_text(json.dumps({"job_id": 7, "result": None}))
+    # Owners gone: one whose lock file is free, one whose lock file is not there at all.
+    (tmp_path / "ended.1.lock").write_text("")
+    (tmp_path / "ended.1-5.json").write_text(json.dumps({"job_id": 5, "result": {"ok": 1}}))
+    (tmp_path / "ended.1-6.json").write_text("not json")
+    (tmp_path / "vanished.2-8.json").write_text(json.dumps({"job_id": 8, "result": None}))
+    # A live owner's entry is its own business (its answer may still come), pid reuse or not.
+    alive = Outbox(tmp_path)
+    alive.hold(7, None)
     client = SlowAnswers()
     client.answer.set()
     pipeline = JobPipeline(client, {AUTOMATION: echo}, outbox=outbox)  # type: ignore[arg-type]
 
-    assert await pipeline.resend_left_behind() == 1
-    assert client.calls == [("complete", 5), ("answered", 5)]
-    assert names(tmp_path) == [f"{os.getpid()}-7.json"]
+    assert await pipeline.resend_left_behind() == 2
+    assert sorted(client.calls) == [("answered", 5), ("answered", 8), ("complete", 5), ("complete", 8)]
+    assert names(tmp_path) == [f"{alive.token}-7.json"]
+    assert not (tmp_path / "ended.1.lock").exists()
     assert await pipeline.resend_left_behind() == 0
 
+    alive.close()  # its owner leaving: now the entry is the next process's to send
+    assert await pipeline.resend_left_behind() == 1
+    assert names(tmp_path) == []
 
-async def test_without_background_answers_the_completion_is_awaited() -> None:
+
+class Unreachable(SlowAnswers):
+    """An API that is down until ``up`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answer.set()
+        self.up = False
+
+    async def complete(self, job_id: int, result: Any, on_sent: Any = None) -> bool:
+        if not self.up:
+            if on_sent is not None:
+                on_sent()
+            await asyncio.sleep(0.01)  # the client's retries, in short
+            raise ApiUnreachable("down")
+        return await super().complete(job_id, result, on_sent)
+
+
+async def test_a_completion_without_answer_stays_kept_and_goes_again_before_the_next_claim(
+    tmp_path: Path,
+) -> None:
+    client = Unreachable()
+    pipeline = JobPipeline(client, {AUTOMATION: echo}, outbox=Outbox(tmp_path))  # type: ignore[arg-type]
+    assert (await pipeline.run(1)).outcome is Outcome.COMPLETED
+    await pipeline.settle()  # the answer never came: logged
+    assert len(names(tmp_path)) == 1
+    client.up = True
+    await pipeline.run(2)
+    assert client.calls[:3] == [("start", 1), ("complete", 1), ("answered", 1)]
+    assert client.calls[3] == ("start", 2)
+    await pipeline.close()
+    assert names(tmp_path) == []
+
+
+async def test_an_outbox_that_cannot_be_written_falls_back_to_awaiting_the_answer(tmp_path: Path) -> None:
+    box = tmp_path / "box"
+    outbox = Outbox(box)
     client = SlowAnswers()
-    pipeline = JobPipeline(client, {AUTOMATION: echo})  # type: ignore[arg-type]
+    pipeline = JobPipeline(client, {AUTOMATION: echo}, outbox=outbox)  # type: ignore[arg-type]
+    shutil.rmtree(box)
+    box.write_text("")  # not a directory any more: writing an entry fails, root or not
     running = asyncio.create_task(pipeline.run(1))
     await asyncio.sleep(0.05)
-    assert not running.done()
+    assert not running.done()  # waiting for the answer, since nothing was kept
     client.answer.set()
     assert (await running).outcome is Outcome.COMPLETED

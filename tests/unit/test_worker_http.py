@@ -115,11 +115,13 @@ async def test_unreachable_and_timeout(server: Callable[[Script], asyncio.Future
 
 
 async def test_on_sent_is_called_once_the_request_is_out_and_before_its_answer() -> None:
+    reading = asyncio.Event()
     received = asyncio.Event()
     release = asyncio.Event()
     body_sizes: list[int] = []
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reading.wait()  # nothing is read before the test says so: the request backs up
         head = await reader.readuntil(b"\r\n\r\n")
         length = next(
             int(line.split(b":")[1])
@@ -137,13 +139,18 @@ async def test_on_sent_is_called_once_the_request_is_out_and_before_its_answer()
     port = srv.sockets[0].getsockname()[1]
     client = HttpClient(f"http://127.0.0.1:{port}")
     sent = asyncio.Event()
-    big = {"result": "x" * 3_000_000}  # more than the socket buffers hold: written in many parts
+    size = 64_000_000  # far more than the kernel's socket buffers hold
     try:
-        reply = asyncio.create_task(client.request("POST", "/", json_body=big, on_sent=sent.set))
-        await asyncio.wait_for(sent.wait(), 10)
-        assert not reply.done()
-        await asyncio.wait_for(received.wait(), 10)
-        assert body_sizes == [len(b'{"result": "') + 3_000_000 + 2]
+        reply = asyncio.create_task(
+            client.request("POST", "/", json_body={"r": "x" * size}, on_sent=sent.set)
+        )
+        await asyncio.sleep(0.5)
+        assert not sent.is_set()  # still in this process: not sent yet
+        reading.set()
+        await asyncio.wait_for(sent.wait(), 30)
+        await asyncio.wait_for(received.wait(), 30)
+        assert body_sizes == [len(b'{"r": "') + size + 2]
+        assert not reply.done()  # sent, its answer still to come
         release.set()
         assert (await reply).json() == {"ok": True}
     finally:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, cast
 
-from sqlalchemy import Table, bindparam, insert, select
+from sqlalchemy import Table, bindparam, insert, select, update
 
 from worker_automation.broker.events import EventKind
 from worker_automation.errors import BadInput, Conflict, Unavailable
@@ -30,6 +30,14 @@ from worker_automation.worker.registry import Automation
 # A Core insert on the table, built once (the ORM's insert path cost more than the insert).
 _WORKERS = cast(Table, Worker.__table__)
 _INSERT_JOB = insert(_WORKERS).returning(*_WORKERS.columns, sort_by_parameter_order=True)
+_FORGET_TASKS = (
+    update(_WORKERS)
+    .where(
+        _WORKERS.c.id.in_(bindparam("ids", expanding=True)),
+        _WORKERS.c.task_id.in_(bindparam("tasks", expanding=True)),
+    )
+    .values(task_id=None)
+)
 _CLIENT_NAMES = select(Cliente.id, Cliente.razao_social).where(
     Cliente.id.in_(bindparam("ids", expanding=True))
 )
@@ -58,25 +66,44 @@ async def enqueue(
     When the broker is down the row keeps AGENDADO without a task id (nothing is lost: a
     dedicated machine, a retry or sync-orphans can still deal with it) and Unavailable says so.
     """
-    if await _sent_or_kept(services, worker_id, task_id, task_name, queue, priority) is not None:
+    if await _send_all(services, [Send(worker_id, task_id, task_name, queue, priority)]):
         raise Unavailable(KEPT_MESSAGE, worker_id=worker_id)
 
 
-async def _sent_or_kept(
-    services: Services, worker_id: int, task_id: str, task_name: str, queue: str, priority: int
-) -> int | None:
-    """Send the task; with the broker down, clear the row's task id and return the row's id."""
-    try:
-        await services.broker.send(
-            task_name, queue=queue, priority=priority, args=[worker_id], task_id=task_id
-        )
-    except Unavailable:
-        async with services.db.session() as session:
-            stored = await session.scalar(select(Worker).where(Worker.id == worker_id).with_for_update())
-            if stored is not None and stored.task_id == task_id:
-                stored.task_id = None
-        return worker_id
-    return None
+@dataclass(frozen=True)
+class Send:
+    """A job's task to queue."""
+
+    worker_id: int
+    task_id: str
+    task_name: str
+    queue: str
+    priority: int
+
+
+async def _send_all(services: Services, sends: list[Send]) -> list[int]:
+    """Send every task at once (the broker sends those waiting together in batches); the ids of
+    the jobs whose task the broker refused, whose rows then keep AGENDADO without a task id."""
+    outcomes = await asyncio.gather(
+        *(
+            services.broker.send(
+                s.task_name, queue=s.queue, priority=s.priority, args=[s.worker_id], task_id=s.task_id
+            )
+            for s in sends
+        ),
+        return_exceptions=True,
+    )
+    refused = [s for s, outcome in zip(sends, outcomes, strict=True) if isinstance(outcome, BaseException)]
+    if refused:
+        async with services.db.transaction() as conn:
+            # Only rows still holding that task (an operator may have moved on already).
+            await conn.execute(
+                _FORGET_TASKS, {"ids": [s.worker_id for s in refused], "tasks": [s.task_id for s in refused]}
+            )
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException) and not isinstance(outcome, Unavailable):
+            raise outcome
+    return [s.worker_id for s in refused]
 
 
 async def dispatch(
@@ -95,12 +122,15 @@ async def dispatch(
     return view
 
 
-async def dispatch_many(services: Services, actor: Actor, requests: Sequence[JobRequest]) -> list[WorkerView]:
+async def dispatch_many(
+    services: Services, actor: Actor, requests: Sequence[JobRequest], *, field: str = "jobs"
+) -> list[WorkerView]:
     """Create and enqueue every job of ``requests``, or none: a bad one is BadInput naming
-    ``jobs[i].<field>``. Broker down: the rows stay AGENDADO and Unavailable names them."""
+    ``<field>[i].<name>`` (``field``: what the caller calls the list). Broker down: the rows stay
+    AGENDADO and Unavailable names them."""
     if not 1 <= len(requests) <= MAX_BATCH:
-        raise BadInput("jobs", f"jobs deve ter de 1 a {MAX_BATCH} itens")
-    return await _create(services, actor, requests, field_prefix="jobs")
+        raise BadInput(field, f"{field} deve ter de 1 a {MAX_BATCH} itens")
+    return await _create(services, actor, requests, field_prefix=field)
 
 
 def _field(prefix: str | None, index: int, name: str) -> str:
@@ -182,14 +212,8 @@ async def _create(
 async def _enqueue_all(
     services: Services, views: list[WorkerView], task_names: dict[str, str], *, batch: bool
 ) -> None:
-    """Send every job's task at once (the broker sends those waiting together in one batch)."""
-    sent = await asyncio.gather(
-        *(
-            _sent_or_kept(services, v.id, str(v.task_id), task_names[v.automation_type], v.queue, v.priority)
-            for v in views
-        )
-    )
-    kept = [worker_id for worker_id in sent if worker_id is not None]
+    sends = [Send(v.id, str(v.task_id), task_names[v.automation_type], v.queue, v.priority) for v in views]
+    kept = await _send_all(services, sends)
     if kept and not batch:
         raise Unavailable(KEPT_MESSAGE, worker_id=kept[0])
     if kept:

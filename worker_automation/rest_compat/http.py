@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 from starlette.requests import Request
@@ -21,7 +22,7 @@ from worker_automation.errors import (
 )
 from worker_automation.json_codec import FastJSONResponse
 from worker_automation.resolvers.auth import SCOPE_READ, Principal, authenticate, key_from_headers
-from worker_automation.resolvers.machines import MachineKey, MachineView, authenticate_machine
+from worker_automation.resolvers.machines import MachineKey, MachineView, authenticate_machine, machine_in
 from worker_automation.runtime import Runtime
 from worker_automation.services import Services
 
@@ -119,8 +120,21 @@ async def machine_of(request: Request) -> tuple[Services, MachineView]:
 
 async def machine_key_of(request: Request) -> tuple[Services, MachineKey]:
     """The machine key the request carries, for an operation that checks it in its own statements
-    (401 when absent; an unknown key is refused by the operation, before anything changes)."""
+    (401 when absent; an unknown key is refused by the operation, before anything changes).
+    Run the request's checks and the operation inside :func:`key_first`."""
     return await services_of(request), MachineKey.sent(request.headers.get("x-worker-api-key"))
+
+
+@asynccontextmanager
+async def key_first(services: Services, key: MachineKey) -> AsyncIterator[None]:
+    """Bad input from a request whose key is unknown is answered 401, as when the key is looked
+    up first: the key is checked when a BadInput is on its way out."""
+    try:
+        yield
+    except BadInput:
+        async with services.db.connection() as conn:
+            await machine_in(conn, key)
+        raise
 
 
 def int_param(

@@ -17,6 +17,7 @@ from worker_automation.rest_compat.http import (
     guarded,
     int_param,
     json_body,
+    key_first,
     machine_key_of,
     machine_of,
     principal_of,
@@ -97,13 +98,14 @@ async def pending(request: Request) -> Response:
 @guarded
 async def start(request: Request) -> Response:
     services, machine = await machine_key_of(request)
-    job_id = _job_id(request)
-    body = await json_body(request, required=False)
-    task_id = body.get("task_id")
-    if task_id is not None and not isinstance(task_id, str):
-        raise BadInput("task_id", "task_id deve ser texto")
-    view = await claims.claim(services, machine, job_id, task_id)
-    return success("Job reivindicado com sucesso", view.as_dict(services.settings.tz))
+    async with key_first(services, machine):
+        job_id = _job_id(request)
+        body = await json_body(request, required=False)
+        task_id = body.get("task_id")
+        if task_id is not None and not isinstance(task_id, str):
+            raise BadInput("task_id", "task_id deve ser texto")
+        view = await claims.claim(services, machine, job_id, task_id)
+        return success("Job reivindicado com sucesso", view.as_dict(services.settings.tz))
 
 
 @guarded
@@ -123,25 +125,27 @@ async def progress(request: Request) -> Response:
 @guarded
 async def complete(request: Request) -> Response:
     services, machine = await machine_key_of(request)
-    job_id = _job_id(request)
-    body: dict[str, Any] = await json_body(request, required=False)
-    view = await claims.complete(services, machine, job_id, body.get("result"))
-    return success("Job concluido com sucesso", view.as_dict(services.settings.tz))
+    async with key_first(services, machine):
+        job_id = _job_id(request)
+        body: dict[str, Any] = await json_body(request, required=False)
+        view = await claims.complete(services, machine, job_id, body.get("result"))
+        return success("Job concluido com sucesso", view.as_dict(services.settings.tz))
 
 
 @guarded
 async def fail(request: Request) -> Response:
     services, machine = await machine_key_of(request)
-    job_id = _job_id(request)
-    body = await json_body(request)
-    exc_type = body.get("exc_type")
-    traceback = body.get("traceback")
-    if exc_type is not None and not isinstance(exc_type, str):
-        raise BadInput("exc_type", "exc_type deve ser texto")
-    if traceback is not None and not isinstance(traceback, str):
-        raise BadInput("traceback", "traceback deve ser texto")
-    view = await claims.fail(services, machine, job_id, body.get("error"), exc_type, traceback)
-    return success("Falha registrada", view.as_dict(services.settings.tz))
+    async with key_first(services, machine):
+        job_id = _job_id(request)
+        body = await json_body(request)
+        exc_type = body.get("exc_type")
+        traceback = body.get("traceback")
+        if exc_type is not None and not isinstance(exc_type, str):
+            raise BadInput("exc_type", "exc_type deve ser texto")
+        if traceback is not None and not isinstance(traceback, str):
+            raise BadInput("traceback", "traceback deve ser texto")
+        view = await claims.fail(services, machine, job_id, body.get("error"), exc_type, traceback)
+        return success("Falha registrada", view.as_dict(services.settings.tz))
 
 
 def job_routes() -> list[BaseRoute]:

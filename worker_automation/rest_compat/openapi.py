@@ -15,6 +15,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from worker_automation.models import JobStatus
+from worker_automation.resolvers.dispatch import MAX_BATCH
 from worker_automation.rest_compat.api_table import OPERATIONS, Operation, Param
 from worker_automation.settings import Settings
 from worker_automation.worker.registry import AUTOMATION_REGISTRY
@@ -203,6 +204,10 @@ def _schemas(queues: list[str]) -> dict[str, Any]:
             cliente_id=_nullable(_int(1, INT32_MAX)),
             context={"type": "object", "description": "Validado contra o formulario da automacao"},
             priority={**_int(0, 9), "default": 0},
+        ),
+        "DispatchBatchBody": _obj(
+            ["jobs"],
+            jobs={"type": "array", "minItems": 1, "maxItems": MAX_BATCH, "items": _ref("DispatchBody")},
         ),
         "StartBody": {"type": "object", "properties": {"task_id": _STR}},
         "ProgressBody": _obj(

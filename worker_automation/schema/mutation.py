@@ -52,7 +52,7 @@ class Mutation:
     @mutation(
         description=(
             "Create a batch of jobs (up to 500) in one transaction: all of them, or none when one is "
-            "invalid (the error names jobs[i].field); returns the new jobs in the order given."
+            "invalid (the error names inputs[i].field); returns the new jobs in the order given."
         ),
         extensions=write(),
     )
@@ -61,7 +61,7 @@ class Mutation:
         requests = [
             JobRequest(i.automation_type, i.cliente_id, i.context, i.priority, i.usuario_id) for i in inputs
         ]
-        views = await dispatch_many(info.context.services, principal.actor, requests)
+        views = await dispatch_many(info.context.services, principal.actor, requests, field="inputs")
         return [Worker.from_view(view, info.context.tz) for view in views]
 
     @mutation(description="Cancel a queued or running job (its task is revoked).", extensions=write())

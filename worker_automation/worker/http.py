@@ -128,7 +128,8 @@ class HttpClient:
     async def _connect(self) -> _Connection:
         context = ssl.create_default_context() if self._tls else None
         reader, writer = await asyncio.open_connection(self._host, self._port, ssl=context)
-        # drain() then returns only once the whole request has left this process.
+        # drain() then returns only once the whole request has left this process (over TLS, once
+        # it has left the TLS layer; the pool's outbox covers what the socket layer still holds).
         writer.transport.set_write_buffer_limits(high=0)
         return _Connection(reader, writer)
 

@@ -6,16 +6,22 @@ drops a request whose client is gone before it was read. Each completion is ther
 here before it is sent and removed once answered; a process of the same machine starting later
 sends again whatever a dead process left behind. Sending one twice is harmless: the API answers
 the second with a conflict (the job is no longer running), and nothing changes.
+
+Entries are named after their owner, a token of the process that holds an exclusive ``flock``
+on ``<token>.lock`` for as long as it lives: an owner is gone when its lock can be taken, which
+holds across pid reuse and container restarts (locks end with their process).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import logging
 import os
 import tempfile
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,22 +39,36 @@ class Entry:
     result: Any
 
 
-def _alive(pid: int) -> bool:
+def _owner_gone(lock_path: Path) -> bool:
+    """True when nobody holds the lock at ``lock_path`` (or it is not there any more)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process
+        fd = os.open(lock_path, os.O_RDWR)
+    except FileNotFoundError:
         return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # releases the lock just taken, if any
     return True
 
 
 class Outbox:
-    """A directory of unanswered completions, one file per job, named ``<pid>-<job id>.json``."""
+    """A directory of unanswered completions, one file per job: ``<owner token>-<job id>.json``."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.token = f"{os.getpid()}.{uuid.uuid4().hex[:12]}"
+        # Held until this process ends (the descriptor is not inherited by programs it starts);
+        # locked before it gets its name, so a lock file under a name is always held while its
+        # owner lives.
+        self._lock_path = directory / f"{self.token}.lock"
+        unnamed = directory / f".{self.token}.new"
+        self._lock_fd = os.open(unnamed, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        unnamed.rename(self._lock_path)
 
     @classmethod
     def for_machine(cls, api_key: str) -> Outbox:
@@ -58,8 +78,8 @@ class Outbox:
 
     def hold(self, job_id: int, result: Any) -> Entry:
         """Keep the completion of ``job_id`` until :meth:`release` (no fsync: it guards against a
-        process dying, not the machine)."""
-        path = self.directory / f"{os.getpid()}-{job_id}.json"
+        process dying, not the machine). OSError when it cannot be written."""
+        path = self.directory / f"{self.token}-{job_id}.json"
         path.write_text(json.dumps({"job_id": job_id, "result": result}))
         return Entry(path, job_id, result)
 
@@ -67,15 +87,23 @@ class Outbox:
         with contextlib.suppress(FileNotFoundError):
             entry.path.unlink()
 
-    def left_by_dead_processes(self) -> Iterator[Entry]:
-        """Completions whose process ended before they were answered."""
+    def left_behind(self) -> Iterator[Entry]:
+        """Completions whose owner ended before they were answered, taken over by this process
+        (renamed to its token: a process starting alongside skips them, and should this one die
+        too, the next one finds them again)."""
+        gone = {
+            lock.stem
+            for lock in self.directory.glob("*.lock")
+            if lock != self._lock_path and _owner_gone(lock)
+        }
         for path in sorted(self.directory.glob("*-*.json")):
-            pid, _, _ = path.stem.partition("-")
-            if not pid.isdigit() or _alive(int(pid)):
+            owner, _, job = path.stem.rpartition("-")
+            if owner == self.token or not job.isdigit():
                 continue
-            # Taken over under this process's name: a process starting alongside skips it, and
-            # should this one die too, the next one finds it again.
-            mine = self.directory / f"{os.getpid()}-{path.name.partition('-')[2]}"
+            if owner not in gone and not _owner_gone(self.directory / f"{owner}.lock"):
+                continue
+            gone.add(owner)
+            mine = self.directory / f"{self.token}-{job}.json"
             try:
                 path.rename(mine)
                 stored = json.loads(mine.read_text())
@@ -84,5 +112,16 @@ class Outbox:
                 continue
             except (ValueError, KeyError, TypeError) as exc:
                 log.warning("unreadable completion %s dropped: %s", path.name, exc)
-                with contextlib.suppress(FileNotFoundError):
-                    mine.unlink()
+                self.release(Entry(mine, int(job), None))
+        for owner in gone:
+            with contextlib.suppress(FileNotFoundError):
+                (self.directory / f"{owner}.lock").unlink()
+
+    def close(self) -> None:
+        """Give up this process's lock (its entries, if any, are then someone else's to send)."""
+        if self._lock_fd < 0:
+            return
+        with contextlib.suppress(FileNotFoundError):
+            self._lock_path.unlink()
+        os.close(self._lock_fd)
+        self._lock_fd = -1

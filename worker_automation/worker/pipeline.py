@@ -19,7 +19,7 @@ from typing import Any
 
 from worker_automation.worker.client import ApiError, WorkerApiClient
 from worker_automation.worker.contract import AutomationFn
-from worker_automation.worker.http import ApiUnreachable
+from worker_automation.worker.http import ApiTimeout, ApiUnreachable
 from worker_automation.worker.implementations import MissingImplementation
 from worker_automation.worker.outbox import Entry, Outbox
 from worker_automation.worker.progress import use_reporter
@@ -106,6 +106,14 @@ class _ProgressPump:
             await self._flush()
 
 
+# What sending a completion may raise; of these, only an API error below 500 is an answer.
+UNANSWERED = (ApiUnreachable, ApiTimeout, ApiError)
+
+
+def _answered(exc: Exception) -> bool:
+    return isinstance(exc, ApiError) and exc.status_code < 500
+
+
 class JobPipeline:
     """Claims, runs and reports jobs with the implementations this worker has installed.
 
@@ -129,23 +137,34 @@ class JobPipeline:
         self.implementations = implementations
         self._outbox = outbox
         self._unanswered: asyncio.Task[bool] | None = None
+        # Completions whose sending got no answer (API down): kept on disk, sent before the next
+        # claim.
+        self._kept: list[Entry] = []
 
     async def resend_left_behind(self) -> int:
         """Send the completions that processes which died before their answer left in the
         outbox; how many were answered (a conflict means it had been recorded after all)."""
         if self._outbox is None:
             return 0
+        return await self._send_kept(list(self._outbox.left_behind()))
+
+    async def _send_kept(self, entries: list[Entry]) -> int:
+        """Send completions kept in the outbox; those still without an answer stay kept."""
+        assert self._outbox is not None
         answered = 0
-        for entry in self._outbox.left_by_dead_processes():
+        for entry in entries:
             try:
                 recorded = await self.client.complete(entry.job_id, entry.result)
-            except ApiUnreachable as exc:
-                log.warning("job %s: completion left behind not sent yet: %s", entry.job_id, exc)
-                continue
-            except ApiError as exc:
-                log.error("job %s: completion left behind refused: %s", entry.job_id, exc)
+            except UNANSWERED as exc:
+                if not _answered(exc):
+                    log.warning("job %s: completion still not recorded: %s", entry.job_id, exc)
+                    self._kept.append(entry)
+                    continue
+                log.error("job %s: completion refused: %s", entry.job_id, exc)
             else:
-                log.info("job %s: completion left behind sent (%s)", entry.job_id, recorded)
+                log.info(
+                    "job %s: completion sent again (%s)", entry.job_id, "recorded" if recorded else "not ours"
+                )
             self._outbox.release(entry)
             answered += 1
         return answered
@@ -160,8 +179,21 @@ class JobPipeline:
         except Exception as exc:
             log.error("completion report failed: %s", exc)
 
+    async def close(self) -> None:
+        """Before the process exits: read the last answer, try what is kept once more, and let
+        the outbox go (what is still in it is then the next process's to send)."""
+        await self.settle()
+        if self._outbox is None:
+            return
+        kept, self._kept = self._kept, []
+        await self._send_kept(kept)
+        self._outbox.close()
+
     async def run(self, job_id: int, task_id: str | None = None) -> RunResult:
         await self.settle()
+        if self._kept:
+            kept, self._kept = self._kept, []
+            await self._send_kept(kept)
         claim = await self.client.start(job_id, task_id)
         if not claim.claimed:
             # Refusals are an expected outcome (another machine won, limits, dev mode).
@@ -213,12 +245,12 @@ class JobPipeline:
             await pump.close()
 
     async def _complete(self, job_id: int, result: Any) -> RunResult:
-        if self._outbox is None:
+        entry = self._hold(job_id, result)
+        if entry is None:
             if not await self.client.complete(job_id, result):
                 return RunResult(Outcome.LOST)
             return RunResult(Outcome.COMPLETED)
         sent = asyncio.Event()
-        entry = self._outbox.hold(job_id, result)
         report = asyncio.create_task(self._report_completion(entry, sent.set))
         self._unanswered = report
         waiter = asyncio.create_task(sent.wait())
@@ -233,13 +265,27 @@ class JobPipeline:
                 return RunResult(Outcome.LOST)
         return RunResult(Outcome.COMPLETED)
 
+    def _hold(self, job_id: int, result: Any) -> Entry | None:
+        """The completion kept in the outbox; None without one (then its answer is awaited)."""
+        if self._outbox is None:
+            return None
+        try:
+            return self._outbox.hold(job_id, result)
+        except (OSError, TypeError, ValueError) as exc:
+            log.warning("job %s: completion not kept in the outbox (%s); awaiting its answer", job_id, exc)
+            return None
+
     async def _report_completion(self, entry: Entry, on_sent: Callable[[], None]) -> bool:
         assert self._outbox is not None
         try:
             still_ours = await self.client.complete(entry.job_id, entry.result, on_sent=on_sent)
-        finally:
-            # Answered, or given up on after the client's retries: either way not left behind.
+        except UNANSWERED as exc:
+            if not _answered(exc):
+                self._kept.append(entry)  # sent again before the next claim
+                raise
             self._outbox.release(entry)
+            raise
+        self._outbox.release(entry)
         if not still_ours:
             log.info("job %s was taken away before its completion was recorded", entry.job_id)
         return still_ours

@@ -15,6 +15,7 @@ import signal
 import socket
 import threading
 from collections.abc import Coroutine
+from concurrent.futures import Future
 from typing import Any, Final, TypeVar
 
 import httpx
@@ -29,6 +30,7 @@ from celery.signals import (
 from celery.worker import state as worker_state
 
 from worker_automation.broker.celery_app import make_celery
+from worker_automation.models import JobStatus
 from worker_automation.settings import Settings
 from worker_automation.worker.client import WorkerApiClient
 from worker_automation.worker.implementations import load_implementations
@@ -51,14 +53,20 @@ class _ProcessState:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.pid = os.getpid()
-        self.loop = asyncio.new_event_loop()
-        threading.Thread(target=self.loop.run_forever, name="job-pipeline", daemon=True).start()
         key = settings.worker_api_key or ""
         self.client = WorkerApiClient(settings.api_url, key)
         self.pipeline = JobPipeline(self.client, load_implementations(), outbox=Outbox.for_machine(key))
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, name="job-pipeline", daemon=True).start()
 
     def run(self, work: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        return asyncio.run_coroutine_threadsafe(work, self.loop).result(timeout)
+        future = asyncio.run_coroutine_threadsafe(work, self.loop)
+        try:
+            return future.result(timeout)
+        except BaseException:
+            # Interrupted here (a time limit, a timeout): the work must not go on beside the next.
+            future.cancel()
+            raise
 
 
 def _settle_before_exit(**_kw: Any) -> None:
@@ -66,7 +74,7 @@ def _settle_before_exit(**_kw: Any) -> None:
     state = _state
     if state is not None and state.pid == os.getpid():
         try:
-            state.run(state.pipeline.settle(), timeout=SETTLE_TIMEOUT_SECONDS)
+            state.run(state.pipeline.close(), timeout=SETTLE_TIMEOUT_SECONDS)
         except Exception as exc:  # the process is leaving either way
             log.warning("last completion's answer not read before exit: %s", exc)
 
@@ -106,33 +114,58 @@ def register_tasks(app: Celery, settings: Settings) -> None:
             raise task.retry(countdown=retry_delay(task.request.retries or 0), max_retries=None)
         return {"outcome": result.outcome.value, "reason": result.reason}
 
-    # No result stored in Celery's backend: the job's row holds it, and the backend is read only
-    # for task ids without a row (the STARTED state, which sync-orphans reads, is still written).
-    options: dict[str, Any] = {"bind": True, "acks_late": True, "max_retries": None, "ignore_result": True}
     for automation in AUTOMATION_REGISTRY.values():
-        app.task(name=automation.task_name, **options)(run_job)
+        app.task(name=automation.task_name, bind=True, acks_late=True, max_retries=None)(run_job)
     worker_process_shutdown.connect(_settle_before_exit, weak=False)
 
     @worker_process_init.connect(weak=False)  # type: ignore[untyped-decorator]
     def _on_process_start(**_kw: Any) -> None:
         # In the background: a pool process must come up at once, whether the API answers or not.
         state = _process_state(settings)
-        asyncio.run_coroutine_threadsafe(state.pipeline.resend_left_behind(), state.loop)
+        resent = asyncio.run_coroutine_threadsafe(state.pipeline.resend_left_behind(), state.loop)
+        resent.add_done_callback(_log_failure)
 
 
-def _report_failed(settings: Settings, job_ids: list[Any], message: str, exc_type: str) -> None:
+def _log_failure(done: Future[Any]) -> None:
+    if not done.cancelled() and done.exception() is not None:
+        log.error("completions left behind not sent: %s", done.exception())
+
+
+def _report_failed(settings: Settings, job_ids: list[Any], message: str, exc_type: str) -> list[Any]:
     """Report ``job_ids`` failed from the worker's main process (it has no event loop), over one
-    connection; a job no longer this machine's answers 409 and is left as it is."""
+    connection; a job no longer this machine's answers 409 and is left as it is. Returns the jobs
+    that were not claimed yet (the process died before its claim): they are still AGENDADO."""
     headers = {"X-Worker-Api-Key": settings.worker_api_key or ""}
     body = {"error": message, "exc_type": exc_type}
+    unclaimed: list[Any] = []
     with httpx.Client(base_url=settings.api_url, headers=headers, timeout=10) as http:
         for job_id in job_ids:
             try:
                 answer = http.post(f"/api/v1/jobs/{job_id}/fail", json=body)
             except httpx.HTTPError as exc:
                 log.error("job %s: failure (%s) not reported: %s", job_id, exc_type, exc)
-            else:
-                log.warning("job %s reported failed (%s): %s", job_id, exc_type, answer.status_code)
+                continue
+            log.warning("job %s reported failed (%s): %s", job_id, exc_type, answer.status_code)
+            if answer.status_code == 409 and _status_in(answer) == JobStatus.AGENDADO.value:
+                unclaimed.append(job_id)
+    return unclaimed
+
+
+def _status_in(answer: httpx.Response) -> str | None:
+    try:
+        data = answer.json().get("data") or {}
+    except ValueError:
+        return None
+    status = data.get("status") if isinstance(data, dict) else None
+    return str(status) if status is not None else None
+
+
+def report_lost(task: Task, task_id: str, job_id: Any, settings: Settings) -> None:
+    """The pool process holding ``job_id``'s task died: fail the job if it ran, or, when it had
+    not been claimed yet, queue its task again (its message was consumed with the process)."""
+    if _report_failed(settings, [job_id], LOST_MESSAGE, "WorkerLostError"):
+        log.warning("job %s was not claimed yet: its task is queued again", job_id)
+        task.apply_async(args=[job_id], task_id=task_id)
 
 
 def _fail_running_after_grace(settings: Settings) -> None:
@@ -153,12 +186,19 @@ def _fail_running_after_grace(settings: Settings) -> None:
 
 def _report_lost_jobs(settings: Settings) -> None:
     """Fail the job of a pool process that died while running it (the main process sees it as
-    ``WorkerLostError``); left alone, the row would stay EXECUTANDO with nobody running it."""
+    ``WorkerLostError``); left alone, the row would stay EXECUTANDO with nobody running it, or
+    AGENDADO with no task to run it when the process died before claiming it."""
 
     @task_failure.connect(weak=False)  # type: ignore[untyped-decorator]
-    def _on_failure(exception: BaseException | None = None, args: Any = None, **_kw: Any) -> None:
-        if isinstance(exception, WorkerLostError) and args:
-            _report_failed(settings, [args[0]], LOST_MESSAGE, "WorkerLostError")
+    def _on_failure(
+        sender: Task | None = None,
+        task_id: str | None = None,
+        exception: BaseException | None = None,
+        args: Any = None,
+        **_kw: Any,
+    ) -> None:
+        if isinstance(exception, WorkerLostError) and args and sender is not None and task_id:
+            report_lost(sender, task_id, args[0], settings)
 
 
 def build_pool_app(settings: Settings) -> Celery:
