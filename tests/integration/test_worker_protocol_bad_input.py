@@ -317,3 +317,18 @@ async def test_trigger_with_the_broker_down_is_503_and_keeps_the_row(broker_down
     assert [job["id"] for job in pending.json()["data"]] == [job_id]
     claimed = await broker_down.http.post(f"/api/v1/jobs/{job_id}/start", headers=headers)
     assert claimed.status_code == 200, claimed.text
+
+
+async def test_a_completion_about_another_run_of_the_job_is_409_stale_task(api: Api) -> None:
+    job_id = await api.job()
+    claimed = await api.http.post(f"/api/v1/jobs/{job_id}/start", headers=api.holder)
+    task_id = claimed.json()["data"]["task_id"]
+    before = await api.row(job_id)
+    path = f"/api/v1/jobs/{job_id}/complete"
+    stale = await api.http.post(path, json={"result": 1, "task_id": "an-earlier-run"}, headers=api.holder)
+    assert assert_error(stale, 409)["data"]["reason"] == "stale_task"
+    assert_error(await api.http.post(path, json={"task_id": 7}, headers=api.holder), 422, "task_id")
+    assert await api.row(job_id) == before
+    done = await api.http.post(path, json={"result": 2, "task_id": task_id}, headers=api.holder)
+    assert done.status_code == 200, done.text
+    assert (await api.row(job_id))["result"] == 2

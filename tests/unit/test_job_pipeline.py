@@ -32,7 +32,7 @@ class RecordingClient:
         await asyncio.sleep(0)
         return True
 
-    async def complete(self, job_id: int, result: Any) -> bool:
+    async def complete(self, job_id: int, result: Any, **_kw: Any) -> bool:
         self.calls.append(("complete", result))
         return True
 
@@ -96,7 +96,7 @@ class SlowAnswers(RecordingClient):
         self.answer = asyncio.Event()
         self.still_ours = still_ours
 
-    async def complete(self, job_id: int, result: Any, on_sent: Any = None) -> bool:
+    async def complete(self, job_id: int, result: Any, on_sent: Any = None, task_id: Any = None) -> bool:
         self.calls.append(("complete", job_id))
         if on_sent is not None:
             on_sent()
@@ -180,13 +180,13 @@ class Unreachable(SlowAnswers):
         self.answer.set()
         self.up = False
 
-    async def complete(self, job_id: int, result: Any, on_sent: Any = None) -> bool:
+    async def complete(self, job_id: int, result: Any, on_sent: Any = None, task_id: Any = None) -> bool:
         if not self.up:
             if on_sent is not None:
                 on_sent()
             await asyncio.sleep(0.01)  # the client's retries, in short
             raise ApiUnreachable("down")
-        return await super().complete(job_id, result, on_sent)
+        return await super().complete(job_id, result, on_sent, task_id)
 
 
 async def test_a_completion_without_answer_stays_kept_and_goes_again_before_the_next_claim(

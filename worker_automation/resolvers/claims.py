@@ -78,19 +78,8 @@ _HEAD_AND_SETTING_LOCKED = (
 )
 # The same with the machine behind the request's key (MachineView's columns last): a claim is
 # authenticated and its job read in one round trip.
-_HEAD_SETTING_AND_MACHINE_LOCKED = (
-    select(
-        Worker.automation_type,
-        Worker.queue,
-        AutomationSetting.max_concurrent_jobs,
-        AutomationSetting.dev_mode,
-        AutomationSetting.enabled,
-        *MACHINE_COLUMNS,
-    )
-    .join(AutomationSetting, AutomationSetting.key == Worker.automation_type)
-    .join(Machine, Machine.key_hash == bindparam("key_hash"))
-    .where(Worker.id == bindparam("worker_id"))
-    .with_for_update(of=AutomationSetting)
+_HEAD_SETTING_AND_MACHINE_LOCKED = _HEAD_AND_SETTING_LOCKED.add_columns(*MACHINE_COLUMNS).join(
+    Machine, Machine.key_hash == bindparam("key_hash")
 )
 _MACHINE_BY_KEY = select(Machine.id).where(Machine.key_hash == bindparam("key_hash")).scalar_subquery()
 _TOUCH_MACHINE = (
@@ -134,17 +123,21 @@ _CLAIM = {with_task: _claim_statement(with_task=with_task) for with_task in (Fal
 
 
 @cache
-def _finish_statement(columns: tuple[str, ...], *, by_key: bool) -> Update:
+def _finish_statement(columns: tuple[str, ...], *, by_key: bool, with_task: bool) -> Update:
     """Set ``columns`` (parameters ``set_<column>``) on a job the machine holds, and end it. The
-    machine is the parameter ``holder`` (its id) or, ``by_key``, the one whose key is ``key_hash``."""
+    machine is the parameter ``holder`` (its id) or, ``by_key``, the one whose key is ``key_hash``;
+    ``with_task``: only while the job's task is still ``task_id`` (the run the report is about)."""
     holder = _MACHINE_BY_KEY if by_key else bindparam("holder")
+    conds = [
+        Worker.id == bindparam("job_id"),
+        Worker.status == JobStatus.EXECUTANDO.value,
+        Worker.machine_id == holder,
+    ]
+    if with_task:
+        conds.append(Worker.task_id == bindparam("reported_task"))
     return (
         update(Worker)
-        .where(
-            Worker.id == bindparam("job_id"),
-            Worker.status == JobStatus.EXECUTANDO.value,
-            Worker.machine_id == holder,
-        )
+        .where(*conds)
         .values(
             {
                 **{name: bindparam(f"set_{name}") for name in columns},
@@ -291,7 +284,11 @@ async def report_progress(
 
 
 async def _finish(
-    services: Services, machine: MachineRef, worker_id: int, values: dict[str, Any]
+    services: Services,
+    machine: MachineRef,
+    worker_id: int,
+    values: dict[str, Any],
+    task_id: str | None = None,
 ) -> WorkerView:
     """Apply ``values`` to a job this machine holds and return its view.
 
@@ -302,10 +299,12 @@ async def _finish(
     """
     now = utcnow()
     by_key = isinstance(machine, MachineKey)
-    statement = _finish_statement(tuple(sorted(values)), by_key=by_key)
+    statement = _finish_statement(tuple(sorted(values)), by_key=by_key, with_task=task_id is not None)
     parameters = {f"set_{name}": value for name, value in values.items()}
     holder = {"key_hash": machine.key_hash} if isinstance(machine, MachineKey) else {"holder": machine.id}
     parameters.update(job_id=worker_id, ended_at=now, **holder)
+    if task_id is not None:
+        parameters["reported_task"] = task_id
     async with services.db.connection() as conn:
         done = (await conn.execute(statement, parameters)).first()
         if done is not None:
@@ -313,6 +312,9 @@ async def _finish(
         known = machine if isinstance(machine, MachineView) else await machine_in(conn, machine)
     async with services.db.session() as session:
         row = await _held(session, known, worker_id)
+        if task_id is not None and row.task_id != task_id:
+            # A report about an earlier run of the job (retried and claimed again since).
+            raise Conflict("Relato de uma execucao anterior do job.", status=row.status, reason="stale_task")
         for name, value in values.items():
             setattr(row, name, value)
         row.data_fim = now
@@ -320,12 +322,16 @@ async def _finish(
         return await view_in(session, row)
 
 
-async def complete(services: Services, machine: MachineRef, worker_id: int, result: Any = None) -> WorkerView:
+async def complete(
+    services: Services, machine: MachineRef, worker_id: int, result: Any = None, task_id: str | None = None
+) -> WorkerView:
+    """Record the job's result (CONCLUIDO); with ``task_id``, only if that is still its run."""
     view = await _finish(
         services,
         machine,
         worker_id,
         {"status": JobStatus.CONCLUIDO.value, "progress": 100, "result": result, "mensagem_erro": None},
+        task_id,
     )
     await announce(services, EventKind.COMPLETED, [view])
     return view

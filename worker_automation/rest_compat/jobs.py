@@ -33,21 +33,38 @@ def _job_id(request: Request) -> int:
     return value
 
 
+def _task_id(body: dict[str, Any]) -> str | None:
+    """The run a worker's request is about (optional)."""
+    task_id = body.get("task_id")
+    if task_id is not None and not isinstance(task_id, str):
+        raise BadInput("task_id", "task_id deve ser texto")
+    return task_id
+
+
+def _job_request(body: dict[str, Any]) -> JobRequest:
+    return JobRequest(
+        body.get("automation_type"),
+        body.get("cliente_id"),
+        body.get("context", {}),
+        body.get("priority", 0),
+        body.get("usuario_id"),
+    )
+
+
 @guarded
 async def create_job(request: Request) -> Response:
     """Trigger an automation: the context is validated against its form."""
     services, principal = await principal_of(request, SCOPE_WRITE)
-    body = await json_body(request)
-    priority = body.get("priority", 0)
+    job = _job_request(await json_body(request))
     try:
         view = await dispatch(
             services,
             principal.actor,
-            automation_type=body.get("automation_type"),  # type: ignore[arg-type]
-            cliente_id=body.get("cliente_id"),
-            context=body.get("context", {}),
-            priority=priority,
-            usuario_id=body.get("usuario_id"),
+            automation_type=job.automation_type,
+            cliente_id=job.cliente_id,
+            context=job.context,
+            priority=job.priority,
+            usuario_id=job.usuario_id,
         )
     except Unavailable as exc:
         return error(exc.message, 503, {"id": exc.details.get("worker_id")})
@@ -66,15 +83,7 @@ async def create_jobs(request: Request) -> Response:
     for index, item in enumerate(items):
         if not isinstance(item, dict):
             raise BadInput(f"jobs[{index}]", "cada job deve ser um objeto JSON")
-        requests.append(
-            JobRequest(
-                item.get("automation_type"),
-                item.get("cliente_id"),
-                item.get("context", {}),
-                item.get("priority", 0),
-                item.get("usuario_id"),
-            )
-        )
+        requests.append(_job_request(item))
     try:
         views = await dispatch_many(services, principal.actor, requests)
     except Unavailable as exc:
@@ -101,10 +110,7 @@ async def start(request: Request) -> Response:
     async with key_first(services, machine):
         job_id = _job_id(request)
         body = await json_body(request, required=False)
-        task_id = body.get("task_id")
-        if task_id is not None and not isinstance(task_id, str):
-            raise BadInput("task_id", "task_id deve ser texto")
-        view = await claims.claim(services, machine, job_id, task_id)
+        view = await claims.claim(services, machine, job_id, _task_id(body))
         return success("Job reivindicado com sucesso", view.as_dict(services.settings.tz))
 
 
@@ -128,7 +134,7 @@ async def complete(request: Request) -> Response:
     async with key_first(services, machine):
         job_id = _job_id(request)
         body: dict[str, Any] = await json_body(request, required=False)
-        view = await claims.complete(services, machine, job_id, body.get("result"))
+        view = await claims.complete(services, machine, job_id, body.get("result"), _task_id(body))
         return success("Job concluido com sucesso", view.as_dict(services.settings.tz))
 
 

@@ -213,7 +213,13 @@ def _schemas(queues: list[str]) -> dict[str, Any]:
         "ProgressBody": _obj(
             ["progress"], progress={"type": "number", "minimum": 0, "maximum": 100}, message=_STR
         ),
-        "CompleteBody": {"type": "object", "properties": {"result": {"description": "Valor devolvido"}}},
+        "CompleteBody": {
+            "type": "object",
+            "properties": {
+                "result": {"description": "Valor devolvido"},
+                "task_id": {**_STR, "description": "A execucao relatada (recusa 409 stale_task se outra)"},
+            },
+        },
         "FailBody": _obj(["error"], error={**_STR, "minLength": 1}, exc_type=_STR, traceback=_STR),
     }
 

@@ -106,11 +106,19 @@ class WorkerApiClient:
         self._data(response)
         return True
 
-    async def complete(self, job_id: int, result: Any, on_sent: Callable[[], None] | None = None) -> bool:
-        """Report the job done; False when it is no longer ours. ``on_sent``: see HttpClient."""
-        response = await self._call(
-            "POST", f"/api/v1/jobs/{job_id}/complete", json={"result": result}, on_sent=on_sent
-        )
+    async def complete(
+        self,
+        job_id: int,
+        result: Any,
+        on_sent: Callable[[], None] | None = None,
+        task_id: str | None = None,
+    ) -> bool:
+        """Report the job done; False when it is no longer ours (or, with ``task_id``, no longer
+        in that run). ``on_sent``: see HttpClient."""
+        body: dict[str, Any] = {"result": result}
+        if task_id is not None:
+            body["task_id"] = task_id
+        response = await self._call("POST", f"/api/v1/jobs/{job_id}/complete", json=body, on_sent=on_sent)
         if response.status_code == 409:
             return False
         self._data(response)

@@ -37,6 +37,7 @@ class Entry:
     path: Path
     job_id: int
     result: Any
+    task_id: str | None = None
 
 
 def _owner_gone(lock_path: Path) -> bool:
@@ -76,12 +77,12 @@ class Outbox:
         digest = hashlib.sha256(api_key.encode()).hexdigest()[:16]
         return cls(Path(tempfile.gettempdir()) / "worker-automation" / f"outbox-{digest}")
 
-    def hold(self, job_id: int, result: Any) -> Entry:
-        """Keep the completion of ``job_id`` until :meth:`release` (no fsync: it guards against a
-        process dying, not the machine). OSError when it cannot be written."""
+    def hold(self, job_id: int, result: Any, task_id: str | None = None) -> Entry:
+        """Keep the completion of ``job_id``'s run ``task_id`` until :meth:`release` (no fsync: it
+        guards against a process dying, not the machine). OSError when it cannot be written."""
         path = self.directory / f"{self.token}-{job_id}.json"
-        path.write_text(json.dumps({"job_id": job_id, "result": result}))
-        return Entry(path, job_id, result)
+        path.write_text(json.dumps({"job_id": job_id, "result": result, "task_id": task_id}))
+        return Entry(path, job_id, result, task_id)
 
     def release(self, entry: Entry) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -107,7 +108,7 @@ class Outbox:
             try:
                 path.rename(mine)
                 stored = json.loads(mine.read_text())
-                yield Entry(mine, int(stored["job_id"]), stored.get("result"))
+                yield Entry(mine, int(stored["job_id"]), stored.get("result"), stored.get("task_id"))
             except FileNotFoundError:  # another process took it first
                 continue
             except (ValueError, KeyError, TypeError) as exc:
@@ -125,3 +126,5 @@ class Outbox:
             self._lock_path.unlink()
         os.close(self._lock_fd)
         self._lock_fd = -1
+        with contextlib.suppress(OSError):  # not empty: someone else's entries or locks
+            self.directory.rmdir()

@@ -154,7 +154,7 @@ class JobPipeline:
         answered = 0
         for entry in entries:
             try:
-                recorded = await self.client.complete(entry.job_id, entry.result)
+                recorded = await self.client.complete(entry.job_id, entry.result, task_id=entry.task_id)
             except UNANSWERED as exc:
                 if not _answered(exc):
                     log.warning("job %s: completion still not recorded: %s", entry.job_id, exc)
@@ -236,7 +236,7 @@ class JobPipeline:
             # The automation's last word on progress ("Concluido", say) is kept, not dropped by
             # the throttle; a job that reported nothing costs no extra request.
             await pump.close(flush=True)
-            return await self._complete(job_id, result)
+            return await self._complete(job_id, result, job.get("task_id"))
         except asyncio.CancelledError:
             work.cancel()
             raise
@@ -244,10 +244,10 @@ class JobPipeline:
             watcher.cancel()
             await pump.close()
 
-    async def _complete(self, job_id: int, result: Any) -> RunResult:
-        entry = self._hold(job_id, result)
+    async def _complete(self, job_id: int, result: Any, task_id: str | None) -> RunResult:
+        entry = self._hold(job_id, result, task_id)
         if entry is None:
-            if not await self.client.complete(job_id, result):
+            if not await self.client.complete(job_id, result, task_id=task_id):
                 return RunResult(Outcome.LOST)
             return RunResult(Outcome.COMPLETED)
         sent = asyncio.Event()
@@ -265,12 +265,12 @@ class JobPipeline:
                 return RunResult(Outcome.LOST)
         return RunResult(Outcome.COMPLETED)
 
-    def _hold(self, job_id: int, result: Any) -> Entry | None:
+    def _hold(self, job_id: int, result: Any, task_id: str | None) -> Entry | None:
         """The completion kept in the outbox; None without one (then its answer is awaited)."""
         if self._outbox is None:
             return None
         try:
-            return self._outbox.hold(job_id, result)
+            return self._outbox.hold(job_id, result, task_id)
         except (OSError, TypeError, ValueError) as exc:
             log.warning("job %s: completion not kept in the outbox (%s); awaiting its answer", job_id, exc)
             return None
@@ -278,7 +278,9 @@ class JobPipeline:
     async def _report_completion(self, entry: Entry, on_sent: Callable[[], None]) -> bool:
         assert self._outbox is not None
         try:
-            still_ours = await self.client.complete(entry.job_id, entry.result, on_sent=on_sent)
+            still_ours = await self.client.complete(
+                entry.job_id, entry.result, on_sent=on_sent, task_id=entry.task_id
+            )
         except UNANSWERED as exc:
             if not _answered(exc):
                 self._kept.append(entry)  # sent again before the next claim
