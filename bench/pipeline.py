@@ -180,19 +180,25 @@ def run_ours(procs: Procs, ours: Ours, args: argparse.Namespace, profile: str | 
     result = Round(ours.label, args.jobs)
     purge(QUEUE)
     api = ours.api
+    first = asyncio.run(last_id(ours.database))
+    in_flight = args.in_flight if ours.batch == 1 else args.batch_in_flight
+
+    def dispatch() -> tuple[float, float, int]:
+        return asyncio.run(dispatch_all(api.url, ours.key, args.jobs, in_flight, ours.batch))
+
+    if args.drain:  # every job queued before the worker starts: its drain alone is timed
+        _, result.dispatch_s, result.errors = dispatch()
     worker = start_pool_worker(procs, api, ours.machine_key, queue=QUEUE, concurrency=args.concurrency)
     kind = "raw" if profile and profile.endswith(".txt") else "speedscope"
     profiler = start_profiler(ours.api.proc.pid, profile, kind) if profile else None
     try:
-        first = asyncio.run(last_id(ours.database))
         api_cpu0 = cpu_seconds(ours.api.proc.pid, with_children=True)
         worker_cpu0 = cpu_seconds(worker.pid, with_children=True)
-        in_flight = args.in_flight if ours.batch == 1 else args.batch_in_flight
-        started, dispatch_s, errors = asyncio.run(
-            dispatch_all(api.url, ours.key, args.jobs, in_flight, ours.batch)
-        )
-        result.dispatch_s = dispatch_s
-        result.errors = errors
+        if args.drain:
+            started, errors = time.time(), result.errors
+        else:
+            started, result.dispatch_s, errors = dispatch()
+            result.errors = errors
         result.done = asyncio.run(wait_concluded(ours.database, first, args.jobs - errors))
         result.api_cpu_s = cpu_seconds(ours.api.proc.pid, with_children=True) - api_cpu0
         result.worker_cpu_s = cpu_seconds(worker.pid, with_children=True) - worker_cpu0
@@ -216,6 +222,24 @@ def run_raw(procs: Procs, args: argparse.Namespace) -> Round:
 
     result = Round("raw Celery", args.jobs)
     purge(RAW_QUEUE)
+    ids = [str(uuid.uuid4()) for _ in range(args.jobs)]
+    sent_at: dict[str, float] = {}
+
+    def send(chunk: list[str]) -> None:
+        for task_id in chunk:
+            sent_at[task_id] = time.time()
+            app.send_task(TASK_NAME, args=[0], queue=RAW_QUEUE, task_id=task_id)
+
+    def send_all() -> float:
+        """Send every task from 4 threads; the wall time of the sends."""
+        t0 = time.perf_counter()
+        threads = 4
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(send, [ids[i::threads] for i in range(threads)]))
+        return time.perf_counter() - t0
+
+    if args.drain:
+        result.dispatch_s = send_all()
     env = bench_env(BENCH_RAW_BROKER_URL=redis_url())
     worker = procs.start(
         "raw-celery",
@@ -233,21 +257,10 @@ def run_raw(procs: Procs, args: argparse.Namespace) -> Round:
         while time.monotonic() < deadline and not app.control.ping(timeout=0.5):
             if not worker.alive():
                 raise SystemExit(f"raw Celery worker exited:\n{worker.output()[-3000:]}")
-        ids = [str(uuid.uuid4()) for _ in range(args.jobs)]
-        sent_at: dict[str, float] = {}
         worker_cpu0 = cpu_seconds(worker.pid, with_children=True)
-
-        def send(chunk: list[str]) -> None:
-            for task_id in chunk:
-                sent_at[task_id] = time.time()
-                app.send_task(TASK_NAME, args=[0], queue=RAW_QUEUE, task_id=task_id)
-
         started = time.time()
-        t0 = time.perf_counter()
-        threads = 4
-        with ThreadPoolExecutor(threads) as pool:
-            list(pool.map(send, [ids[i::threads] for i in range(threads)]))
-        result.dispatch_s = time.perf_counter() - t0
+        if not args.drain:
+            result.dispatch_s = send_all()
         done_at = wait_results(ids, app.backend.client)
         result.worker_cpu_s = cpu_seconds(worker.pid, with_children=True) - worker_cpu0
     finally:
@@ -367,6 +380,7 @@ def run(args: argparse.Namespace) -> None:
         f"{args.jobs:,} no-op jobs per round, {args.runs} round(s) per variant, "
         f"prefork -c {args.concurrency}, API processes {args.api_workers}, "
         f"{args.in_flight} dispatch requests in flight ({args.batch_in_flight} for batches), "
+        f"{'drain of jobs queued first (from the worker start), ' if args.drain else ''}"
         f"Redis db {REDIS_DB}; latency = dispatch -> "
         f"completion (ours: data_fim - created_at; raw: date_done - send)"
     )
@@ -415,6 +429,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--baseline", help="directory with another worker_automation package, run too")
     parser.add_argument(
         "--profile", help="py-spy profile of the API, first round (.txt: collapsed stacks, else speedscope)"
+    )
+    parser.add_argument(
+        "--drain",
+        action="store_true",
+        help="queue every job first, then start the workers and time their drain alone",
     )
     parser.add_argument("--wait-quiet", action="store_true", help="wait for load average < 1.5 first")
     return parser.parse_args(argv)

@@ -29,7 +29,9 @@ from worker_automation.worker.registry import Automation
 
 # A Core insert on the table, built once (the ORM's insert path cost more than the insert).
 _WORKERS = cast(Table, Worker.__table__)
-_INSERT_JOB = insert(_WORKERS).returning(*_WORKERS.columns, sort_by_parameter_order=True)
+_INSERT_JOB = insert(_WORKERS).returning(*_WORKERS.columns)
+# Several rows: RETURNING them in the order of their parameters.
+_INSERT_JOBS = insert(_WORKERS).returning(*_WORKERS.columns, sort_by_parameter_order=True)
 _FORGET_TASKS = (
     update(_WORKERS)
     .where(
@@ -84,15 +86,20 @@ class Send:
 async def _send_all(services: Services, sends: list[Send]) -> list[int]:
     """Send every task at once (the broker sends those waiting together in batches); the ids of
     the jobs whose task the broker refused, whose rows then keep AGENDADO without a task id."""
-    outcomes = await asyncio.gather(
-        *(
-            services.broker.send(
-                s.task_name, queue=s.queue, priority=s.priority, args=[s.worker_id], task_id=s.task_id
-            )
-            for s in sends
-        ),
-        return_exceptions=True,
-    )
+    sending = [
+        services.broker.send(
+            s.task_name, queue=s.queue, priority=s.priority, args=[s.worker_id], task_id=s.task_id
+        )
+        for s in sends
+    ]
+    outcomes: list[object]
+    if len(sending) == 1:  # the usual case: no gather (a task per send) around it
+        try:
+            outcomes = [await sending[0]]
+        except Exception as exc:
+            outcomes = [exc]
+    else:
+        outcomes = list(await asyncio.gather(*sending, return_exceptions=True))
     refused = [s for s, outcome in zip(sends, outcomes, strict=True) if isinstance(outcome, BaseException)]
     if refused:
         async with services.db.transaction() as conn:
@@ -196,7 +203,10 @@ async def _create(
             # RETURNING the rows: the views without reading them back. (SQLite refuses the client
             # name subquery in an INSERT's RETURNING, hence the lookup of their own.)
             names = await _client_names(conn, requests)
-            created = await conn.execute(_INSERT_JOB, rows[0] if len(rows) == 1 else rows)
+            if len(rows) == 1:
+                created = await conn.execute(_INSERT_JOB, rows[0])
+            else:
+                created = await conn.execute(_INSERT_JOBS, rows)
             views = [view_of(row, names.get(row.cliente_id)) for row in created]
             if len(views) == 1:
                 note.target = f"worker:{views[0].id}"
