@@ -30,7 +30,6 @@ from celery.signals import (
 from celery.worker import state as worker_state
 
 from worker_automation.broker.celery_app import make_celery
-from worker_automation.models import JobStatus
 from worker_automation.settings import Settings
 from worker_automation.worker.client import WorkerApiClient
 from worker_automation.worker.implementations import load_implementations
@@ -95,6 +94,9 @@ def _process_state(settings: Settings) -> _ProcessState:
 RETRIED_REFUSALS: Final = frozenset({"concurrency_limit", "machine_off", "dev_mode"})
 # What a job whose process died under it (OOM killer, a crash, kill -9) is failed with.
 LOST_MESSAGE: Final = "O processo do worker terminou inesperadamente durante a execucao."
+# A job's status before its claim (JobStatus.AGENDADO, spelled out: pool workers do not load the
+# database models).
+UNCLAIMED_STATUS: Final = "AGENDADO"
 
 
 def retry_delay(retries: int) -> float:
@@ -146,7 +148,7 @@ def _report_failed(settings: Settings, job_ids: list[Any], message: str, exc_typ
                 log.error("job %s: failure (%s) not reported: %s", job_id, exc_type, exc)
                 continue
             log.warning("job %s reported failed (%s): %s", job_id, exc_type, answer.status_code)
-            if answer.status_code == 409 and _status_in(answer) == JobStatus.AGENDADO.value:
+            if answer.status_code == 409 and _status_in(answer) == UNCLAIMED_STATUS:
                 unclaimed.append(job_id)
     return unclaimed
 
