@@ -1,7 +1,8 @@
 """Creating jobs: validate, record them AGENDADO, announce them, and hand them to their queues.
 
 One job or a batch (the same automation for a list of clients, say) go through the same steps;
-a batch costs one request, one transaction and one round trip to the broker for all its jobs.
+a batch costs one request and one transaction for all its jobs, and its tasks go out together
+(the broker's sender pipelines up to 64 at a time).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ _CLIENT_NAMES = select(Cliente.id, Cliente.razao_social).where(
 )
 
 KEPT_MESSAGE: Final = "Broker indisponivel: o worker ficou AGENDADO sem task no broker."
-# Jobs one batch may create: one transaction and one broker round trip for all of them.
+# Jobs one batch may create (one transaction for all of them).
 MAX_BATCH: Final = 500
 
 

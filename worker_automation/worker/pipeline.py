@@ -150,24 +150,41 @@ class JobPipeline:
 
     async def _send_kept(self, entries: list[Entry]) -> int:
         """Send completions kept in the outbox; those still without an answer stay kept."""
-        assert self._outbox is not None
         answered = 0
         for entry in entries:
             try:
-                recorded = await self.client.complete(entry.job_id, entry.result, task_id=entry.task_id)
+                recorded = await self._deliver(entry)
             except UNANSWERED as exc:
                 if not _answered(exc):
                     log.warning("job %s: completion still not recorded: %s", entry.job_id, exc)
-                    self._kept.append(entry)
                     continue
                 log.error("job %s: completion refused: %s", entry.job_id, exc)
             else:
-                log.info(
-                    "job %s: completion sent again (%s)", entry.job_id, "recorded" if recorded else "not ours"
-                )
-            self._outbox.release(entry)
+                outcome = "recorded" if recorded else "no longer ours"
+                log.info("job %s: completion sent again (%s)", entry.job_id, outcome)
             answered += 1
         return answered
+
+    async def _send_kept_again(self) -> None:
+        kept, self._kept = self._kept, []
+        await self._send_kept(kept)
+
+    async def _deliver(self, entry: Entry, on_sent: Callable[[], None] | None = None) -> bool:
+        """Send a kept completion; out of the outbox once answered (whatever the answer), kept for
+        the next try when no answer came. Raises what the client raised."""
+        assert self._outbox is not None
+        try:
+            still_ours = await self.client.complete(
+                entry.job_id, entry.result, on_sent=on_sent, task_id=entry.task_id
+            )
+        except UNANSWERED as exc:
+            if _answered(exc):
+                self._outbox.release(entry)
+            else:
+                self._kept.append(entry)
+            raise
+        self._outbox.release(entry)
+        return still_ours
 
     async def settle(self) -> None:
         """Wait for the answer to the completion still in flight, if any (logged, never raised)."""
@@ -185,15 +202,13 @@ class JobPipeline:
         await self.settle()
         if self._outbox is None:
             return
-        kept, self._kept = self._kept, []
-        await self._send_kept(kept)
+        await self._send_kept_again()
         self._outbox.close()
 
     async def run(self, job_id: int, task_id: str | None = None) -> RunResult:
         await self.settle()
         if self._kept:
-            kept, self._kept = self._kept, []
-            await self._send_kept(kept)
+            await self._send_kept_again()
         claim = await self.client.start(job_id, task_id)
         if not claim.claimed:
             # Refusals are an expected outcome (another machine won, limits, dev mode).
@@ -276,18 +291,7 @@ class JobPipeline:
             return None
 
     async def _report_completion(self, entry: Entry, on_sent: Callable[[], None]) -> bool:
-        assert self._outbox is not None
-        try:
-            still_ours = await self.client.complete(
-                entry.job_id, entry.result, on_sent=on_sent, task_id=entry.task_id
-            )
-        except UNANSWERED as exc:
-            if not _answered(exc):
-                self._kept.append(entry)  # sent again before the next claim
-                raise
-            self._outbox.release(entry)
-            raise
-        self._outbox.release(entry)
+        still_ours = await self._deliver(entry, on_sent)
         if not still_ours:
             log.info("job %s was taken away before its completion was recorded", entry.job_id)
         return still_ours

@@ -38,7 +38,7 @@ from worker_automation.worker.pipeline import SHUTDOWN_MESSAGE, JobPipeline, Out
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-# How long a pool process leaving (warm shutdown, recycling) waits for its last answer.
+# How long a pool process leaving (warm shutdown, recycling) spends on its last answers.
 SETTLE_TIMEOUT_SECONDS: Final = 30.0
 
 
@@ -69,7 +69,8 @@ class _ProcessState:
 
 
 def _settle_before_exit(**_kw: Any) -> None:
-    """A pool process about to exit reads the answer to its last completion first."""
+    """A pool process about to exit reads its last answer, sends what is kept once more and
+    gives up its outbox (see ``JobPipeline.close``)."""
     state = _state
     if state is not None and state.pid == os.getpid():
         try:
