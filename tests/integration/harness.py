@@ -367,8 +367,10 @@ class Stack:
         key: str | None = None,
         grace: float | None = None,
         wait: bool = True,
+        name: str | None = None,
     ) -> Proc:
-        """``worker-automation worker -Q QUEUE -c N`` with a machine key and no database access."""
+        """``worker-automation worker -Q QUEUE -c N`` with a machine key and no database access
+        (``name``: its Celery node name, e.g. the one of a worker it replaces)."""
         env = clean_env(
             WA_REDIS_URL=self.redis_url,
             WA_API_URL=self.api_url,
@@ -385,7 +387,7 @@ class Stack:
             "-c",
             str(concurrency),
             "-n",
-            f"w{count}-{queue}-{self.port}@test",
+            name or f"w{count}-{queue}-{self.port}@test",
         ]
         proc = self.procs.start(f"worker-{queue}", args, env, self.workdir)
         if wait:
