@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 import sqlite3
 import time
 from collections.abc import Iterable
@@ -114,7 +116,8 @@ class JobFate:
 
     def describe(self) -> str:
         path = " -> ".join(new for _old, new in self.changes)
-        return f"job {self.id} {self.automation} {self.status} {self.error!r} retries={self.retry_count} [{path}]"
+        head = f"job {self.id} {self.automation} {self.status} {self.error!r}"
+        return f"{head} retries={self.retry_count} [{path}]"
 
 
 class Ledger(Protocol):
@@ -124,9 +127,7 @@ class Ledger(Protocol):
 
 
 def _fates(jobs: Iterable[Any], changes: Iterable[Any]) -> dict[int, JobFate]:
-    found = {
-        int(r[0]): JobFate(int(r[0]), str(r[4]), str(r[1]), r[2], int(r[3] or 0)) for r in jobs
-    }
+    found = {int(r[0]): JobFate(int(r[0]), str(r[4]), str(r[1]), r[2], int(r[3] or 0)) for r in jobs}
     for job_id, old, new in changes:
         fate = found.get(int(job_id))
         if fate is not None:
@@ -260,6 +261,16 @@ def wait_gone(pids: Iterable[int], timeout: float) -> list[int]:
         time.sleep(0.1)
         left = [pid for pid in left if is_running(pid)]
     return left
+
+
+def assert_gone(pids: Iterable[int], timeout: float, what: str) -> None:
+    """Every process of ``pids`` ends within ``timeout``; any left is killed (an orphan is no child
+    of the test, and its group's kill at teardown would miss it), then the test fails."""
+    left = wait_gone(pids, timeout)
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, f"processes of {what} still running {timeout}s after it was killed: {left}"
 
 
 def process_tree(pid: int) -> list[int]:

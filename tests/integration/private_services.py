@@ -188,7 +188,8 @@ class PrivatePostgres:
             f"-p {self.port} -k {self.sockets} -c listen_addresses=127.0.0.1 -c fsync=off "
             "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
         )
-        self._run(pg_ctl, "-D", str(self.data), "-l", str(self.log_path), "-o", options, "-w", "-t", "30", "start")
+        data, log = str(self.data), str(self.log_path)
+        self._run(pg_ctl, "-D", data, "-l", log, "-o", options, "-w", "-t", "30", "start")
         _wait_port(self.port, True, START_TIMEOUT)
         return self
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.integration.fault_support import PgLedger, Verdict, process_tree, wait_gone, wait_resolved
+from tests.integration.fault_support import PgLedger, Verdict, assert_gone, process_tree, wait_resolved
 from tests.integration.harness import Stack, wait_until
 from tests.integration.private_services import PrivatePostgres, PrivateRedis
 
@@ -144,7 +144,7 @@ def test_api_killed_while_jobs_run(faulty: tuple[Stack, PgLedger]) -> None:
     tree = process_tree(serve.pid)
     serve.send(signal.SIGKILL)
     assert serve.wait(10) is not None
-    assert not wait_gone(tree, ORPHAN_LIMIT), "the API left processes behind"
+    assert_gone(tree, ORPHAN_LIMIT, "the killed API")
     time.sleep(15.0)
     stack.serve()
 
@@ -165,8 +165,7 @@ def test_worker_main_process_killed_while_running(faulty: tuple[Stack, PgLedger]
     assert len(tree) >= 3, f"no pool children: {tree}"
     worker.send(signal.SIGKILL)
     # Pool children die with their parent: none keeps running a job nobody will report.
-    left = wait_gone(tree, ORPHAN_LIMIT)
-    assert not left, f"processes of the killed worker still running: {left}"
+    assert_gone(tree, ORPHAN_LIMIT, "the killed worker")
     # As a supervisor would: the same worker started again.
     stack.pool_worker("scan", 2, key=key, name=name)
 
@@ -183,8 +182,7 @@ def test_dedicated_machine_killed_while_running(faulty: tuple[Stack, PgLedger]) 
     running = wait_running(ledger, 1)
     tree = process_tree(machine.pid)
     machine.send(signal.SIGKILL)
-    left = wait_gone(tree, ORPHAN_LIMIT)
-    assert not left, f"processes of the killed machine still running: {left}"
+    assert_gone(tree, ORPHAN_LIMIT, "the killed machine")
     stack.machine("demo.sleep", key=key)
 
     verdict = wait_resolved(ledger, budget(4 * 2.0), expected=len(ids))
