@@ -1,0 +1,381 @@
+"""Recovery from single faults at a few hundred jobs (DESIGN.md 8.1, R1, and 8.5 "recovery").
+
+Each row starts a fresh set-up on a PostgreSQL cluster and a ``redis-server`` of the benchmark's
+own (free ports, temporary directories: the faults stop and restart them), queues ``--jobs`` jobs
+of the demo automations, injects one fault while they run, and measures the seconds from the
+fault's end until every job of the database is resolved. Then, from the status ledger a trigger
+keeps (``tests/integration/fault_support.py``): lost (still AGENDADO, cancelled, or failed without
+ever running), stuck (still EXECUTANDO), duplicated (started more often than sent back plus one).
+Target: 0 / 0 / 0 and <= 60 s per row with the default ``WA_RECOVERY_SECONDS`` (60).
+
+    python -m bench.faults --jobs 300                      # every fault, default window
+    python -m bench.faults --jobs 300 --recovery-seconds 10
+    python -m bench.faults --soak                          # 30 min, 5,000 jobs, random faults
+    python -m bench.faults --soak --soak-minutes 3 --soak-jobs 500
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.common import fmt, print_facts, table
+from tests.integration.fault_support import (
+    JobFate,
+    Ledger,
+    PgLedger,
+    SqliteLedger,
+    Verdict,
+    process_tree,
+    wait_gone,
+    wait_resolved,
+)
+from tests.integration.harness import (
+    Proc,
+    Processes,
+    Stack,
+    clean_env,
+    cli_command,
+    free_port,
+    run_cli,
+    wait_ready,
+    wait_until,
+)
+from tests.integration.private_services import PrivatePostgres, PrivateRedis
+
+FAULTS = ("redis", "postgres", "api", "worker", "machine", "embedded")
+SCOPES = "worker_automation:read,worker_automation:write"
+POOL_CONCURRENCY = 2
+PG_OUTAGE_SECONDS = 10.0
+API_OUTAGE_SECONDS = 15.0
+# What a row waits beyond the recovery window for the jobs to drain, before calling them stuck.
+DRAIN_SECONDS = 120.0
+STEP_TIMEOUT = 60.0
+
+
+@dataclass
+class Row:
+    fault: str
+    verdict: Verdict
+    jobs: int
+    orphans: int
+    resolved: bool
+    note: str = ""
+
+    def cells(self) -> list[Any]:
+        v = self.verdict
+        lost = len(v.lost) + len(v.cancelled) + len(v.failed_unstarted)
+        seconds = fmt(v.seconds) if self.resolved else f"> {v.seconds:.0f}"
+        failed = sum(1 for f in v.fates.values() if f.status == "FALHA" and f.starts > 0)
+        return [self.fault, self.jobs, v.count("CONCLUIDO"), failed, lost, len(v.stuck),
+                len(v.duplicated), self.orphans, seconds]  # fmt: skip
+
+
+HEADERS = ["fault", "jobs", "concluded", "failed (fault named)", "lost", "stuck", "duplicated",
+           "orphan processes", "seconds after fault"]  # fmt: skip
+
+
+class Dispatcher:
+    """Creates jobs through the REST API; failures during an outage are counted, not raised."""
+
+    def __init__(self, api_url: str, key: str) -> None:
+        self.http = httpx.Client(base_url=api_url, timeout=10.0, headers={"X-API-Key": key})
+        self.answers: dict[str, int] = {}
+
+    def send(self, automation: str, context: dict[str, Any]) -> int | None:
+        body = {"automation_type": automation, "cliente_id": None, "context": context, "priority": 0}
+        try:
+            response = self.http.post("/api/v1/jobs", json=body)
+        except httpx.HTTPError as exc:
+            answer = type(exc).__name__
+        else:
+            answer = str(response.status_code)
+            if response.status_code == 201:
+                self.answers[answer] = self.answers.get(answer, 0) + 1
+                return int(response.json()["data"]["id"])
+        self.answers[answer] = self.answers.get(answer, 0) + 1
+        return None
+
+    def close(self) -> None:
+        self.http.close()
+
+
+def started_count(ledger: Ledger) -> int:
+    return sum(1 for f in ledger.fates().values() if f.starts > 0)
+
+
+def wait_started(ledger: Ledger, count: int) -> None:
+    wait_until(lambda: started_count(ledger) >= count, STEP_TIMEOUT, f"fewer than {count} jobs started", 0.2)
+
+
+def wait_running(ledger: Ledger) -> None:
+    def running() -> bool:
+        return any(f.status == "EXECUTANDO" for f in ledger.fates().values())
+
+    wait_until(running, STEP_TIMEOUT, "no job running", 0.1)
+
+
+def kill_tree(proc: Proc) -> list[int]:
+    """SIGKILL ``proc`` alone (as the kernel's OOM killer or ``kill -9`` would); its tree before."""
+    tree = process_tree(proc.pid)
+    proc.send(signal.SIGKILL)
+    proc.wait(10)
+    return tree
+
+
+def orphans_of(tree: list[int]) -> int:
+    """How many of ``tree`` outlived the kill by 10 s (killed now, so none keeps running)."""
+    left = wait_gone(tree, 10.0)
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return len(left)
+
+
+class Bench:
+    """The private services and the per-row set-ups."""
+
+    def __init__(self, args: argparse.Namespace, root: Path) -> None:
+        self.args = args
+        self.root = root
+        self.pg = PrivatePostgres().start()
+        self.redis = PrivateRedis(root / "redis").start()
+        self.rows = 0
+
+    def close(self) -> None:
+        self.redis.stop()
+        self.pg.destroy()
+
+    @contextlib.contextmanager
+    def stack(self) -> Iterator[tuple[Stack, PgLedger, Dispatcher]]:
+        self.rows += 1
+        self.pg.start()
+        self.redis.start()
+        self.redis.flushall()
+        workdir = self.root / f"row{self.rows}"
+        (workdir / "work").mkdir(parents=True)
+        procs = Processes(workdir / "logs")
+        procs.directory.mkdir()
+        database_url = self.pg.create_database(f"wa_bench_faults_{uuid.uuid4().hex[:8]}")
+        stack = Stack(procs, database_url=database_url, redis_url=self.redis.url(),
+                      redis_prefix=f"wa-faults-{self.rows}", workdir=workdir / "work")  # fmt: skip
+        stack.env["WA_RECOVERY_SECONDS"] = str(self.args.recovery_seconds)
+        stack.env["WA_LOG_LEVEL"] = "warning"
+        dispatcher: Dispatcher | None = None
+        try:
+            stack.serve()
+            ledger = PgLedger(database_url)
+            ledger.install()
+            dispatcher = Dispatcher(stack.api_url, stack.operator_headers["X-API-Key"])
+            yield stack, ledger, dispatcher
+        finally:
+            if dispatcher is not None:
+                dispatcher.close()
+            procs.close()
+            stack.close()
+
+    def judge(
+        self, fault: str, ledger: Ledger, jobs: int | None, orphans: int = 0, fault_end: float | None = None
+    ) -> Row:
+        """Wait for every job to be resolved; seconds count from ``fault_end`` (default: now)."""
+        start = time.monotonic() if fault_end is None else fault_end
+        timeout = self.args.recovery_seconds + self.args.drain_seconds
+        verdict = wait_resolved(ledger, timeout, expected=jobs)
+        verdict.seconds = time.monotonic() - start
+        resolved = bool(verdict.fates) and all(f.resolved for f in verdict.fates.values())
+        return Row(fault, verdict, len(verdict.fates), orphans, resolved)
+
+
+def queue_jobs(dispatcher: Dispatcher, jobs: int, long_runs: int, long_seconds: float) -> int:
+    """``long_runs`` demo.sleep jobs (running when the fault hits) then demo.echo jobs."""
+    created = 0
+    for n in range(jobs):
+        if n < long_runs:
+            made = dispatcher.send("demo.sleep", {"seconds": long_seconds})
+        else:
+            made = dispatcher.send("demo.echo", {"n": n})
+        created += made is not None
+    return created
+
+
+def fault_redis(bench: Bench) -> Row:
+    with bench.stack() as (stack, ledger, dispatcher):
+        stack.pool_worker("scan", POOL_CONCURRENCY)
+        jobs = queue_jobs(dispatcher, bench.args.jobs, 2, 2.0)
+        wait_started(ledger, 5)
+        bench.redis.restart()
+        return bench.judge("Redis restarted, no persistence", ledger, jobs)
+
+
+def fault_postgres(bench: Bench) -> Row:
+    with bench.stack() as (stack, ledger, dispatcher):
+        stack.pool_worker("scan", POOL_CONCURRENCY)
+        stop = threading.Event()
+        interval = 14.0 / bench.args.jobs  # spread over the outage and a little around it
+
+        def feed() -> None:
+            n = 0
+            while not stop.is_set() and n < bench.args.jobs:
+                n += 1
+                dispatcher.send("demo.echo", {"n": n})
+                time.sleep(interval)
+
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
+        time.sleep(2.0)
+        bench.pg.stop()
+        time.sleep(PG_OUTAGE_SECONDS)
+        bench.pg.start()
+        fault_end = time.monotonic()
+        feeder.join()
+        label = f"PostgreSQL down {PG_OUTAGE_SECONDS:.0f} s during dispatch"
+        row = bench.judge(label, ledger, None, fault_end=fault_end)
+        row.note = f"dispatch answers (HTTP status: count): {dispatcher.answers}"
+        return row
+
+
+def fault_api(bench: Bench) -> Row:
+    with bench.stack() as (stack, ledger, dispatcher):
+        stack.pool_worker("scan", POOL_CONCURRENCY)
+        jobs = queue_jobs(dispatcher, bench.args.jobs, 4, 1.0)
+        wait_started(ledger, 5)
+        assert stack.serve_proc is not None
+        orphans = orphans_of(kill_tree(stack.serve_proc))
+        time.sleep(API_OUTAGE_SECONDS)
+        stack.serve()
+        return bench.judge(f"API SIGKILL, down {API_OUTAGE_SECONDS:.0f} s", ledger, jobs, orphans)
+
+
+def fault_worker(bench: Bench) -> Row:
+    with bench.stack() as (stack, ledger, dispatcher):
+        key = stack.register_machine(queue="scan")
+        name = f"faults-scan-{stack.port}@bench"
+        worker = stack.pool_worker("scan", POOL_CONCURRENCY, key=key, name=name)
+        jobs = queue_jobs(dispatcher, bench.args.jobs, 4, 3.0)
+        wait_running(ledger)
+        orphans = orphans_of(kill_tree(worker))
+        stack.pool_worker("scan", POOL_CONCURRENCY, key=key, name=name)
+        return bench.judge("Celery worker main process SIGKILL", ledger, jobs, orphans)
+
+
+def fault_machine(bench: Bench) -> Row:
+    with bench.stack() as (stack, ledger, dispatcher):
+        key = stack.register_machine(automation="demo.echo")
+        machine = stack.machine("demo.echo", key=key)
+        jobs = queue_jobs(dispatcher, bench.args.jobs, 0, 0.0)
+        wait_started(ledger, max(1, bench.args.jobs // 10))
+        orphans = orphans_of(kill_tree(machine))
+        stack.machine("demo.echo", key=key)
+        return bench.judge("dedicated machine SIGKILL", ledger, jobs, orphans)
+
+
+def fault_embedded(bench: Bench) -> Row:
+    bench.rows += 1
+    workdir = bench.root / f"row{bench.rows}"
+    (workdir / "project").mkdir(parents=True)
+    procs = Processes(workdir / "logs")
+    procs.directory.mkdir()
+    project = workdir / "project"
+    env = clean_env(WA_RECOVERY_SECONDS=str(bench.args.recovery_seconds), WA_LOG_LEVEL="warning")
+    port = free_port()
+    api_url = f"http://127.0.0.1:{port}"
+
+    def serve() -> Proc:
+        proc = procs.start("serve-embedded", [*cli_command(), "serve", "--port", str(port)], env, project)
+        wait_ready(api_url, proc, STEP_TIMEOUT)
+        return proc
+
+    try:
+        first = serve()
+        ledger = SqliteLedger(project / "worker_automation.db")
+        ledger.install()
+        key = run_cli(["keys", "create", "--perfil", "administrador", "--scopes", SCOPES], env, project)
+        dispatcher = Dispatcher(api_url, key)
+        try:
+            jobs = queue_jobs(dispatcher, bench.args.jobs, 1, 5.0)
+        finally:
+            dispatcher.close()
+        wait_started(ledger, 5)
+        orphans = orphans_of(kill_tree(first))
+        serve()
+        return bench.judge("embedded serve SIGKILL", ledger, jobs, orphans)
+    finally:
+        procs.close()
+
+
+RUNNERS: dict[str, Callable[[Bench], Row]] = {
+    "redis": fault_redis,
+    "postgres": fault_postgres,
+    "api": fault_api,
+    "worker": fault_worker,
+    "machine": fault_machine,
+    "embedded": fault_embedded,
+}
+
+
+def describe_problems(row: Row) -> None:
+    worst: list[JobFate] = [*row.verdict.lost, *row.verdict.stuck, *row.verdict.duplicated]
+    for fate in worst[:5]:
+        print(f"  {row.fault}: {fate.describe()}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--jobs", type=int, default=300)
+    parser.add_argument("--faults", default=",".join(FAULTS), help=f"comma-separated, of {FAULTS}")
+    parser.add_argument("--recovery-seconds", type=float, default=60.0, help="WA_RECOVERY_SECONDS")
+    parser.add_argument(
+        "--drain-seconds", type=float, default=DRAIN_SECONDS,
+        help="how long past the recovery window a row waits before counting jobs lost or stuck",
+    )  # fmt: skip
+    parser.add_argument("--soak", action="store_true", help="random faults for --soak-minutes")
+    parser.add_argument("--soak-minutes", type=float, default=30.0)
+    parser.add_argument("--soak-jobs", type=int, default=5000)
+    parser.add_argument("--seed", type=int, default=None, help="the soak's random seed")
+    args = parser.parse_args(argv)
+    chosen = [f.strip() for f in args.faults.split(",") if f.strip()]
+    unknown = sorted(set(chosen) - set(FAULTS))
+    if unknown:
+        parser.error(f"--faults: unknown {unknown}; choose among {FAULTS}")
+    print_facts()
+    print(f"WA_RECOVERY_SECONDS={args.recovery_seconds:g}")
+    with tempfile.TemporaryDirectory(prefix="wa-faults-") as tmp:
+        bench = Bench(args, Path(tmp))
+        try:
+            if args.soak:
+                from bench.fault_soak import soak
+
+                return soak(bench)
+            rows: list[Row] = []
+            for fault in chosen:
+                started = time.monotonic()
+                row = RUNNERS[fault](bench)
+                rows.append(row)
+                describe_problems(row)
+                print(f"  {row.fault}: row done in {time.monotonic() - started:.0f} s", file=sys.stderr)
+            print(table(HEADERS, [row.cells() for row in rows]))
+            for row in rows:
+                if row.note:
+                    print(f"{row.fault}: {row.note}")
+        finally:
+            bench.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
