@@ -38,16 +38,19 @@ CREATE TABLE IF NOT EXISTS wa_fault_ledger (
     job_id bigint NOT NULL,
     old_status text,
     status text NOT NULL,
+    old_task_id text,
     task_id text,
     retry_count integer,
     at timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 CREATE OR REPLACE FUNCTION wa_fault_ledger_note() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP = 'INSERT' OR NEW.status IS DISTINCT FROM OLD.status THEN
-        INSERT INTO wa_fault_ledger (job_id, old_status, status, task_id, retry_count)
-        VALUES (NEW.id, CASE WHEN TG_OP = 'INSERT' THEN NULL ELSE OLD.status::text END,
-                NEW.status::text, NEW.task_id, NEW.retry_count);
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO wa_fault_ledger (job_id, old_status, status, old_task_id, task_id, retry_count)
+        VALUES (NEW.id, NULL, NEW.status::text, NULL, NEW.task_id, NEW.retry_count);
+    ELSIF NEW.status IS DISTINCT FROM OLD.status OR NEW.task_id IS DISTINCT FROM OLD.task_id THEN
+        INSERT INTO wa_fault_ledger (job_id, old_status, status, old_task_id, task_id, retry_count)
+        VALUES (NEW.id, OLD.status::text, NEW.status::text, OLD.task_id, NEW.task_id, NEW.retry_count);
     END IF;
     RETURN NULL;
 END $$;
@@ -62,6 +65,7 @@ CREATE TABLE IF NOT EXISTS wa_fault_ledger (
     job_id INTEGER NOT NULL,
     old_status TEXT,
     status TEXT NOT NULL,
+    old_task_id TEXT,
     task_id TEXT,
     retry_count INTEGER,
     at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP
@@ -70,15 +74,15 @@ CREATE TRIGGER IF NOT EXISTS wa_fault_ledger_insert AFTER INSERT ON workers BEGI
     INSERT INTO wa_fault_ledger (job_id, old_status, status, task_id, retry_count)
     VALUES (NEW.id, NULL, NEW.status, NEW.task_id, NEW.retry_count);
 END;
-CREATE TRIGGER IF NOT EXISTS wa_fault_ledger_update AFTER UPDATE OF status ON workers
-    WHEN NEW.status IS NOT OLD.status BEGIN
-    INSERT INTO wa_fault_ledger (job_id, old_status, status, task_id, retry_count)
-    VALUES (NEW.id, OLD.status, NEW.status, NEW.task_id, NEW.retry_count);
+CREATE TRIGGER IF NOT EXISTS wa_fault_ledger_update AFTER UPDATE OF status, task_id ON workers
+    WHEN NEW.status IS NOT OLD.status OR NEW.task_id IS NOT OLD.task_id BEGIN
+    INSERT INTO wa_fault_ledger (job_id, old_status, status, old_task_id, task_id, retry_count)
+    VALUES (NEW.id, OLD.status, NEW.status, OLD.task_id, NEW.task_id, NEW.retry_count);
 END;
 """
 
 _JOBS = "SELECT id, status, mensagem_erro, retry_count, automation_type FROM workers"
-_CHANGES = "SELECT job_id, old_status, status FROM wa_fault_ledger ORDER BY n"
+_CHANGES = "SELECT job_id, old_status, status, old_task_id FROM wa_fault_ledger ORDER BY n"
 
 
 @dataclass
@@ -90,15 +94,21 @@ class JobFate:
     status: str
     error: str | None
     retry_count: int
-    changes: list[tuple[str | None, str]] = field(default_factory=list)
+    # (old status, new status, old task id) of every change of status or task id.
+    changes: list[tuple[str | None, str, str | None]] = field(default_factory=list)
 
     @property
     def starts(self) -> int:
-        return sum(1 for _old, new in self.changes if new == "EXECUTANDO")
+        return sum(1 for _old, new, _task in self.changes if new == "EXECUTANDO")
 
     @property
     def requeues(self) -> int:
-        return sum(1 for old, new in self.changes if old == "EXECUTANDO" and new == "AGENDADO")
+        return sum(1 for old, new, _task in self.changes if old == "EXECUTANDO" and new == "AGENDADO")
+
+    @property
+    def resends(self) -> int:
+        """Times a queued job was sent again under a new task id (its message was lost)."""
+        return sum(1 for old, new, task in self.changes if old == new == "AGENDADO" and task is not None)
 
     @property
     def resolved(self) -> bool:
@@ -106,7 +116,7 @@ class JobFate:
 
     @property
     def duplicated(self) -> bool:
-        concluded = sum(1 for _old, new in self.changes if new == "CONCLUIDO")
+        concluded = sum(1 for _old, new, _task in self.changes if new == "CONCLUIDO")
         return self.starts > self.requeues + 1 or concluded > 1
 
     @property
@@ -115,7 +125,7 @@ class JobFate:
         return self.status != "FALHA" or any(m in (self.error or "") for m in FAULT_MARKERS)
 
     def describe(self) -> str:
-        path = " -> ".join(new for _old, new in self.changes)
+        path = " -> ".join(new for _old, new, _task in self.changes)
         head = f"job {self.id} {self.automation} {self.status} {self.error!r}"
         return f"{head} retries={self.retry_count} [{path}]"
 
@@ -128,10 +138,10 @@ class Ledger(Protocol):
 
 def _fates(jobs: Iterable[Any], changes: Iterable[Any]) -> dict[int, JobFate]:
     found = {int(r[0]): JobFate(int(r[0]), str(r[4]), str(r[1]), r[2], int(r[3] or 0)) for r in jobs}
-    for job_id, old, new in changes:
+    for job_id, old, new, old_task in changes:
         fate = found.get(int(job_id))
         if fate is not None:
-            fate.changes.append((old, new))
+            fate.changes.append((old, new, old_task))
     return found
 
 
