@@ -39,6 +39,7 @@ from tests.integration.fault_support import (
     PgLedger,
     SqliteLedger,
     Verdict,
+    configure_serve,
     process_tree,
     wait_gone,
     wait_resolved,
@@ -172,8 +173,7 @@ class Bench:
         database_url = self.pg.create_database(f"wa_bench_faults_{uuid.uuid4().hex[:8]}")
         stack = Stack(procs, database_url=database_url, redis_url=self.redis.url(),
                       redis_prefix=f"wa-faults-{self.rows}", workdir=workdir / "work")  # fmt: skip
-        stack.env["WA_RECOVERY_SECONDS"] = str(self.args.recovery_seconds)
-        stack.env["WA_LOG_LEVEL"] = "warning"
+        configure_serve(stack, WA_RECOVERY_SECONDS=str(self.args.recovery_seconds))
         dispatcher: Dispatcher | None = None
         try:
             stack.serve()

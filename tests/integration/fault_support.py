@@ -283,6 +283,15 @@ def assert_gone(pids: Iterable[int], timeout: float, what: str) -> None:
     assert not left, f"processes of {what} still running {timeout}s after it was killed: {left}"
 
 
+def configure_serve(stack: Any, **values: str) -> None:
+    """Settings for the ``serve`` of ``stack`` (``WA_RECOVERY_SECONDS``, say), before it starts:
+    in the environment ``serve`` is started with, which is not the one of workers and machines."""
+    stack.env.update(values)
+    serve_env = getattr(stack, "serve_env", None)
+    if serve_env is not None:
+        serve_env.update(values)
+
+
 def process_tree(pid: int) -> list[int]:
     """``pid`` and every live process below it."""
     return [pid, *descendants(pid)]

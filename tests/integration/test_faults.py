@@ -16,7 +16,14 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.integration.fault_support import PgLedger, Verdict, assert_gone, process_tree, wait_resolved
+from tests.integration.fault_support import (
+    PgLedger,
+    Verdict,
+    assert_gone,
+    configure_serve,
+    process_tree,
+    wait_resolved,
+)
 from tests.integration.harness import Stack, wait_until
 from tests.integration.private_services import PrivatePostgres, PrivateRedis
 
@@ -37,7 +44,7 @@ ORPHAN_LIMIT = 10.0
 @pytest.fixture
 def faulty(private_stack: Stack) -> Iterator[tuple[Stack, PgLedger]]:
     """``serve`` with a short recovery window, up, and the ledger recording every job's changes."""
-    private_stack.env["WA_RECOVERY_SECONDS"] = str(RECOVERY)
+    configure_serve(private_stack, WA_RECOVERY_SECONDS=str(RECOVERY))
     private_stack.serve()
     ledger = PgLedger(private_stack.database_url)
     ledger.install()
