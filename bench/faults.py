@@ -74,6 +74,7 @@ class Row:
     jobs: int
     orphans: int
     resolved: bool
+    open_at_fault: int = 0
     note: str = ""
 
     def cells(self) -> list[Any]:
@@ -81,12 +82,12 @@ class Row:
         lost = len(v.lost) + len(v.cancelled) + len(v.failed_unstarted)
         seconds = fmt(v.seconds) if self.resolved else f"> {v.seconds:.0f}"
         failed = sum(1 for f in v.fates.values() if f.status == "FALHA" and f.starts > 0)
-        return [self.fault, self.jobs, v.count("CONCLUIDO"), failed, lost, len(v.stuck),
-                len(v.duplicated), self.orphans, seconds]  # fmt: skip
+        return [self.fault, self.jobs, self.open_at_fault, v.count("CONCLUIDO"), failed, lost,
+                len(v.stuck), len(v.duplicated), self.orphans, seconds]  # fmt: skip
 
 
-HEADERS = ["fault", "jobs", "concluded", "failed (fault named)", "lost", "stuck", "duplicated",
-           "orphan processes", "seconds after fault"]  # fmt: skip
+HEADERS = ["fault", "jobs", "open at fault", "concluded", "failed (fault named)", "lost", "stuck",
+           "duplicated", "orphan processes", "seconds after fault"]  # fmt: skip
 
 
 class Dispatcher:
@@ -112,6 +113,11 @@ class Dispatcher:
 
     def close(self) -> None:
         self.http.close()
+
+
+def open_count(ledger: Ledger) -> int:
+    """Jobs not resolved yet (taken just before a fault: how much of the work it hits)."""
+    return sum(1 for f in ledger.fates().values() if not f.resolved)
 
 
 def started_count(ledger: Ledger) -> int:
@@ -188,7 +194,13 @@ class Bench:
             stack.close()
 
     def judge(
-        self, fault: str, ledger: Ledger, jobs: int | None, orphans: int = 0, fault_end: float | None = None
+        self,
+        fault: str,
+        ledger: Ledger,
+        jobs: int | None,
+        orphans: int = 0,
+        fault_end: float | None = None,
+        open_at_fault: int = 0,
     ) -> Row:
         """Wait for every job to be resolved; seconds count from ``fault_end`` (default: now)."""
         start = time.monotonic() if fault_end is None else fault_end
@@ -196,7 +208,7 @@ class Bench:
         verdict = wait_resolved(ledger, timeout, expected=jobs)
         verdict.seconds = time.monotonic() - start
         resolved = bool(verdict.fates) and all(f.resolved for f in verdict.fates.values())
-        return Row(fault, verdict, len(verdict.fates), orphans, resolved)
+        return Row(fault, verdict, len(verdict.fates), orphans, resolved, open_at_fault)
 
 
 def queue_jobs(dispatcher: Dispatcher, jobs: int, long_runs: int, long_seconds: float) -> int:
@@ -213,11 +225,12 @@ def queue_jobs(dispatcher: Dispatcher, jobs: int, long_runs: int, long_seconds: 
 
 def fault_redis(bench: Bench) -> Row:
     with bench.stack() as (stack, ledger, dispatcher):
-        stack.pool_worker("scan", POOL_CONCURRENCY)
         jobs = queue_jobs(dispatcher, bench.args.jobs, 2, 2.0)
+        stack.pool_worker("scan", POOL_CONCURRENCY)
         wait_started(ledger, 5)
+        hit = open_count(ledger)
         bench.redis.restart()
-        return bench.judge("Redis restarted, no persistence", ledger, jobs)
+        return bench.judge("Redis restarted, no persistence", ledger, jobs, open_at_fault=hit)
 
 
 def fault_postgres(bench: Bench) -> Row:
@@ -236,50 +249,55 @@ def fault_postgres(bench: Bench) -> Row:
         feeder = threading.Thread(target=feed, daemon=True)
         feeder.start()
         time.sleep(2.0)
+        hit = open_count(ledger)
         bench.pg.stop()
         time.sleep(PG_OUTAGE_SECONDS)
         bench.pg.start()
         fault_end = time.monotonic()
         feeder.join()
         label = f"PostgreSQL down {PG_OUTAGE_SECONDS:.0f} s during dispatch"
-        row = bench.judge(label, ledger, None, fault_end=fault_end)
+        row = bench.judge(label, ledger, None, fault_end=fault_end, open_at_fault=hit)
         row.note = f"dispatch answers (HTTP status: count): {dispatcher.answers}"
         return row
 
 
 def fault_api(bench: Bench) -> Row:
     with bench.stack() as (stack, ledger, dispatcher):
-        stack.pool_worker("scan", POOL_CONCURRENCY)
         jobs = queue_jobs(dispatcher, bench.args.jobs, 4, 1.0)
+        stack.pool_worker("scan", POOL_CONCURRENCY)
         wait_started(ledger, 5)
         assert stack.serve_proc is not None
+        hit = open_count(ledger)
         orphans = orphans_of(kill_tree(stack.serve_proc))
         time.sleep(API_OUTAGE_SECONDS)
         stack.serve()
-        return bench.judge(f"API SIGKILL, down {API_OUTAGE_SECONDS:.0f} s", ledger, jobs, orphans)
+        label = f"API SIGKILL, down {API_OUTAGE_SECONDS:.0f} s"
+        return bench.judge(label, ledger, jobs, orphans, open_at_fault=hit)
 
 
 def fault_worker(bench: Bench) -> Row:
     with bench.stack() as (stack, ledger, dispatcher):
         key = stack.register_machine(queue="scan")
         name = f"faults-scan-{stack.port}@bench"
-        worker = stack.pool_worker("scan", POOL_CONCURRENCY, key=key, name=name)
         jobs = queue_jobs(dispatcher, bench.args.jobs, 4, 3.0)
+        worker = stack.pool_worker("scan", POOL_CONCURRENCY, key=key, name=name)
         wait_running(ledger)
+        hit = open_count(ledger)
         orphans = orphans_of(kill_tree(worker))
         stack.pool_worker("scan", POOL_CONCURRENCY, key=key, name=name)
-        return bench.judge("Celery worker main process SIGKILL", ledger, jobs, orphans)
+        return bench.judge("Celery worker main process SIGKILL", ledger, jobs, orphans, open_at_fault=hit)
 
 
 def fault_machine(bench: Bench) -> Row:
     with bench.stack() as (stack, ledger, dispatcher):
         key = stack.register_machine(automation="demo.echo")
-        machine = stack.machine("demo.echo", key=key)
         jobs = queue_jobs(dispatcher, bench.args.jobs, 0, 0.0)
+        machine = stack.machine("demo.echo", key=key)
         wait_started(ledger, max(1, bench.args.jobs // 10))
+        hit = open_count(ledger)
         orphans = orphans_of(kill_tree(machine))
         stack.machine("demo.echo", key=key)
-        return bench.judge("dedicated machine SIGKILL", ledger, jobs, orphans)
+        return bench.judge("dedicated machine SIGKILL", ledger, jobs, orphans, open_at_fault=hit)
 
 
 def fault_embedded(bench: Bench) -> Row:
@@ -309,9 +327,10 @@ def fault_embedded(bench: Bench) -> Row:
         finally:
             dispatcher.close()
         wait_started(ledger, 5)
+        hit = open_count(ledger)
         orphans = orphans_of(kill_tree(first))
         serve()
-        return bench.judge("embedded serve SIGKILL", ledger, jobs, orphans)
+        return bench.judge("embedded serve SIGKILL", ledger, jobs, orphans, open_at_fault=hit)
     finally:
         procs.close()
 
