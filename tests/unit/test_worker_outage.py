@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,15 @@ def down_after_the_next_claim(api: FakeApi) -> None:
     api.answer = answer  # type: ignore[method-assign]
 
 
+async def until(probe: Callable[[], bool]) -> None:
+    """Poll ``probe`` until it is true (AssertionError after ten seconds)."""
+    for _ in range(200):
+        if probe():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
 def entries(directory: Path) -> list[dict[str, Any]]:
     return [json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))]
 
@@ -72,8 +82,7 @@ async def test_a_claim_waits_while_the_api_answers_503_then_runs_the_job(tmp_pat
     async with fake_api(mode="503") as api:
         pipeline = pipeline_for(api, tmp_path)
         running = asyncio.create_task(pipeline.run(1, "task-1"))
-        while api.unanswered < 2:
-            await asyncio.sleep(0.05)
+        await until(lambda: api.unanswered >= 2)
         assert not running.done()  # not raised, not given up: still waiting
         api.mode = "up"
         result = await asyncio.wait_for(running, 10)
@@ -87,8 +96,7 @@ async def test_a_claim_waits_while_the_api_cannot_be_reached(tmp_path: Path) -> 
     async with fake_api(mode="down") as api:
         pipeline = pipeline_for(api, tmp_path)
         running = asyncio.create_task(pipeline.run(2, "task-2"))
-        while api.unanswered < 2:
-            await asyncio.sleep(0.05)
+        await until(lambda: api.unanswered >= 2)
         assert not running.done()
         api.mode = "up"
         assert (await asyncio.wait_for(running, 10)).outcome is Outcome.COMPLETED
@@ -101,8 +109,7 @@ async def test_a_shutdown_ends_the_wait_for_a_claim_and_keeps_the_job_held(tmp_p
     async with fake_api(mode="503") as api:
         pipeline = pipeline_for(api, tmp_path, stopping=stopping)
         running = asyncio.create_task(pipeline.run(3, "task-3"))
-        while api.unanswered < 1:
-            await asyncio.sleep(0.05)
+        await until(lambda: api.unanswered >= 1)
         stopping.set()
         with pytest.raises(Stopped):
             await asyncio.wait_for(running, 2)
@@ -122,12 +129,14 @@ async def test_a_refused_claim_is_not_held(tmp_path: Path) -> None:
         await pipeline.close()
 
 
-async def test_a_failure_without_answer_is_kept_and_sent_before_the_next_claim(tmp_path: Path) -> None:
+async def test_a_failure_without_answer_is_kept_and_sent_once_the_api_is_back(tmp_path: Path) -> None:
     async with fake_api() as api:
         pipeline = pipeline_for(api, tmp_path, fn=broken)
         down_after_the_next_claim(api)
-        result = await pipeline.run(5, "task-5")
-        assert result.outcome is Outcome.FAILED  # not raised: the report waits in the outbox
+        running = asyncio.create_task(pipeline.run(5, "task-5"))
+        await until(lambda: api.unanswered >= 2)
+        # Not raised, not dropped: kept on disk, and the run waits for the API to answer it.
+        assert not running.done()
         kept = entries(tmp_path / "outbox")
         assert kept == [
             {
@@ -141,12 +150,30 @@ async def test_a_failure_without_answer_is_kept_and_sent_before_the_next_claim(t
         ]
         assert entries(tmp_path / "held") == []  # its end is kept: nothing to report as lost
         api.mode = "up"
-        pipeline.implementations[AUTOMATION] = echo
-        assert (await pipeline.run(6, "task-6")).outcome is Outcome.COMPLETED
+        assert (await asyncio.wait_for(running, 10)).outcome is Outcome.FAILED
+        assert entries(tmp_path / "outbox") == []
         await pipeline.close()
-    assert api.kinds() == [("start", 5), ("fail", 5), ("start", 6), ("complete", 6)]
+    assert api.kinds() == [("start", 5), ("fail", 5)]
     assert api.calls[1][2]["error"] == "portal fora do ar"
-    assert entries(tmp_path / "outbox") == []
+
+
+async def test_a_completion_the_api_cannot_take_is_kept_and_sent_before_the_next_claim(
+    tmp_path: Path,
+) -> None:
+    async with fake_api() as api:
+        pipeline = pipeline_for(api, tmp_path)
+        stopping = pipeline.reports.stopping = asyncio.Event()
+        down_after_the_next_claim(api)
+        running = asyncio.create_task(pipeline.run(6, "task-6"))
+        await until(lambda: api.unanswered >= 1)
+        stopping.set()  # a shutdown ends the wait; the completion stays kept
+        assert (await asyncio.wait_for(running, 10)).outcome is Outcome.COMPLETED
+        assert [e["kind"] for e in entries(tmp_path / "outbox")] == ["complete"]
+        api.mode = "up"
+        stopping.clear()
+        assert (await pipeline.run(7, "task-7")).outcome is Outcome.COMPLETED
+        await pipeline.close()
+    assert api.kinds() == [("start", 6), ("complete", 6), ("start", 7), ("complete", 7)]
 
 
 async def test_a_kept_completion_is_sent_once_the_api_is_back_without_another_job(tmp_path: Path) -> None:
@@ -157,10 +184,7 @@ async def test_a_kept_completion_is_sent_once_the_api_is_back_without_another_jo
         await pipeline.settle()
         assert [e["kind"] for e in entries(tmp_path / "outbox")] == ["complete"]
         api.mode = "up"
-        for _ in range(60):
-            if not entries(tmp_path / "outbox"):
-                break
-            await asyncio.sleep(0.05)
+        await until(lambda: not entries(tmp_path / "outbox"))
         assert entries(tmp_path / "outbox") == []
         await pipeline.close()
     assert api.kinds() == [("start", 7), ("complete", 7)]
@@ -204,7 +228,8 @@ def test_the_ledger_holds_releases_and_hands_over_what_a_dead_owner_left(tmp_pat
 
 def test_a_sibling_of_the_same_supervisor_leaves_its_entries_to_that_supervisor(tmp_path: Path) -> None:
     parent = os.getppid()
-    (tmp_path / "sibling.1-6.json").write_text(json.dumps({"job_id": 6, "task_id": "t", "supervisor": parent}))
+    sibling = {"job_id": 6, "task_id": "t", "supervisor": parent}
+    (tmp_path / "sibling.1-6.json").write_text(json.dumps(sibling))
     (tmp_path / "other.2-7.json").write_text(json.dumps({"job_id": 7, "task_id": "u", "supervisor": 1}))
     child = HeldJobs(tmp_path, supervisor=parent)
     assert [e.job_id for e in child.left_behind()] == [7]
@@ -228,10 +253,7 @@ async def test_held_jobs_left_behind_are_reported_lost_unless_their_end_is_kept(
         assert [e["job_id"] for e in entries(held)] == [10]
         assert [e["job_id"] for e in entries(box)] == [11]
         api.mode = "up"
-        for _ in range(60):
-            if not entries(held) and not entries(box):
-                break
-            await asyncio.sleep(0.05)
+        await until(lambda: not entries(held) and not entries(box))
         await pipeline.close()
     assert sorted(api.kinds()) == [("complete", 11), ("lost", 10)]
     lost = next(body for kind, _, body in api.calls if kind == "lost")

@@ -275,26 +275,27 @@ class JobPipeline:
         if report.done():
             # Answered (or not) before it was sent: end as without the background answer.
             self._unanswered = None
-            return self._ended(entry, report.exception(), lambda: report.result())
+            error = report.exception()
+            return await self._ended(entry, error, error is None and report.result())
         return RunResult(Outcome.COMPLETED)
 
     async def _awaited(self, entry: Entry) -> RunResult:
         try:
             still_ours = await self._report_completion(entry, None)
         except UNANSWERED as exc:
-            return self._ended(entry, exc, lambda: False)
-        return self._ended(entry, None, lambda: still_ours)
+            return await self._ended(entry, exc, False)
+        return await self._ended(entry, None, still_ours)
 
-    @staticmethod
-    def _ended(entry: Entry, error: BaseException | None, still_ours: Callable[[], bool]) -> RunResult:
-        """How a completion kept in the outbox ended: answered, or kept for later (the API did
-        not answer: it is sent again until it does, so the job counts as completed here)."""
+    async def _ended(self, entry: Entry, error: BaseException | None, still_ours: bool) -> RunResult:
+        """How a completion kept in the outbox ended: answered, or (the API did not answer) sent
+        again until it is, before the job's run is over for this process."""
         if error is not None:
             if not unanswered(error):
                 raise error
             log.warning("job %s: completion kept until the API answers (%s)", entry.job_id, error)
+            await self.reports.flush()
             return RunResult(Outcome.COMPLETED)
-        return RunResult(Outcome.COMPLETED if still_ours() else Outcome.LOST)
+        return RunResult(Outcome.COMPLETED if still_ours else Outcome.LOST)
 
     async def _report_completion(self, entry: Entry, on_sent: Callable[[], None] | None) -> bool:
         still_ours = await self.reports.deliver(entry, on_sent)
@@ -340,6 +341,7 @@ class JobPipeline:
             if entry is None or not unanswered(exc):
                 raise
             log.warning("job %s: failure kept until the API answers (%s)", job_id, exc)
+            await self.reports.flush()
             return
         if not still_ours:
             log.info("job %s: failure not recorded, the job is no longer ours", job_id)

@@ -138,6 +138,20 @@ class Reports:
             kept, self.kept = self.kept, []
             return await self._send_all(kept)
 
+    async def flush(self) -> bool:
+        """Send what is kept until all of it is answered, with capped backoff; False when the
+        process started shutting down first (it stays in the outbox for the next process).
+
+        A pool process waits here, inside the job's task, rather than leaving the report to the
+        background: its task stays active in the worker meanwhile, which is what tells the API's
+        reconciler that a process still carries the run."""
+        waits = delays()
+        while self.kept:
+            await self.send_kept()
+            if self.kept and not await sleep_unless(self.stopping, next(waits)):
+                return False
+        return True
+
     async def _send_all(self, entries: list[Entry]) -> int:
         answered = 0
         for entry in entries:
