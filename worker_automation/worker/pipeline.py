@@ -201,6 +201,10 @@ class JobPipeline:
 
         claim = await patiently(attempt, f"job {job_id}: claim", self.stopping)
         if claim.claimed:
+            assert claim.job is not None
+            if claim.job.get("task_id") != task_id:
+                # A machine claims without a task id: the ledger names the run it now holds.
+                self.reports.holding(job_id, claim.job.get("task_id"))
             return claim
         if claim.reason == "already_claimed" and unanswered_attempts:
             # An earlier attempt may have gone through without its answer reaching us: if the
