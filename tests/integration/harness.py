@@ -395,7 +395,9 @@ class Stack:
             proc.wait_for_output(" ready.")
         return proc
 
-    def machine(self, automation: str, *, key: str | None = None, grace: float | None = None) -> Proc:
+    def machine(
+        self, automation: str, *, key: str | None = None, grace: float | None = None, concurrency: int = 1
+    ) -> Proc:
         """``worker-automation machine run``: it gets only the API's address and its own key."""
         env = clean_env(
             WA_API_URL=self.api_url,
@@ -403,7 +405,7 @@ class Stack:
         )
         if grace is not None:
             env["WA_SHUTDOWN_GRACE_SECONDS"] = str(grace)
-        args = [*cli_command(), "machine", "run", "--automation", automation]
+        args = [*cli_command(), "machine", "run", "--automation", automation, "-c", str(concurrency)]
         return self.procs.start(f"machine-{automation}", args, env, self.workdir)
 
     # --- API -------------------------------------------------------------------------------

@@ -103,7 +103,9 @@ class WorkerApiClient:
         body: dict[str, Any] = {"progress": percent}
         if message:
             body["message"] = message
-        response = await self._call("POST", f"/api/v1/jobs/{job_id}/progress", json=body)
+        # Tried once: a progress report lost to an outage is overtaken by the next one, and
+        # retrying would hold back the job's completion (sent after the last progress).
+        response = await self._call("POST", f"/api/v1/jobs/{job_id}/progress", json=body, retry=False)
         if response.status_code == 409:
             return False
         self._data(response)
