@@ -170,6 +170,8 @@ def register_tasks(app: Celery, settings: Settings) -> None:
     def _on_process_start(**_kw: Any) -> None:
         if os.getpid() != supervisor:  # a pool process, not the worker itself (solo pool)
             # Killed with its Celery worker, never left running a job someone else takes over.
+            # Celery's own initializer asks for this too; this also ends a process whose worker
+            # ended before the request took effect.
             exit_with_parent(supervisor)
         state = _process_state(settings)
         signal.signal(STOP_SIGNAL, lambda _sig, _frame: state.stop())
