@@ -159,3 +159,21 @@ def test_a_killed_worker_leaves_no_process_and_the_next_one_reports_its_job(stac
     # Reported, so removed from the ledger: a later start has nothing more to say.
     held = machine_directory("held", key)
     wait_until(lambda: not list(held.glob("*.json")), RUN_TIMEOUT, "the ledger kept the job")
+
+
+def test_a_worker_shutting_down_while_its_claim_waits_hands_the_task_back(stack: Stack) -> None:
+    key = stack.register_machine(queue="scan")
+    worker = stack.pool_worker("scan", 1, key=key, grace=30.0)
+    stop_api(stack)
+    [job] = create_jobs(stack, 1)
+    worker.wait_for_output("claim: no answer from the API", RUN_TIMEOUT)
+    started = time.monotonic()
+    worker.send(signal.SIGTERM)
+    assert worker.wait(10) is not None, "the waiting claim held the shutdown back"
+    assert time.monotonic() - started < 10.0
+    # Unclaimed and back in its queue: the next worker runs it once the API is back.
+    assert stack.db.job(job)["status"] == "AGENDADO"
+    stack.serve()
+    stack.pool_worker("scan", 1, key=key)
+    assert stack.wait_status(job, TERMINAL, RUN_TIMEOUT)["status"] == "CONCLUIDO"
+    assert successful_claims(stack) == {job: 1}
