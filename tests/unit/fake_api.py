@@ -27,6 +27,8 @@ class FakeApi:
     mode: str = "up"
     refusals: dict[int, str] = field(default_factory=dict)
     lost_answer: int = 200
+    # Take the next claim, then drop the connection instead of answering (an API killed mid-way).
+    drop_next_claim: bool = False
     calls: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)
     unanswered: int = 0
     url: str = ""
@@ -48,6 +50,10 @@ class FakeApi:
         payload = json.loads(body or b"{}")
         self.calls.append((kind, job_id, payload))
         if kind == "start":
+            if self.drop_next_claim:
+                self.drop_next_claim = False
+                self.refusals[job_id] = "already_claimed"
+                return None
             reason = self.refusals.get(job_id)
             if reason is not None:
                 return _reply(409, {"success": False, "message": reason, "data": {"reason": reason}})
@@ -69,8 +75,9 @@ def _reply(status: int, body: dict[str, Any]) -> bytes:
 
 
 @asynccontextmanager
-async def fake_api(**options: Any) -> AsyncIterator[FakeApi]:
-    """A running :class:`FakeApi` (``url`` set) for the duration of the block."""
+async def fake_api(port: int = 0, **options: Any) -> AsyncIterator[FakeApi]:
+    """A running :class:`FakeApi` (``url`` set) on ``port`` (any free one when 0) for the
+    duration of the block."""
     api = FakeApi(**options)
     handlers: set[asyncio.Task[None]] = set()
 
@@ -97,7 +104,7 @@ async def fake_api(**options: Any) -> AsyncIterator[FakeApi]:
             handlers.discard(task)
         writer.close()
 
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    server = await asyncio.start_server(handle, "127.0.0.1", port)
     api.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
     try:
         yield api

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -118,6 +119,36 @@ async def test_a_shutdown_ends_the_wait_for_a_claim_and_keeps_the_job_held(tmp_p
         assert entries(tmp_path / "held") == [{"job_id": 3, "task_id": "task-3", "supervisor": None}]
         await pipeline.close()
     assert api.kinds() == []
+
+
+async def test_a_claim_taken_without_its_answer_is_reported_lost(tmp_path: Path) -> None:
+    # The API recorded the claim but the connection broke before its answer: asked again, it says
+    # "already claimed" and cannot say by whom, so the run is reported (ended if it was ours).
+    async with fake_api(drop_next_claim=True) as api:
+        pipeline = pipeline_for(api, tmp_path)
+        result = await pipeline.run(9, "task-9")
+        assert (result.outcome, result.reason) == (Outcome.REFUSED, "already_claimed")
+        assert entries(tmp_path / "held") == []
+        await pipeline.close()
+    assert api.kinds() == [("start", 9), ("start", 9), ("lost", 9)]
+    assert api.calls[2][2] == {"fault": WORKER_LOST, "task_id": "task-9"}
+
+
+async def test_a_claim_refused_after_the_api_was_unreachable_is_not_reported(tmp_path: Path) -> None:
+    # Never sent (nothing listened): "already claimed" then means someone else has it.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    client = WorkerApiClient(f"http://127.0.0.1:{port}", "key")
+    pipeline = JobPipeline(client, {AUTOMATION: echo}, held=HeldJobs(tmp_path / "held"))
+    running = asyncio.create_task(pipeline.run(10, "task-10"))
+    await asyncio.sleep(0.2)
+    assert not running.done()
+    async with fake_api(port=port, refusals={10: "already_claimed"}) as api:
+        assert (await asyncio.wait_for(running, 10)).reason == "already_claimed"
+        await pipeline.close()
+    assert api.kinds() == [("start", 10)]
+    assert entries(tmp_path / "held") == []
 
 
 async def test_a_refused_claim_is_not_held(tmp_path: Path) -> None:

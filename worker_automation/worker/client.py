@@ -85,11 +85,16 @@ class WorkerApiClient:
         data = self._data(await self._call("GET", "/api/v1/jobs/pending", params=params))
         return list(data or [])
 
-    async def start(self, job_id: int, task_id: str | None = None) -> Claim:
+    async def start(
+        self, job_id: int, task_id: str | None = None, on_sent: Callable[[], None] | None = None
+    ) -> Claim:
         """Claim ``job_id`` (its run ``task_id``). Tried once: callers wait for an unreachable API
-        themselves (``patience.patiently``), so that a shutdown can end the wait."""
+        themselves (``patience.patiently``), so that a shutdown can end the wait. ``on_sent``:
+        see HttpClient."""
         body = {"task_id": task_id} if task_id else {}
-        response = await self._call("POST", f"/api/v1/jobs/{job_id}/start", json=body, retry=False)
+        response = await self._call(
+            "POST", f"/api/v1/jobs/{job_id}/start", json=body, on_sent=on_sent, retry=False
+        )
         if response.status_code == 409:
             payload = response.json()
             data = payload.get("data") or {}

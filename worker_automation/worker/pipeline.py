@@ -21,7 +21,7 @@ from typing import Any
 from worker_automation.worker.client import ApiError, Claim, WorkerApiClient
 from worker_automation.worker.contract import AutomationFn
 from worker_automation.worker.held import HeldJobs
-from worker_automation.worker.http import ApiUnreachable
+from worker_automation.worker.http import ApiTimeout, ApiUnreachable
 from worker_automation.worker.implementations import MissingImplementation
 from worker_automation.worker.outbox import Entry, Kind, Outbox
 from worker_automation.worker.patience import patiently, unanswered
@@ -184,19 +184,21 @@ class JobPipeline:
         """Claim ``job_id``, first sending the reports kept for lack of an answer (they free the
         slots this claim is counted against); waits while the API does not answer."""
         self.reports.holding(job_id, task_id)
-        unanswered_attempts = 0
+        # Whether a claim left this process and its answer never came back (the API may have
+        # acted on it): refused afterwards as "already claimed", the run may be ours.
+        ambiguous = False
 
         async def attempt() -> Claim:
-            nonlocal unanswered_attempts
-            try:
+            nonlocal ambiguous
+            if self.reports.kept:
+                await self.reports.send_kept()
                 if self.reports.kept:
-                    await self.reports.send_kept()
-                    if self.reports.kept:
-                        raise ApiUnreachable("reports kept from before are not answered yet")
-                return await self.client.start(job_id, task_id)
-            except UNANSWERED as exc:
-                if unanswered(exc):
-                    unanswered_attempts += 1
+                    raise ApiUnreachable("reports kept from before are not answered yet")
+            sent: list[bool] = []
+            try:
+                return await self.client.start(job_id, task_id, on_sent=lambda: sent.append(True))
+            except (ApiUnreachable, ApiTimeout):
+                ambiguous = ambiguous or bool(sent)
                 raise
 
         claim = await patiently(attempt, f"job {job_id}: claim", self.stopping)
@@ -206,7 +208,7 @@ class JobPipeline:
                 # A machine claims without a task id: the ledger names the run it now holds.
                 self.reports.holding(job_id, claim.job.get("task_id"))
             return claim
-        if claim.reason == "already_claimed" and unanswered_attempts:
+        if claim.reason == "already_claimed" and ambiguous:
             # An earlier attempt may have gone through without its answer reaching us: if the
             # run is ours, nobody will run it, so it is reported (the API ends or re-queues it).
             try:
