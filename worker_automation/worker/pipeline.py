@@ -190,10 +190,8 @@ class JobPipeline:
 
         async def attempt() -> Claim:
             nonlocal ambiguous
-            if self.reports.kept:
-                await self.reports.send_kept()
-                if self.reports.kept:
-                    raise ApiUnreachable("reports kept from before are not answered yet")
+            if not await self.reports.answered():
+                raise ApiUnreachable("reports kept from before are not answered yet")
             sent: list[bool] = []
             try:
                 return await self.client.start(job_id, task_id, on_sent=lambda: sent.append(True))

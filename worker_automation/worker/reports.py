@@ -138,6 +138,15 @@ class Reports:
             kept, self.kept = self.kept, []
             return await self._send_all(kept)
 
+    async def answered(self) -> bool:
+        """Send the kept reports once more; True when none is left without an answer (one that
+        the background retry is sending counts as left until its answer is in)."""
+        async with self._sending:
+            if self.kept:
+                kept, self.kept = self.kept, []
+                await self._send_all(kept)
+            return not self.kept
+
     async def flush(self) -> bool:
         """Send what is kept until all of it is answered, with capped backoff; False when the
         process started shutting down first (it stays in the outbox for the next process).
@@ -146,9 +155,8 @@ class Reports:
         background: its task stays active in the worker meanwhile, which is what tells the API's
         reconciler that a process still carries the run."""
         waits = delays()
-        while self.kept:
-            await self.send_kept()
-            if self.kept and not await sleep_unless(self.stopping, next(waits)):
+        while not await self.answered():
+            if not await sleep_unless(self.stopping, next(waits)):
                 return False
         return True
 
