@@ -115,6 +115,10 @@ class Outbox:
         with contextlib.suppress(FileNotFoundError):
             entry.path.unlink()
 
+    def holds(self, job_id: int) -> bool:
+        """Whether this process keeps a report about ``job_id``."""
+        return self._owned.path_for(job_id).exists()
+
     def keeps(self, job_id: int) -> bool:
         """Whether any process, alive or gone, keeps a report about ``job_id`` here."""
         return self._owned.has_entry_for(job_id)
