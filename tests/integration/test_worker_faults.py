@@ -39,7 +39,8 @@ TERMINAL = {"CONCLUIDO", "FALHA", "CANCELADO"}
 def stack(
     processes: Processes, pg_database_url: str, redis_url: str, redis_prefix: str, tmp_path: Path
 ) -> Iterator[Stack]:
-    no_reconciler = {"WA_RECOVERY_SECONDS": "0"}
+    # Unbuffered: the access log of a serve killed with SIGKILL is what counts the claims.
+    no_reconciler = {"WA_RECOVERY_SECONDS": "0", "PYTHONUNBUFFERED": "1"}
     with served_stack(
         processes, pg_database_url, redis_url, redis_prefix, tmp_path, serve_env=no_reconciler
     ) as built:
