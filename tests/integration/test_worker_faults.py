@@ -178,3 +178,17 @@ def test_a_worker_shutting_down_while_its_claim_waits_hands_the_task_back(stack:
     stack.pool_worker("scan", 1, key=key)
     assert stack.wait_status(job, TERMINAL, RUN_TIMEOUT)["status"] == "CONCLUIDO"
     assert successful_claims(stack) == {job: 1}
+
+
+def test_a_killed_machine_reports_the_job_it_held_when_it_starts_again(stack: Stack) -> None:
+    key = stack.register_machine(automation="demo.sleep")
+    machine = stack.machine("demo.sleep", key=key)
+    job = stack.dispatch("demo.sleep", {"seconds": 60})
+    wait_until(lambda: stack.db.job(job)["progress"] >= 1, RUN_TIMEOUT, "the sleep never ran")
+    machine.send(signal.SIGKILL)
+    machine.wait(10)
+    assert stack.db.job(job)["status"] == "EXECUTANDO"
+
+    stack.machine("demo.sleep", key=key)
+    row = stack.wait_status(job, TERMINAL, RUN_TIMEOUT)
+    assert row["status"] == "FALHA" and row["mensagem_erro"] == LOST_RUN_MESSAGE, row
