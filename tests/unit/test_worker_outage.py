@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import socket
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ import pytest
 
 from tests.unit.fake_api import FakeApi, fake_api
 from worker_automation.worker.client import WorkerApiClient
-from worker_automation.worker.held import HeldJobs
+from worker_automation.worker.held import HeldJobs, drop_left_behind
 from worker_automation.worker.outbox import Outbox
 from worker_automation.worker.patience import Stopped, delays
 from worker_automation.worker.pipeline import JobPipeline, Outcome
@@ -267,6 +269,20 @@ def test_a_sibling_of_the_same_supervisor_leaves_its_entries_to_that_supervisor(
     assert (tmp_path / "sibling.1-6.json").exists()
     # A process of another worker (another supervisor) reports it.
     assert [e.job_id for e in HeldJobs(tmp_path, supervisor=None).left_behind()] == [6]
+
+
+def test_a_supervisor_drops_what_its_dead_process_held_once_it_reported_it() -> None:
+    key = f"test-{uuid.uuid4().hex}"
+    live = HeldJobs.for_machine(key)
+    try:
+        mine = live.hold(5, "mine")
+        (live.directory / "dead.1-5.json").write_text(json.dumps({"job_id": 5, "task_id": "t"}))
+        (live.directory / "dead.1-6.json").write_text(json.dumps({"job_id": 6, "task_id": "u"}))
+        assert drop_left_behind(key, 5) == 1
+        # The live owner's entry and the dead one's about another job stay.
+        assert {p.name for p in live.directory.glob("*.json")} == {"dead.1-6.json", mine.path.name}
+    finally:
+        shutil.rmtree(live.directory)
 
 
 async def test_held_jobs_left_behind_are_reported_lost_unless_their_end_is_kept(tmp_path: Path) -> None:

@@ -92,7 +92,8 @@ class _ProcessState:
         threading.Thread(target=self.loop.run_forever, name="job-pipeline", daemon=True).start()
 
     def stop(self) -> None:
-        """The worker is shutting down: waits for the API end (callable from a signal handler)."""
+        """The worker is shutting down: a claim waiting for the API stops waiting (safe to call
+        from a signal handler)."""
         self.loop.call_soon_threadsafe(self.stopping.set)
 
     def run(self, work: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
