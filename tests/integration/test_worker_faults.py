@@ -70,7 +70,9 @@ def test_pool_workers_keep_their_tasks_and_reports_while_the_api_is_down(stack: 
     # Two running when the API goes (their reports find it gone); one slot free.
     running = [stack.dispatch("demo.sleep", {"seconds": 3}) for _ in range(2)]
     for job in running:
-        stack.wait_status(job, "EXECUTANDO", RUN_TIMEOUT)
+        # Progress, not just EXECUTANDO: the worker has its claim's answer (a claim the API
+        # recorded but could not answer before it died is a run of unknown outcome: worker_lost).
+        wait_until(lambda j=job: stack.db.job(j)["progress"] >= 1, RUN_TIMEOUT, f"job {job} never ran")
     stop_api(stack)
     # Queued meanwhile: the free slot takes one and cannot claim it, the others wait behind.
     queued = create_jobs(stack, 4, seconds=1)
