@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import asyncpg  # type: ignore[import-untyped]
 
-from tests.integration.harness import descendants, is_running, plain_dsn
+from tests.integration.harness import Stack, descendants, is_running, plain_dsn
 
 RESOLVED = frozenset({"CONCLUIDO", "FALHA", "CANCELADO"})
 # Words a failure caused by a fault carries in its message (a reason naming the fault, R2).
@@ -283,13 +283,10 @@ def assert_gone(pids: Iterable[int], timeout: float, what: str) -> None:
     assert not left, f"processes of {what} still running {timeout}s after it was killed: {left}"
 
 
-def configure_serve(stack: Any, **values: str) -> None:
-    """Settings for the ``serve`` of ``stack`` (``WA_RECOVERY_SECONDS``, say), before it starts:
-    in the environment ``serve`` is started with, which is not the one of workers and machines."""
-    stack.env.update(values)
-    serve_env = getattr(stack, "serve_env", None)
-    if serve_env is not None:
-        serve_env.update(values)
+def configure_serve(stack: Stack, **values: str) -> None:
+    """Settings for the ``serve`` of ``stack`` (``WA_RECOVERY_SECONDS``, say), before it starts;
+    workers and machines never see them."""
+    stack.serve_env.update(values)
 
 
 def process_tree(pid: int) -> list[int]:
