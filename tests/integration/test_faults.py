@@ -169,8 +169,10 @@ def test_api_killed_while_jobs_run(faulty: tuple[Stack, PgLedger]) -> None:
     verdict = wait_resolved(ledger, budget(40 * 0.3 / 2), expected=len(ids))
     verdict.assert_clean(jobs=len(ids))
     # The workers kept their tasks and their completions while the API was away (R3): nothing
-    # failed, and no job had to be sent again because a worker dropped its message.
-    assert verdict.count("CONCLUIDO") == len(ids), verdict.problems()
+    # failed, and no job had to be sent again because a worker dropped its message. (A claim the
+    # kill left unanswered is a run that never started: R2 wants it run, not failed.)
+    failed = [f.describe() for f in verdict.fates.values() if f.status != "CONCLUIDO"]
+    assert not failed, failed
     dropped = [f.describe() for f in verdict.fates.values() if f.resends]
     assert not dropped, dropped
 
