@@ -344,7 +344,9 @@ async def fail(
     error: Any,
     exc_type: str | None = None,
     traceback: str | None = None,
+    task_id: str | None = None,
 ) -> WorkerView:
+    """Record the job's failure (FALHA); with ``task_id``, only if that is still its run."""
     if not isinstance(error, str) or not error.strip():
         raise BadInput("error", "error (mensagem do erro) e obrigatorio")
     failure = {
@@ -357,6 +359,7 @@ async def fail(
         machine,
         worker_id,
         {"status": JobStatus.FALHA.value, "mensagem_erro": error[:4000], "result": failure},
+        task_id,
     )
     await announce(services, EventKind.FAILED, [view])
     return view

@@ -150,7 +150,9 @@ async def fail(request: Request) -> Response:
             raise BadInput("exc_type", "exc_type deve ser texto")
         if traceback is not None and not isinstance(traceback, str):
             raise BadInput("traceback", "traceback deve ser texto")
-        view = await claims.fail(services, machine, job_id, body.get("error"), exc_type, traceback)
+        view = await claims.fail(
+            services, machine, job_id, body.get("error"), exc_type, traceback, _task_id(body)
+        )
         return success("Falha registrada", view.as_dict(services.settings.tz))
 
 

@@ -220,8 +220,12 @@ def _schemas(queues: list[str]) -> dict[str, Any]:
                 "task_id": {**_STR, "description": "A execucao relatada (recusa 409 stale_task se outra)"},
             },
         },
-        "FailBody": _obj(["error"], error={**_STR, "minLength": 1}, exc_type=_STR, traceback=_STR),
-        "LostBody": _obj(["fault"], fault={"type": "string", "enum": ["worker_lost"]}, task_id=_STR),
+        "FailBody": _obj(
+            ["error"], error={**_STR, "minLength": 1}, exc_type=_STR, traceback=_STR, task_id=_STR
+        ),
+        "LostBody": _obj(
+            ["fault"], fault={"type": "string", "enum": ["worker_lost", "not_started"]}, task_id=_STR
+        ),
     }
 
 
