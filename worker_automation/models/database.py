@@ -55,11 +55,16 @@ def _refuse_closed(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
 def make_engine(database_url: str, *, pool_size: int = 5, max_overflow: int = 5) -> AsyncEngine:
     """An engine tuned for the database behind ``database_url`` (pool sizes: PostgreSQL only)."""
     if database_url.startswith("sqlite"):
-        engine = create_async_engine(database_url, connect_args={"timeout": 30})
+        engine = create_async_engine(database_url, connect_args={"timeout": 30}, hide_parameters=True)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
     engine = create_async_engine(
-        database_url, pool_size=pool_size, max_overflow=max_overflow, pool_recycle=1800
+        database_url,
+        pool_size=pool_size,
+        max_overflow=max_overflow,
+        pool_recycle=1800,
+        # Parameters carry job results, errors and key hashes: never in an error's text or a log.
+        hide_parameters=True,
     )
     event.listen(engine.sync_engine, "checkout", _refuse_closed)
     return engine

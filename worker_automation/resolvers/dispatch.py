@@ -17,6 +17,7 @@ from sqlalchemy import Table, bindparam, insert, select, update
 
 from worker_automation.broker.events import EventKind
 from worker_automation.errors import BadInput, Conflict, Unavailable
+from worker_automation.limits import check_int32, check_size, check_storable
 from worker_automation.models import Cliente, JobStatus, Worker, utcnow
 from worker_automation.models.database import Executor
 from worker_automation.resolvers.announce import announce
@@ -153,6 +154,14 @@ def _checked_simple_fields(request: JobRequest, prefix: str | None, index: int) 
         value = getattr(request, name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise BadInput(_field(prefix, index, name), f"{name} deve ser um inteiro")
+        check_int32(value, _field(prefix, index, name))
+
+
+def _checked_context(request: JobRequest, prefix: str | None, index: int, max_bytes: int) -> None:
+    """The context can be stored, and is no larger than the configured limit."""
+    field = _field(prefix, index, "context")
+    check_storable(request.context, field)
+    check_size(request.context, field, max_bytes)
 
 
 async def _client_names(conn: Executor, requests: Sequence[JobRequest]) -> dict[int, str]:
@@ -167,6 +176,7 @@ async def _create(
 ) -> list[WorkerView]:
     for index, request in enumerate(requests):
         _checked_simple_fields(request, field_prefix, index)
+        _checked_context(request, field_prefix, index, services.settings.max_context_bytes)
     async with audited(services.db, actor, "dispatch", None) as note:
         async with services.db.transaction() as conn:
             automations: dict[str, Automation] = {}

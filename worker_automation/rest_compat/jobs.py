@@ -12,6 +12,7 @@ from worker_automation.errors import BadInput, Unavailable
 from worker_automation.resolvers import claims
 from worker_automation.resolvers.auth import SCOPE_WRITE
 from worker_automation.resolvers.dispatch import JobRequest, dispatch, dispatch_many
+from worker_automation.resolvers.visibility import job_for_machine
 from worker_automation.rest_compat.http import (
     error,
     guarded,
@@ -22,9 +23,12 @@ from worker_automation.rest_compat.http import (
     machine_of,
     principal_of,
     success,
+    text_param,
 )
 
 PREFIX = "/api/v1/jobs"
+# Most pending jobs one request lists (the OpenAPI document says the same).
+MAX_PENDING = 500
 
 
 def _job_id(request: Request) -> int:
@@ -97,11 +101,13 @@ async def pending(request: Request) -> Response:
     services, machine = await machine_of(request)
     limit = int_param(request.query_params.get("limit"), "limit", default=100)
     assert limit is not None
-    if limit < 1:
-        raise BadInput("limit", "limit deve ser maior ou igual a 1")
-    jobs = await claims.pending_jobs(services, machine, request.query_params.get("automation") or None, limit)
+    if not 1 <= limit <= MAX_PENDING:
+        raise BadInput("limit", f"limit deve ser um inteiro entre 1 e {MAX_PENDING}")
+    automation = text_param(request.query_params.get("automation"), "automation")
+    jobs = await claims.pending_jobs(services, machine, automation, limit)
     tz = services.settings.tz
-    return success("Jobs pendentes recuperados com sucesso", [j.as_dict(tz) for j in jobs])
+    data = [job_for_machine(machine, j.as_dict(tz)) for j in jobs]
+    return success("Jobs pendentes recuperados com sucesso", data)
 
 
 @guarded
@@ -133,7 +139,8 @@ async def complete(request: Request) -> Response:
     services, machine = await machine_key_of(request)
     async with key_first(services, machine):
         job_id = _job_id(request)
-        body: dict[str, Any] = await json_body(request, required=False)
+        # The result is the operation's to judge: one it cannot store ends the job FALHA.
+        body: dict[str, Any] = await json_body(request, required=False, unchecked=frozenset({"result"}))
         view = await claims.complete(services, machine, job_id, body.get("result"), _task_id(body))
         return success("Job concluido com sucesso", view.as_dict(services.settings.tz))
 

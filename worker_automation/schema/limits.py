@@ -1,4 +1,5 @@
-"""Guards of the GraphQL endpoint: document size, tokens, depth, aliases and introspection.
+"""Guards of the GraphQL endpoint: document size, tokens, depth, cost, aliases, introspection and
+text no database can store (NUL, lone surrogates) in arguments or variables.
 
 Every limit comes from the settings. Tokens are counted while parsing (a document with too many is
 abandoned before it is fully read); size, depth and aliases are validation rules, so a refused
@@ -15,12 +16,19 @@ from functools import partial
 from typing import Any
 
 from graphql import ASTValidationRule, GraphQLError, ValidationRule, parse
-from graphql.language import DocumentNode
+from graphql.language import (
+    ArgumentNode,
+    DocumentNode,
+    ObjectFieldNode,
+    StringValueNode,
+)
 from graphql.validation import NoSchemaIntrospectionCustomRule
 from strawberry.extensions import SchemaExtension
 from strawberry.extensions.max_aliases import create_validator as aliases_rule
-from strawberry.extensions.query_depth_limiter import create_validator as depth_rule
 
+from worker_automation.errors import BadInput
+from worker_automation.limits import check_storable, text_problem
+from worker_automation.schema.cost import bounds_rule
 from worker_automation.settings import Settings
 
 # Large enough for any hand-written or generated operation of this API, small enough that parsing
@@ -43,6 +51,39 @@ def document_size_rule(max_bytes: int) -> type[ValidationRule]:
                 )
 
     return DocumentSizeRule
+
+
+def _named_by(ancestors: Any) -> str:
+    """The argument (``filter.q``) a literal belongs to, from the nodes above it."""
+    names = [node.name.value for node in ancestors if isinstance(node, ArgumentNode | ObjectFieldNode)]
+    return ".".join(names) or "query"
+
+
+class StorableTextRule(ValidationRule):
+    """Reports string literals a database could not store, naming their argument."""
+
+    def enter_string_value(
+        self, node: StringValueNode, _key: Any, _parent: Any, _path: Any, ancestors: Any
+    ) -> None:
+        problem = text_problem(node.value)
+        if problem is not None:
+            field = _named_by(ancestors)
+            self.report_error(
+                GraphQLError(
+                    f"{field} {problem}", [node], extensions={"code": "BAD_USER_INPUT", "field": field}
+                )
+            )
+
+
+def variables_error(variables: dict[str, Any] | None) -> GraphQLError | None:
+    """The error for variable values a database could not store (naming the innermost field)."""
+    if not variables:
+        return None
+    try:
+        check_storable(variables, "")
+    except BadInput as exc:
+        return GraphQLError(exc.message, extensions={"code": "BAD_USER_INPUT", "field": exc.field})
+    return None
 
 
 class DocumentCache:
@@ -105,6 +146,12 @@ class Guards(SchemaExtension):
 
     def on_validate(self) -> Iterator[None]:
         context = self.execution_context
+        refused = variables_error(context.variables)
+        if refused is not None:
+            # Set before validation runs: Strawberry then skips it and answers with this error.
+            context.pre_execution_errors = [refused]
+            yield
+            return
         query = context.query or ""
         known = self.cache.is_valid(query, context.graphql_document)
         if known:
@@ -121,8 +168,9 @@ def guard_rules(
     """The validation rules ``settings`` ask for."""
     rules: list[type[ASTValidationRule]] = [
         document_size_rule(max_document_bytes),
-        depth_rule(settings.max_query_depth, None),
+        bounds_rule(settings.max_query_depth, settings.graphql_max_cost),
         aliases_rule(settings.max_query_aliases),
+        StorableTextRule,
     ]
     if not settings.introspection:
         rules.append(NoSchemaIntrospectionCustomRule)
