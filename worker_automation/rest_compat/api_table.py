@@ -78,7 +78,7 @@ PAGE = Param("page", "query", {"type": "integer", "minimum": 1, "maximum": INT32
 
 def per_page(default: int) -> Param:
     schema = {"type": "integer", "minimum": 1, "maximum": 100, "default": default}
-    return Param("per_page", "query", schema, "Itens por pagina (acima de 100 vira 100)")
+    return Param("per_page", "query", schema, "Itens por pagina (1 a 100)")
 
 
 QUEUE = Param("queue", "query", {"type": "string"}, "Fila", enum="queue")

@@ -68,7 +68,11 @@ async def reorder_route(request: Request) -> Response:
 async def clear_queue_route(request: Request) -> Response:
     services, principal = await principal_of(request, SCOPE_WRITE, manager=True)
     query = request.query_params
-    scope = text_param(query.get("scope"), "scope")
+    scope = query.get("scope")
+    if scope is not None and not scope.strip():
+        # Present but empty is a mistake, not "all": this call cancels jobs.
+        raise BadInput("scope", "scope deve ser all, queued ou running")
+    scope = text_param(scope, "scope")
     queue = text_param(query.get("queue"), "queue")
     result = await maintenance.clear_queue(services, principal.actor, scope, queue)
     return success(result.message, {"cancelled": result.cancelled, "scope": result.scope.value})

@@ -63,11 +63,11 @@ class StorableTextRule(ValidationRule):
     """Reports string literals a database could not store, naming their argument."""
 
     def enter_string_value(
-        self, node: StringValueNode, _key: Any, _parent: Any, _path: Any, ancestors: Any
+        self, node: StringValueNode, _key: Any, parent: Any, _path: Any, ancestors: Any
     ) -> None:
         problem = text_problem(node.value)
         if problem is not None:
-            field = _named_by(ancestors)
+            field = _named_by([*ancestors, parent])
             self.report_error(
                 GraphQLError(
                     f"{field} {problem}", [node], extensions={"code": "BAD_USER_INPUT", "field": field}
