@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from graphql import (
+    DocumentNode,
     FieldNode,
     FragmentDefinitionNode,
     FragmentSpreadNode,
@@ -42,9 +43,9 @@ from graphql.validation import ValidationContext
 # Fields holding free JSON a caller wrote (a job's context, its result, metadata).
 HEAVY_FIELDS: Final = frozenset({"context", "result", "metadataJson"})
 HEAVY_WEIGHT: Final = 50
-# The size assumed for lists without a size argument (the live views hold 20 jobs per queue,
-# the dashboard's history 20; registries and machines are short).
-DEFAULT_LIST_SIZE: Final = 20
+# The size assumed for lists without a size argument (registries, machines, a job's attempts and
+# the live views' job lists, which hold up to 20 per queue but seldom that many).
+DEFAULT_LIST_SIZE: Final = 10
 # Arguments that size a list, and the most they can ask for (resolvers cap them the same way).
 SIZE_ARGUMENTS: Final = {"perPage": 100, "first": 100, "last": 100, "limit": 500}
 _INTROSPECTION: Final = {
@@ -63,8 +64,9 @@ def _unwrap(type_: Any) -> tuple[Any, bool]:
     return type_, is_list
 
 
-def _list_size(definition: GraphQLField, node: FieldNode) -> int:
-    """How many items a list field may return, from its size argument when it has one."""
+def _asked_size(definition: GraphQLField, node: FieldNode) -> int | None:
+    """How many items a field's size argument asks for (None without one): the literal, capped
+    like the resolvers cap it, or the most it may be when it comes from a variable."""
     for name, most in SIZE_ARGUMENTS.items():
         if name not in definition.args:
             continue
@@ -74,10 +76,8 @@ def _list_size(definition: GraphQLField, node: FieldNode) -> int:
             return min(default, most) if isinstance(default, int) and default > 0 else most
         if isinstance(given, IntValueNode):
             return max(1, min(int(given.value), most))
-        if isinstance(given, VariableNode):
-            return most
-        return most
-    return DEFAULT_LIST_SIZE
+        return most  # a variable (or a value the other rules refuse): the largest it can be
+    return None
 
 
 class _Walker:
@@ -88,19 +88,24 @@ class _Walker:
         self.fragments = fragments
 
     def walk(
-        self, selection_set: SelectionSetNode, parent: GraphQLNamedType | None, seen: frozenset[str]
+        self,
+        selection_set: SelectionSetNode,
+        parent: GraphQLNamedType | None,
+        seen: frozenset[str],
+        page: int | None = None,
     ) -> tuple[int, int]:
-        """(depth, cost) of ``selection_set`` selected once on ``parent``."""
+        """(depth, cost) of ``selection_set`` selected once on ``parent``; ``page`` is the size
+        a parent's argument asked for (``workers(perPage: 100) { items }``)."""
         depth, cost = 0, 0
         for selection in selection_set.selections:
             if isinstance(selection, FieldNode):
-                inner_depth, inner_cost = self._field(selection, parent, seen)
+                inner_depth, inner_cost = self._field(selection, parent, seen, page)
                 depth, cost = max(depth, inner_depth), cost + inner_cost
             elif isinstance(selection, InlineFragmentNode):
                 target = parent
                 if selection.type_condition is not None:
                     target = self.schema.get_type(selection.type_condition.name.value)
-                inner_depth, inner_cost = self.walk(selection.selection_set, target, seen)
+                inner_depth, inner_cost = self.walk(selection.selection_set, target, seen, page)
                 depth, cost = max(depth, inner_depth), cost + inner_cost
             elif isinstance(selection, FragmentSpreadNode):
                 name = selection.name.value
@@ -108,12 +113,12 @@ class _Walker:
                 if fragment is None or name in seen:
                     continue  # unknown or cyclic: other rules report it
                 target = self.schema.get_type(fragment.type_condition.name.value)
-                inner_depth, inner_cost = self.walk(fragment.selection_set, target, seen | {name})
+                inner_depth, inner_cost = self.walk(fragment.selection_set, target, seen | {name}, page)
                 depth, cost = max(depth, inner_depth), cost + inner_cost
         return depth, cost
 
     def _field(
-        self, node: FieldNode, parent: GraphQLNamedType | None, seen: frozenset[str]
+        self, node: FieldNode, parent: GraphQLNamedType | None, seen: frozenset[str], page: int | None
     ) -> tuple[int, int]:
         name = node.name.value
         definition: GraphQLField | None = _INTROSPECTION.get(name)
@@ -124,11 +129,31 @@ class _Walker:
         if node.selection_set is None:
             return 0, own
         target, is_list = _unwrap(definition.type) if definition is not None else (None, False)
-        depth, inner = self.walk(node.selection_set, target, seen)
+        asked = _asked_size(definition, node) if definition is not None else None
         if introspection:
+            depth, _ = self.walk(node.selection_set, target, seen)
             return depth + 1, 0
-        size = _list_size(definition, node) if is_list and definition is not None else 1
+        if not is_list:
+            # A page object: its size argument sizes the list inside it.
+            depth, inner = self.walk(node.selection_set, target, seen, asked)
+            return depth + 1, own + inner
+        size = asked or page or DEFAULT_LIST_SIZE
+        depth, inner = self.walk(node.selection_set, target, seen)
         return depth + 1, own + size * inner
+
+
+def operation_bounds(schema: GraphQLSchema, document: DocumentNode) -> dict[str, tuple[int, int]]:
+    """(depth, cost) of each operation of ``document``, by name ("anonymous" when unnamed)."""
+    definitions = document.definitions
+    fragments = {d.name.value: d for d in definitions if isinstance(d, FragmentDefinitionNode)}
+    walker = _Walker(schema, fragments)
+    bounds: dict[str, tuple[int, int]] = {}
+    for definition in definitions:
+        if isinstance(definition, OperationDefinitionNode):
+            root = schema.get_root_type(definition.operation)
+            name = definition.name.value if definition.name else "anonymous"
+            bounds[name] = walker.walk(definition.selection_set, root, frozenset())
+    return bounds
 
 
 def bounds_rule(max_depth: int, max_cost: int) -> type[ValidationRule]:
