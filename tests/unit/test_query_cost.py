@@ -35,7 +35,8 @@ CONSOLE = {
     "one job": f"query Job($id: Int!) {{ worker(id: $id) {{ {EVERY_WORKER_FIELD} }} }}",
     "dashboard": (
         "{ dashboard { stats { total byStatus byQueue } summary { totalActive totalPending "
-        "totalCompletedToday totalErrorsToday } broker { available queues } errors queues { queueName workersCount activeCount pendingCount capacity loadPercent } "
+        "totalCompletedToday totalErrorsToday } broker { available queues } errors "
+        "queues { queueName workersCount activeCount pendingCount capacity loadPercent } "
         f"active {{ {EVERY_WORKER_FIELD} }} queued {{ total items {{ {EVERY_WORKER_FIELD} }} }} "
         f"history {{ {EVERY_WORKER_FIELD} }} }} }}"
     ),

@@ -35,7 +35,6 @@ from graphql import (
     OperationDefinitionNode,
     SelectionSetNode,
     ValidationRule,
-    VariableNode,
 )
 from graphql.type.introspection import SchemaMetaFieldDef, TypeMetaFieldDef, TypeNameMetaFieldDef
 from graphql.validation import ValidationContext
