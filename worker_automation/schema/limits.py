@@ -20,6 +20,7 @@ from graphql.language import (
     ArgumentNode,
     DocumentNode,
     ObjectFieldNode,
+    OperationDefinitionNode,
     StringValueNode,
 )
 from graphql.validation import NoSchemaIntrospectionCustomRule
@@ -86,6 +87,17 @@ def variables_error(variables: dict[str, Any] | None) -> GraphQLError | None:
     return None
 
 
+def _ambiguous(document: DocumentNode | None, operation_name: str | None) -> GraphQLError | None:
+    """Several operations and no ``operationName``: which one to run is the caller's to say."""
+    if document is None or operation_name:
+        return None
+    operations = sum(isinstance(d, OperationDefinitionNode) for d in document.definitions)
+    if operations < 2:
+        return None
+    message = f"O documento tem {operations} operacoes: diga qual executar em operationName."
+    return GraphQLError(message, extensions={"code": "BAD_USER_INPUT", "field": "operationName"})
+
+
 class DocumentCache:
     """Documents parsed and validated recently, by text: clients send the same few operations over
     and over (a screen's polling, thousands of identical subscriptions after a deploy)."""
@@ -146,7 +158,11 @@ class Guards(SchemaExtension):
 
     def on_validate(self) -> Iterator[None]:
         context = self.execution_context
-        refused = variables_error(context.variables)
+        refused = variables_error(context.variables) or _ambiguous(
+            context.graphql_document,
+            # What the caller sent: Strawberry's operation_name falls back to the first operation.
+            getattr(context, "_provided_operation_name", None),
+        )
         if refused is not None:
             # Set before validation runs: Strawberry then skips it and answers with this error.
             context.pre_execution_errors = [refused]
