@@ -214,7 +214,7 @@ async def test_graphql_operation_shape_errors(api: Api) -> None:
     two_named = await graphql(api, {"query": "query A { stats { total } } query B { stats { total } }"})
     assert two_named.json()["data"] is None
     assert two_named.json()["errors"][0]["extensions"]["field"] == "operationName"
-    deep = '{ __type(name: "Query") { fields { type ' + "{ ofType " * 9 + "{ name }" + " }" * 12 + " }"
+    deep = '{ __type(name: "Query") { fields { type ' + "{ ofType " * 9 + "{ name }" + " }" * 12
     answer = (await graphql(api, {"query": deep})).json()
     assert answer["data"] is None and "depth" in answer["errors"][0]["message"]
 
