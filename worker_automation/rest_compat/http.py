@@ -191,11 +191,11 @@ def _refuse_constant(name: str) -> Any:
 
 
 async def json_body(
-    request: Request, *, required: bool = True, unchecked: frozenset[str] = frozenset()
+    request: Request, *, required: bool = True, checked: tuple[str, ...] = ()
 ) -> dict[str, Any]:
     """The request body as a JSON object; BadInput naming ``body`` when absent or malformed, and
-    naming the field whose text a database could not store (NUL, lone surrogates). Top-level
-    fields in ``unchecked`` are left to the operation, which has its own answer for them."""
+    naming the field whose text a database could not store (NUL, lone surrogates) among the
+    ``checked`` top-level fields (what the route passes on; other keys are ignored)."""
     raw = await request.body()
     if not raw.strip():
         if required:
@@ -211,5 +211,5 @@ async def json_body(
         raise BadInput("body", "Corpo da requisicao nao e um JSON valido") from None
     if not isinstance(body, dict):
         raise BadInput("body", "Corpo da requisicao deve ser um objeto JSON")
-    check_storable({k: v for k, v in body.items() if k not in unchecked}, "")
+    check_storable({k: body[k] for k in checked if k in body}, "")
     return body

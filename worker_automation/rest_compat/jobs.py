@@ -11,6 +11,7 @@ from starlette.routing import BaseRoute, Route
 from worker_automation.errors import BadInput, Unavailable
 from worker_automation.resolvers import claims
 from worker_automation.resolvers.auth import SCOPE_WRITE
+from worker_automation.resolvers.automations import registered
 from worker_automation.resolvers.dispatch import JobRequest, dispatch, dispatch_many
 from worker_automation.resolvers.visibility import job_for_machine
 from worker_automation.rest_compat.http import (
@@ -37,6 +38,10 @@ def _job_id(request: Request) -> int:
     return value
 
 
+# What a trigger reads from its body (and each job of a batch).
+JOB_FIELDS = ("automation_type", "cliente_id", "context", "priority", "usuario_id")
+
+
 def _task_id(body: dict[str, Any]) -> str | None:
     """The run a worker's request is about (optional)."""
     task_id = body.get("task_id")
@@ -59,7 +64,7 @@ def _job_request(body: dict[str, Any]) -> JobRequest:
 async def create_job(request: Request) -> Response:
     """Trigger an automation: the context is validated against its form."""
     services, principal = await principal_of(request, SCOPE_WRITE)
-    job = _job_request(await json_body(request))
+    job = _job_request(await json_body(request, checked=JOB_FIELDS))
     try:
         view = await dispatch(
             services,
@@ -104,6 +109,8 @@ async def pending(request: Request) -> Response:
     if not 1 <= limit <= MAX_PENDING:
         raise BadInput("limit", f"limit deve ser um inteiro entre 1 e {MAX_PENDING}")
     automation = text_param(request.query_params.get("automation"), "automation")
+    if automation is not None:
+        registered(automation, "automation")  # an unknown one is a 422, not an empty list
     jobs = await claims.pending_jobs(services, machine, automation, limit)
     tz = services.settings.tz
     data = [job_for_machine(machine, j.as_dict(tz)) for j in jobs]
@@ -115,7 +122,7 @@ async def start(request: Request) -> Response:
     services, machine = await machine_key_of(request)
     async with key_first(services, machine):
         job_id = _job_id(request)
-        body = await json_body(request, required=False)
+        body = await json_body(request, required=False, checked=("task_id",))
         view = await claims.claim(services, machine, job_id, _task_id(body))
         return success("Job reivindicado com sucesso", view.as_dict(services.settings.tz))
 
@@ -124,7 +131,7 @@ async def start(request: Request) -> Response:
 async def progress(request: Request) -> Response:
     services, machine = await machine_of(request)
     job_id = _job_id(request)
-    body = await json_body(request)
+    body = await json_body(request, checked=("progress", "message"))
     if "progress" not in body:
         raise BadInput("progress", "progress e obrigatorio")
     message = body.get("message")
@@ -140,7 +147,7 @@ async def complete(request: Request) -> Response:
     async with key_first(services, machine):
         job_id = _job_id(request)
         # The result is the operation's to judge: one it cannot store ends the job FALHA.
-        body: dict[str, Any] = await json_body(request, required=False, unchecked=frozenset({"result"}))
+        body: dict[str, Any] = await json_body(request, required=False, checked=("task_id",))
         view = await claims.complete(services, machine, job_id, body.get("result"), _task_id(body))
         return success("Job concluido com sucesso", view.as_dict(services.settings.tz))
 
@@ -150,7 +157,7 @@ async def fail(request: Request) -> Response:
     services, machine = await machine_key_of(request)
     async with key_first(services, machine):
         job_id = _job_id(request)
-        body = await json_body(request)
+        body = await json_body(request, checked=("error", "exc_type", "traceback"))
         exc_type = body.get("exc_type")
         traceback = body.get("traceback")
         if exc_type is not None and not isinstance(exc_type, str):
