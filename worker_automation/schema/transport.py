@@ -32,6 +32,7 @@ from strawberry.types.unset import UNSET, UnsetType
 
 from worker_automation.errors import DomainError
 from worker_automation.json_codec import dumps, dumps_text
+from worker_automation.memory import MemoryReleaser
 from worker_automation.resolvers.auth import MSG_MISSING, authenticate, key_from_headers
 from worker_automation.resolvers.machines import authenticate_machine
 from worker_automation.runtime import Runtime
@@ -80,6 +81,7 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
         )
         self.runtime = runtime
         self.max_response_bytes = runtime.settings.graphql_max_response_bytes
+        self.memory = MemoryReleaser()
         self._ide_html = (STATIC_DIR / "graphiql.html").read_text(encoding="utf-8")
         self._encoded = RecentEncodings()
         self.live_views = LiveViews(cast(Schema, self.schema))
@@ -100,6 +102,7 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
             except ClientDisconnect:
                 return  # the caller left before its body arrived: nobody to answer
         await response(scope, receive, send)
+        self.memory.answered(len(getattr(response, "body", b"")))
 
     def decode_json(self, data: str | bytes) -> object:
         """A request body: UTF-8 JSON, an object (batches are refused later, by Strawberry)."""
@@ -175,8 +178,12 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
 
     async def _bounded_run(self, request: Request) -> Response:
         """Run the request with a budget for its answer's size (one per run, shared or not)."""
-        with response_budget(self.max_response_bytes):
-            return await self.run(request)
+        with response_budget(self.max_response_bytes) as budget:
+            try:
+                return await self.run(request)
+            finally:
+                # Counts data built and then refused for its size as much as data sent.
+                self.memory.answered(budget.spent)
 
     async def _sharing_key(self, request: Request) -> Hashable | None:
         """Authenticate a POST sent with an operator key (once for the whole request) and tell
