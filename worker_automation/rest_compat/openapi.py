@@ -225,6 +225,7 @@ def _schemas(queues: list[str]) -> dict[str, Any]:
             },
         },
         "FailBody": _obj(["error"], error={**_IN, "minLength": 1}, exc_type=_IN, traceback=_IN),
+        "LostBody": _obj(["fault"], fault={"type": "string", "enum": ["worker_lost"]}, task_id=_IN),
     }
 
 
