@@ -10,7 +10,8 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
+from sqlalchemy.exc import DBAPIError
 
 from tests.integration.rest_support import BASE, Api, running_api
 from worker_automation.models import Worker
@@ -185,7 +186,14 @@ async def test_smaller_rest_items(api: Api) -> None:
     for path, allowed in (("sync-orphans", "POST"), ("cleanup-no-client", "DELETE")):
         options = await api.call("OPTIONS", f"{BASE}/{path}")
         assert options.status_code == 405 and options.headers["allow"] == allowed
-    assert api.db.engine.sync_engine.hide_parameters
+
+
+async def test_database_errors_carry_no_parameters(api: Api, caplog: pytest.LogCaptureFixture) -> None:
+    secret = "wak_parametro_secreto"
+    async with api.db.engine.connect() as conn:
+        with pytest.raises(DBAPIError) as caught:
+            await conn.execute(text("SELECT CAST(:value AS integer)"), {"value": secret})
+    assert secret not in str(caught.value) and secret not in caplog.text
 
 
 async def graphql(api: Api, body: Any, **kwargs: Any) -> httpx.Response:
