@@ -54,7 +54,9 @@ class MachineRunner:
             )
         self.settings = settings
         self.automation = automation
-        self.client = WorkerApiClient(settings.api_url, settings.worker_api_key)
+        self.client = WorkerApiClient(
+            settings.api_url, settings.worker_api_key, max_result_bytes=settings.max_result_bytes
+        )
         self.pipeline = JobPipeline(self.client, implementations or load_implementations())
         self.slots = asyncio.Semaphore(max(1, concurrency))
         self.stopping = asyncio.Event()

@@ -53,7 +53,7 @@ class _ProcessState:
         self.settings = settings
         self.pid = os.getpid()
         key = settings.worker_api_key or ""
-        self.client = WorkerApiClient(settings.api_url, key)
+        self.client = WorkerApiClient(settings.api_url, key, max_result_bytes=settings.max_result_bytes)
         self.pipeline = JobPipeline(self.client, load_implementations(), outbox=Outbox.for_machine(key))
         self.loop = asyncio.new_event_loop()
         threading.Thread(target=self.loop.run_forever, name="job-pipeline", daemon=True).start()
