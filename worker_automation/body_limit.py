@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable
 from typing import Final
 
 from starlette.requests import ClientDisconnect
@@ -57,14 +56,13 @@ def refusal(path: str, status_code: int, message: str) -> Response:
 class BodyLimit:
     """Bounds the size of request bodies and the time they take to arrive."""
 
-    def __init__(self, app: ASGIApp, settings: Settings, clock: Callable[[], float] | None = None) -> None:
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
         self.app = app
         self.max_bytes = settings.max_body_bytes
         self.max_complete_bytes = max(
             settings.max_body_bytes, settings.max_result_bytes + COMPLETE_OVERHEAD_BYTES
         )
         self.timeout = settings.body_read_timeout_seconds
-        self._clock = clock
 
     def limit_for(self, path: str) -> int:
         return self.max_complete_bytes if COMPLETE_PATH.match(path) else self.max_bytes
@@ -102,10 +100,7 @@ class _Guarded:
         self.complete = False
         self.refused: Response | None = None
         self.started = False
-        loop = asyncio.get_running_loop()
-        clock = limit_._clock or loop.time
-        self.clock = clock
-        self.deadline = clock() + limit_.timeout
+        self.deadline = asyncio.get_running_loop().time() + limit_.timeout
 
     async def receive(self) -> Message:
         if self.refused is not None:
@@ -113,9 +108,10 @@ class _Guarded:
         if self.complete:
             # The body is in: what is left to hear is the client leaving, whenever it does.
             return await self.receive_()
-        remaining = self.deadline - self.clock()
         try:
-            message = await asyncio.wait_for(self.receive_(), timeout=max(remaining, 0.0))
+            # A deadline on this task (no task of its own per message, unlike wait_for).
+            async with asyncio.timeout_at(self.deadline):
+                message = await self.receive_()
         except TimeoutError:
             return self._refuse(408, MSG_TIMEOUT)
         if message["type"] == "http.request":
