@@ -26,10 +26,12 @@ from graphql.language import (
 from graphql.validation import NoSchemaIntrospectionCustomRule
 from strawberry.extensions import SchemaExtension
 from strawberry.extensions.max_aliases import create_validator as aliases_rule
+from strawberry.types.graphql import OperationType
 
 from worker_automation.errors import BadInput
 from worker_automation.limits import check_storable, text_problem
 from worker_automation.schema.cost import bounds_rule
+from worker_automation.schema.response_budget import current_budget, response_budget
 from worker_automation.settings import Settings
 
 # Large enough for any hand-written or generated operation of this API, small enough that parsing
@@ -138,11 +140,23 @@ class DocumentCache:
 
 class Guards(SchemaExtension):
     """Applies the token limit to parsing and the guard rules to validation, reusing the parse and
-    the validation of documents seen before."""
+    the validation of documents seen before; bounds the answer of a query or mutation run outside
+    HTTP (over a websocket), whose transport opens no budget of its own."""
 
-    def __init__(self, rules: tuple[type[ASTValidationRule], ...], cache: DocumentCache) -> None:
+    def __init__(
+        self, rules: tuple[type[ASTValidationRule], ...], cache: DocumentCache, max_response_bytes: int
+    ) -> None:
         self.rules = rules
         self.cache = cache
+        self.max_response_bytes = max_response_bytes
+
+    def on_execute(self) -> Iterator[None]:
+        context = self.execution_context
+        if current_budget() is not None or context.operation_type is OperationType.SUBSCRIPTION:
+            yield  # HTTP has its budget already; a subscription's payloads are one row each
+            return
+        with response_budget(self.max_response_bytes):
+            yield
 
     def on_operation(self) -> Iterator[None]:
         context = self.execution_context
@@ -197,4 +211,6 @@ def guard_extension(settings: Settings, max_document_bytes: int = MAX_DOCUMENT_B
     """A factory of the guard extension (Strawberry wants a new instance per operation); the rules
     and the document cache are built once, here, for one schema."""
     cache = DocumentCache(settings.max_query_tokens, max_chars=max_document_bytes)
-    return partial(Guards, guard_rules(settings, max_document_bytes), cache)
+    return partial(
+        Guards, guard_rules(settings, max_document_bytes), cache, settings.graphql_max_response_bytes
+    )

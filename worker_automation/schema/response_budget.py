@@ -1,9 +1,10 @@
 """How many bytes of free JSON (contexts, results, metadata) one HTTP answer may still carry.
 
-The transport opens a budget of ``WA_GRAPHQL_MAX_RESPONSE_BYTES`` around each operation it runs;
-the ``JSON`` scalar spends it as values are serialized, so an answer that would pass the limit
-stops growing at the first value over it instead of being built whole and refused afterwards.
-Websocket payloads run without a budget (each is one event's row).
+The HTTP transport opens a budget of ``WA_GRAPHQL_MAX_RESPONSE_BYTES`` around each operation it
+runs (and the guard extension around a query or mutation sent over a websocket); the ``JSON``
+scalar spends it as values are serialized, so an answer that would pass the limit stops growing
+at the first value over it instead of being built whole and refused afterwards. Subscription
+payloads run without one (each is one event's row or one view of the queues).
 """
 
 from __future__ import annotations
