@@ -81,7 +81,7 @@ class _ProcessState:
         self.settings = settings
         self.pid = os.getpid()
         key = settings.worker_api_key or ""
-        self.client = WorkerApiClient(settings.api_url, key)
+        self.client = WorkerApiClient(settings.api_url, key, max_result_bytes=settings.max_result_bytes)
         self.stopping = asyncio.Event()
         self.pipeline = JobPipeline(
             self.client,
