@@ -11,6 +11,8 @@ any process of ``serve --workers N`` can answer any request.
 from __future__ import annotations
 
 import asyncio
+import logging
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Final
@@ -46,6 +48,9 @@ from worker_automation.resolvers.search import search_automations
 from worker_automation.rest_compat.http import text_param
 from worker_automation.rest_compat.reads import INT32_MAX, INT32_MIN, dashboard_dict, page_dict
 from worker_automation.services import Services
+from worker_automation.settings import Settings
+
+log = logging.getLogger(__name__)
 
 SERVER_NAME: Final = "worker-automation"
 INSTRUCTIONS: Final = (
@@ -256,3 +261,33 @@ class HttpMcp:
         finally:
             stop.set()
             await task
+
+
+def run_stdio(settings: Settings, api_key: str | None) -> int:
+    """``worker-automation mcp``: the tools over stdin/stdout, acting with one operator key
+    (``--api-key`` or ``WA_API_KEY``), checked before the server starts. Logs go to stderr."""
+    key = api_key or settings.api_key
+    if not key:
+        print("error: an operator API key is needed: --api-key or WA_API_KEY", file=sys.stderr)
+        return 2
+    return asyncio.run(_serve_stdio(settings, key))
+
+
+async def _serve_stdio(settings: Settings, key: str) -> int:
+    services = await Services.start(settings)
+    try:
+        try:
+            principal = await authenticate(services.db, key)
+        except DomainError as exc:
+            print(f"error: {exc.message}", file=sys.stderr)
+            return 2
+
+        async def the_services() -> Services:
+            return services
+
+        server = build_server(the_services, lambda _ctx: key)
+        log.info("MCP tools on stdio, acting as key %s (%s)", principal.key_id, principal.perfil.value)
+        await server.run_stdio_async()
+    finally:
+        await services.close()
+    return 0

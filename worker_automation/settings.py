@@ -44,6 +44,8 @@ class Settings(BaseSettings):
     shutdown_grace_seconds: float = 120.0
     api_url: str = "http://127.0.0.1:8000"
     worker_api_key: str | None = None
+    # The operator key `worker-automation mcp` acts with (or its --api-key).
+    api_key: str | None = None
     # A file holding the worker key (a mounted secret or a volume written at deployment): read
     # once at start-up when WA_WORKER_API_KEY itself is not given.
     worker_api_key_file: Path | None = None

@@ -31,6 +31,7 @@ from celery.worker import state as worker_state
 
 from worker_automation.broker.celery_app import make_celery
 from worker_automation.settings import Settings
+from worker_automation.worker.celery_logging import quiet_celery_logging
 from worker_automation.worker.client import WorkerApiClient
 from worker_automation.worker.implementations import load_implementations
 from worker_automation.worker.outbox import Outbox
@@ -221,6 +222,7 @@ def run_pool_worker(settings: Settings, *, queue: str, concurrency: int | None, 
     app = build_pool_app(settings)
     workers = concurrency or settings.queues[queue]
     _report_lost_jobs(settings)
+    quiet_celery_logging(settings.log_format)
 
     @worker_shutting_down.connect  # type: ignore[untyped-decorator]
     def _on_shutdown(sig: str = "", how: str = "", exitcode: int = 0, **_kw: Any) -> None:
@@ -229,6 +231,8 @@ def run_pool_worker(settings: Settings, *, queue: str, concurrency: int | None, 
 
     node = name or f"{queue}-{os.getpid()}@{socket.gethostname()}"
     argv = [
+        # No banner and task list: "ready" says the worker is up.
+        "--quiet",
         "worker",
         "-Q",
         queue,
