@@ -8,9 +8,11 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 from sqlalchemy import select
 
+import worker_automation
 from worker_automation.errors import DomainError
 from worker_automation.models import JobStatus, Worker
 from worker_automation.resolvers.audit import Actor
@@ -28,6 +30,16 @@ EMBEDDED_ACTOR = Actor("serve:embedded", "administrador")
 # Ctrl-C should not keep a developer waiting two minutes; running jobs still end reported.
 EMBEDDED_GRACE_SECONDS = 10.0
 LEFT_RUNNING_MESSAGE = "Interrompido: o serve foi encerrado durante a execucao."
+
+
+# Where the API's own package was imported from: its pool workers import the same code.
+API_CODE_ROOT = str(Path(worker_automation.__file__).resolve().parent.parent)
+
+
+def pool_worker_command(queue: str, count: int) -> list[str]:
+    """The pool worker's command line. ``-P`` keeps the working directory off ``sys.path``: a
+    ``worker_automation`` folder there (a source checkout) must not shadow the API's code."""
+    return [sys.executable, "-P", "-m", "worker_automation.cli", "worker", "-Q", queue, "-c", str(count)]
 
 
 class EmbeddedPool:
@@ -80,7 +92,8 @@ class EmbeddedPool:
                 WA_SHUTDOWN_GRACE_SECONDS=str(grace),
                 WA_TIMEZONE=settings.timezone,
             )
-            command = [sys.executable, "-m", "worker_automation.cli", "worker", "-Q", queue, "-c", str(count)]
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [API_CODE_ROOT, env.get("PYTHONPATH")]))
+            command = pool_worker_command(queue, count)
             # A session of its own: Ctrl-C in the terminal reaches serve, which stops them in order.
             self.processes[queue] = subprocess.Popen(command, env=env, start_new_session=True)  # noqa: ASYNC220
             log.info("pool worker for %s started (pid %d)", queue, self.processes[queue].pid)
