@@ -278,6 +278,21 @@ def cmd_machine_run(args: argparse.Namespace) -> int:
     return run_machine(_settings(), automation=args.automation, concurrency=args.concurrency)
 
 
+def cmd_bootstrap(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from worker_automation.bootstrap import provision_pool_keys
+
+    queues = _settings().queues
+
+    async def run(db: Any) -> int:
+        for done in await provision_pool_keys(db, queues, Path(args.keys_dir)):
+            print(f"queue {done.queue}: machine {done.machine_id} {done.action}, key in {done.path}")
+        return 0
+
+    return asyncio.run(_with_db(run))
+
+
 def cmd_mcp(args: argparse.Namespace) -> int:
     from worker_automation.mcp_server import run_stdio
 
@@ -359,6 +374,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(fn=cmd_machine_run)
 
     sub.add_parser("migrate", help="apply database migrations").set_defaults(fn=cmd_migrate)
+
+    bootstrap = sub.add_parser(
+        "bootstrap", help="migrate, and give each queue's pool workers a machine and a key file"
+    )
+    bootstrap.add_argument(
+        "--keys-dir", required=True, help="where to write QUEUE.key (a working key is kept)"
+    )
+    bootstrap.set_defaults(fn=cmd_bootstrap)
 
     mcp = sub.add_parser(
         "mcp", help="serve the MCP tools over stdio (for a desktop LLM client)"
