@@ -128,3 +128,16 @@ def test_access_lines_of_progress_reports_are_left_out() -> None:
     config = log_config("json")
     assert config["loggers"]["uvicorn.access"]["filters"] == ["quiet_progress"]
     assert config["formatters"]["app"]["()"].endswith("JsonFormatter")
+
+
+def test_celery_signal_messages_become_one_log_line() -> None:
+    from worker_automation.worker.celery_logging import signal_line
+
+    assert signal_line("worker: Hitting Ctrl+C again will terminate all running tasks!", "text") is None
+    assert signal_line("\n", "json") is None
+    entry = json.loads(signal_line("\nworker: Warm shutdown (MainProcess)\n", "json") or "")
+    assert entry["message"] == "worker: Warm shutdown (MainProcess)"
+    assert {"time", "level", "logger", "request_id"} <= set(entry)
+    assert (signal_line("worker: Cold shutdown", "text") or "").endswith(
+        "INFO celery.apps.worker: worker: Cold shutdown"
+    )
