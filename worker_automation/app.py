@@ -65,18 +65,21 @@ def create_app(settings: Settings | None = None) -> Starlette:
         async with runtime.lifespan(app), mcp.run():
             yield
 
-    middleware = [
-        # Outermost: every answer, CORS refusals included, gets its request id and is timed.
-        Middleware(RequestObserver),
-        Middleware(
-            CORSMiddleware,
-            allow_origins=settings.cors_origins,
-            allow_methods=["*"],
-            allow_headers=["*"],
-            expose_headers=["X-Request-ID"],
-            max_age=600,
-        ),
-    ]
+    # Outermost: every answer, CORS refusals included, gets its request id and is timed.
+    middleware = [Middleware(RequestObserver)]
+    if settings.cors_origins:
+        # Without origins there is nothing to allow: browsers refuse cross-origin answers that
+        # carry no CORS headers, and no request pays for the check.
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=settings.cors_origins,
+                allow_methods=["*"],
+                allow_headers=["*"],
+                expose_headers=["X-Request-ID"],
+                max_age=600,
+            )
+        )
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
     app.state.runtime = runtime
     app.state.settings = settings

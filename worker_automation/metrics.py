@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 from prometheus_client import Counter, Gauge, Histogram
 
@@ -62,15 +62,29 @@ class JobLike(Protocol):
     def data_fim(self) -> datetime | None: ...
 
 
+# Labelled children, looked up on every transition (a claim's hot path): the label values come
+# from closed sets, so these stay small.
+_transitions: dict[tuple[str, str, str], Any] = {}
+_durations: dict[str, Any] = {}
+
+
 def count_transitions(jobs: Iterable[JobLike]) -> None:
     """Count each job's entry into its current status; observe the run time of finished ones."""
     for job in jobs:
-        JOB_TRANSITIONS.labels(job.automation_type, job.queue, job.status).inc()
+        key = (job.automation_type, job.queue, job.status)
+        series = _transitions.get(key)
+        if series is None:
+            series = _transitions.setdefault(key, JOB_TRANSITIONS.labels(*key))
+        series.inc()
         start = job.data_inicio
         if job.status in FINISHED and start is not None:
             now = datetime.now(UTC)
             end = job.data_fim or (now if start.tzinfo is not None else now.replace(tzinfo=None))
-            JOB_DURATION.labels(job.automation_type).observe(max(0.0, (end - start).total_seconds()))
+            automation = job.automation_type
+            duration = _durations.get(automation)
+            if duration is None:
+                duration = _durations.setdefault(automation, JOB_DURATION.labels(automation))
+            duration.observe(max(0.0, (end - start).total_seconds()))
 
 
 def count_refused(reason: str) -> None:

@@ -9,10 +9,10 @@ raw path, so the number of series stays bounded whatever paths clients send.
 
 from __future__ import annotations
 
+import os
 import re
 import time
-import uuid
-from typing import Final
+from typing import Any, Final
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -33,7 +33,7 @@ def request_id_from(scope: Scope) -> str:
             if _SANE_ID.match(candidate):
                 return candidate
             break
-    return uuid.uuid4().hex
+    return os.urandom(16).hex()
 
 
 def route_of(scope: Scope) -> str:
@@ -46,6 +46,8 @@ class RequestObserver:
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+        # The histogram's children by label values: a few dozen routes, looked up per request.
+        self._series: dict[tuple[str, str, int], Any] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):

@@ -52,8 +52,12 @@ def test_responses_name_only_an_allowed_origin(client: TestClient) -> None:
 
 def test_no_origin_is_allowed_by_default(sqlite_database_url: str, make_settings: Any) -> None:
     with TestClient(create_app(make_settings(sqlite_database_url, None))) as plain:
-        assert plain.options("/graphql", headers={"Origin": ALLOWED, **PREFLIGHT}).status_code == 400
-        assert plain.get("/healthz").status_code == 200
+        preflight = plain.options("/graphql", headers={"Origin": ALLOWED, **PREFLIGHT})
+        assert preflight.status_code >= 400
+        assert "access-control-allow-origin" not in preflight.headers
+        assert "access-control-allow-origin" not in plain.get("/healthz", headers={"Origin": ALLOWED}).headers
+        assert not opens(plain, {"Origin": ALLOWED})
+        assert opens(plain, {})
 
 
 def opens(client: TestClient, headers: dict[str, str]) -> bool:
