@@ -364,7 +364,14 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
 def cmd_mcp(args: argparse.Namespace) -> int:
     from worker_automation.mcp_server import run_stdio
 
-    return run_stdio(_settings(), args.api_key)
+    overrides = _broker_overrides()
+    if overrides is None:
+        print(
+            "error: mcp needs WA_REDIS_URL, or a serve running in this directory (its embedded broker)",
+            file=sys.stderr,
+        )
+        return 2
+    return run_stdio(_settings(**overrides), args.api_key)
 
 
 def _bounded(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
