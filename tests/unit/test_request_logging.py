@@ -141,3 +141,26 @@ def test_celery_signal_messages_become_one_log_line() -> None:
     assert (signal_line("worker: Cold shutdown", "text") or "").endswith(
         "INFO celery.apps.worker: worker: Cold shutdown"
     )
+
+
+def test_celery_success_line_of_a_refused_claim_is_dropped() -> None:
+    from celery.app.trace import LOG_SUCCESS
+
+    from worker_automation.worker.celery_logging import RefusedNotSucceeded
+
+    def record(result: str) -> logging.LogRecord:
+        values = {
+            "id": "t1",
+            "name": "demo.echo",
+            "return_value": result,
+            "runtime": 0.1,
+            "args": "",
+            "kwargs": "",
+        }
+        return logging.LogRecord("celery.app.trace", logging.INFO, __file__, 1, LOG_SUCCESS, (values,), None)
+
+    keep = RefusedNotSucceeded()
+    assert not keep.filter(record("{'outcome': 'refused', 'reason': 'already_claimed'}"))
+    done = record("{'outcome': 'completed', 'reason': None}")
+    assert keep.filter(done)
+    assert "succeeded" in done.getMessage()
