@@ -32,9 +32,20 @@ MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
 _PID_FILE = re.compile(r"_(\d+)\.db$")
 
 
+DIR_PREFIX: Final = "wa-metrics-"
+_SERVE_DIR = re.compile(rf"^{DIR_PREFIX}(\d+)-")
+
+
 def make_multiprocess_dir() -> Path:
-    """A fresh private directory for the processes about to start, exported to them."""
-    path = Path(tempfile.mkdtemp(prefix="wa-metrics-"))
+    """A fresh private directory for the processes about to start, exported to them. Named after
+    this ``serve``'s pid: the directories of earlier ones that were killed (and so could not
+    remove theirs) are removed here."""
+    base = Path(tempfile.gettempdir())
+    for entry in base.glob(f"{DIR_PREFIX}*"):
+        match = _SERVE_DIR.match(entry.name)
+        if match and int(match.group(1)) != os.getpid() and not _alive(int(match.group(1))):
+            shutil.rmtree(entry, ignore_errors=True)
+    path = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-"))
     os.environ[MULTIPROC_ENV] = str(path)
     return path
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,7 +15,12 @@ import pytest
 from prometheus_client import REGISTRY
 
 from worker_automation.metrics import count_recovered, count_transitions
-from worker_automation.metrics_export import MULTIPROC_ENV, forget_dead_processes
+from worker_automation.metrics_export import (
+    MULTIPROC_ENV,
+    forget_dead_processes,
+    make_multiprocess_dir,
+    remove_multiprocess_dir,
+)
 
 
 def dead_pid() -> int:
@@ -75,3 +81,25 @@ def test_transitions_and_durations_from_job_views() -> None:
     assert sample("wa_job_transitions_total", status="CONCLUIDO", **labels) == 1
     assert sample("wa_job_duration_seconds_count", automation="unit.metrics") == 1
     assert sample("wa_job_duration_seconds_sum", automation="unit.metrics") == 3
+
+
+def test_directories_of_killed_serves_are_removed_by_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    killed = tmp_path / f"wa-metrics-{dead_pid()}-abc"
+    killed.mkdir()
+    (killed / "counter_1.db").write_bytes(b"")
+    alive = tmp_path / f"wa-metrics-{os.getppid()}-def"
+    alive.mkdir()
+    other = tmp_path / "unrelated"
+    other.mkdir()
+
+    made = make_multiprocess_dir()
+    try:
+        assert made.parent == tmp_path and made.name.startswith(f"wa-metrics-{os.getpid()}-")
+        assert os.environ[MULTIPROC_ENV] == str(made)
+        assert not killed.exists() and alive.exists() and other.exists()
+    finally:
+        remove_multiprocess_dir(made)
+    assert not made.exists() and MULTIPROC_ENV not in os.environ
