@@ -218,6 +218,17 @@ def test_metrics_logs_and_mcp_across_two_processes(observed: Stack, tmp_path: Pa
     bad_key = anyio.run(mcp_unauthenticated, f"{stack.api_url}/mcp")
     assert "UNAUTHENTICATED" in bad_key, bad_key
 
+    # serve stopped as a supervisor stops it removes its processes' metrics directory.
+    environ = Path(f"/proc/{server_pids(stack)[0]}/environ").read_bytes().split(b"\0")
+    metrics_dir = Path(
+        next(v for v in environ if v.startswith(b"PROMETHEUS_MULTIPROC_DIR=")).split(b"=", 1)[1].decode()
+    )
+    assert any(metrics_dir.glob("counter_*.db"))
+    assert stack.serve_proc is not None
+    stack.serve_proc.send(signal.SIGTERM)
+    assert stack.serve_proc.wait(30) is not None
+    assert not metrics_dir.exists()
+
 
 async def call(session: ClientSession, name: str, arguments: dict[str, Any] | None = None) -> Any:
     result = await session.call_tool(name, arguments or {})
