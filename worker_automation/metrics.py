@@ -36,7 +36,7 @@ JOBS_RECOVERED: Final = Counter(
 )
 SUBSCRIBERS: Final = Gauge(
     "wa_subscribers",
-    "Live event listeners (GraphQL subscriptions) attached to the API processes",
+    "GraphQL subscriptions running on websockets, all API processes",
     multiprocess_mode="livesum",
 )
 HTTP_DURATION: Final = Histogram(

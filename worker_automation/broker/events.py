@@ -28,7 +28,6 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from worker_automation.errors import Unavailable
-from worker_automation.metrics import SUBSCRIBERS
 
 logger = logging.getLogger(__name__)
 
@@ -238,7 +237,6 @@ class EventBus:
             raise ValueError("maxsize must be at least 1")
         listener = Listener(self, maxsize)
         self._listeners.add(listener)
-        SUBSCRIBERS.inc()
         self._ensure_reader()
         return listener
 
@@ -275,9 +273,7 @@ class EventBus:
         await self._redis.aclose()
 
     def _forget(self, listener: Listener) -> None:
-        if listener in self._listeners:
-            self._listeners.discard(listener)
-            SUBSCRIBERS.dec()
+        self._listeners.discard(listener)
 
     def _ensure_reader(self) -> None:
         if self._reader is None or self._reader.done():
