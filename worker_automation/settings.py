@@ -69,6 +69,8 @@ class Settings(BaseSettings):
     # comma-separated list or a JSON list; none by default (same-origin pages and non-browser
     # clients need nothing).
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # A pool worker started by an embedded `serve` gets serve's pid here: it ends when serve does.
+    exit_with_parent: int | None = None
 
     @field_validator("database_url")
     @classmethod
