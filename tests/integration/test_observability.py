@@ -21,7 +21,7 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.integration.harness import Processes, Stack, cli_command, run_cli, wait_until
+from tests.integration.harness import Processes, Stack, cli_command, run_cli, served_stack, wait_until
 
 pytestmark = pytest.mark.services
 
@@ -36,22 +36,16 @@ def observed(
     processes: Processes, pg_database_url: str, redis_url: str, redis_prefix: str, tmp_path: Path
 ) -> Iterator[Stack]:
     """``serve --workers 2`` logging JSON."""
-    workdir = tmp_path / "work"
-    workdir.mkdir()
-    built = Stack(
+    with served_stack(
         processes,
-        database_url=pg_database_url,
-        redis_url=redis_url,
-        redis_prefix=redis_prefix,
-        workdir=workdir,
-    )
-    built.env["WA_LOG_FORMAT"] = "json"
-    try:
-        built.serve(2)
+        pg_database_url,
+        redis_url,
+        redis_prefix,
+        tmp_path,
+        workers=2,
+        serve_env={"WA_LOG_FORMAT": "json"},
+    ) as built:
         yield built
-    finally:
-        processes.close()
-        built.close()
 
 
 def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
