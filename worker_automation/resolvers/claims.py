@@ -17,6 +17,7 @@ from sqlalchemy.orm import aliased
 from worker_automation.broker.events import EventKind
 from worker_automation.errors import BadInput, Conflict, DomainError, NotFound
 from worker_automation.limits import result_refusal
+from worker_automation.metrics import count_refused
 from worker_automation.models import AutomationSetting, JobStatus, Machine, Worker, utcnow
 from worker_automation.models.database import Executor
 from worker_automation.resolvers.announce import announce
@@ -151,6 +152,7 @@ def _finish_statement(columns: tuple[str, ...], *, by_key: bool, with_task: bool
 
 
 def refused(reason: Refusal, **details: Any) -> Conflict:
+    count_refused(reason.value)
     return Conflict(_REFUSAL_MESSAGES[reason], reason=reason.value, **details)
 
 
