@@ -1,6 +1,7 @@
 """SQLAlchemy models, the async engine and the migrations."""
 
 from worker_automation.models.access import ApiKey, Machine, MachineStatus
+from worker_automation.models.attempt import Attempt, AttemptOutcome
 from worker_automation.models.base import Base, utcnow
 from worker_automation.models.directory import MANAGER_PERFIS, Cliente, Perfil, Usuario
 from worker_automation.models.operations import AuditEntry, AutomationSetting
@@ -19,6 +20,8 @@ __all__ = [
     "OPEN_STATUSES",
     "TERMINAL_STATUSES",
     "ApiKey",
+    "Attempt",
+    "AttemptOutcome",
     "AuditEntry",
     "AutomationSetting",
     "Base",
