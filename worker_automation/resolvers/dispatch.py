@@ -69,7 +69,7 @@ async def enqueue(
     When the broker is down the row keeps AGENDADO without a task id (nothing is lost: a
     dedicated machine, a retry or sync-orphans can still deal with it) and Unavailable says so.
     """
-    if await _send_all(services, [Send(worker_id, task_id, task_name, queue, priority)]):
+    if await send_all(services, [Send(worker_id, task_id, task_name, queue, priority)]):
         raise Unavailable(KEPT_MESSAGE, worker_id=worker_id)
 
 
@@ -84,7 +84,7 @@ class Send:
     priority: int
 
 
-async def _send_all(services: Services, sends: list[Send]) -> list[int]:
+async def send_all(services: Services, sends: list[Send]) -> list[int]:
     """Send every task at once (the broker sends those waiting together in batches); the ids of
     the jobs whose task the broker refused, whose rows then keep AGENDADO without a task id."""
     sending = [
@@ -224,7 +224,7 @@ async def _enqueue_all(
     services: Services, views: list[WorkerView], task_names: dict[str, str], *, batch: bool
 ) -> None:
     sends = [Send(v.id, str(v.task_id), task_names[v.automation_type], v.queue, v.priority) for v in views]
-    kept = await _send_all(services, sends)
+    kept = await send_all(services, sends)
     if kept and not batch:
         raise Unavailable(KEPT_MESSAGE, worker_id=kept[0])
     if kept:
