@@ -5,6 +5,7 @@ from worker_automation.models.attempt import Attempt, AttemptOutcome
 from worker_automation.models.base import Base, utcnow
 from worker_automation.models.directory import MANAGER_PERFIS, Cliente, Perfil, Usuario
 from worker_automation.models.operations import AuditEntry, AutomationSetting
+from worker_automation.models.queue_pause import QueuePause
 from worker_automation.models.worker import (
     CELERY_STATE,
     OPEN_STATUSES,
@@ -30,6 +31,7 @@ __all__ = [
     "Machine",
     "MachineStatus",
     "Perfil",
+    "QueuePause",
     "Usuario",
     "Worker",
     "WorkerCount",

@@ -16,7 +16,7 @@ from sqlalchemy.orm import aliased
 
 from worker_automation.broker.events import EventKind
 from worker_automation.errors import BadInput, Conflict, DomainError, NotFound
-from worker_automation.models import AutomationSetting, JobStatus, Machine, Worker, utcnow
+from worker_automation.models import AutomationSetting, JobStatus, Machine, QueuePause, Worker, utcnow
 from worker_automation.models.database import Executor
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.automations import apply_setting, effective, registered
@@ -46,6 +46,7 @@ class Refusal(StrEnum):
     WRONG_AUTOMATION = "wrong_automation"
     MACHINE_OFF = "machine_off"
     NOT_CLAIMABLE = "not_claimable"
+    QUEUE_PAUSED = "queue_paused"
 
 
 _REFUSAL_MESSAGES: dict[Refusal, str] = {
@@ -55,6 +56,7 @@ _REFUSAL_MESSAGES: dict[Refusal, str] = {
     Refusal.WRONG_AUTOMATION: "Esta maquina nao atende a automacao deste job.",
     Refusal.MACHINE_OFF: "Maquina desligada.",
     Refusal.NOT_CLAIMABLE: "Job nao pode ser reivindicado no estado atual.",
+    Refusal.QUEUE_PAUSED: "Fila pausada: o job roda quando ela for retomada.",
 }
 
 
@@ -99,7 +101,9 @@ def _claim_statement(*, with_task: bool) -> Update:
         )
         .scalar_subquery()
     )
-    conds = [Worker.id == bindparam("job_id"), Worker.status == JobStatus.AGENDADO.value]
+    # A paused queue's jobs are not claimed (a primary-key probe inside the same statement).
+    paused = select(QueuePause.queue).where(QueuePause.queue == Worker.queue).exists()
+    conds = [Worker.id == bindparam("job_id"), Worker.status == JobStatus.AGENDADO.value, ~paused]
     if with_task:
         conds.append(Worker.task_id == bindparam("job_task"))
     # RETURNING the whole row and its client's name: the claimed job comes back without
@@ -239,13 +243,14 @@ async def claim(
 
 
 async def _refusal_for(conn: Executor, worker_id: int, task_id: str | None) -> DomainError:
+    paused = select(QueuePause.queue).where(QueuePause.queue == Worker.queue).exists().label("paused")
     current = (
-        await conn.execute(select(Worker.status, Worker.task_id).where(Worker.id == worker_id))
+        await conn.execute(select(Worker.status, Worker.task_id, paused).where(Worker.id == worker_id))
     ).first()
     if current is None:
         # Removed since the claim began (cleanup, a move): nothing left to claim.
         return NotFound(MSG_WORKER_NOT_FOUND, worker_id=worker_id)
-    status, stored_task = current
+    status, stored_task, queue_paused = current
     if status == JobStatus.EXECUTANDO.value:
         return refused(Refusal.ALREADY_CLAIMED, status=status)
     if status != JobStatus.AGENDADO.value:
@@ -253,6 +258,8 @@ async def _refusal_for(conn: Executor, worker_id: int, task_id: str | None) -> D
     if task_id is not None and stored_task != task_id:
         # A message for a task that was revoked, moved or reordered away: not this job's task.
         return refused(Refusal.NOT_CLAIMABLE, status=status, stale_task=True)
+    if queue_paused:
+        return refused(Refusal.QUEUE_PAUSED, status=status)
     return refused(Refusal.CONCURRENCY_LIMIT, status=status)
 
 

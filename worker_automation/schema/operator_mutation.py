@@ -7,25 +7,12 @@ from __future__ import annotations
 
 import strawberry
 
-from worker_automation.resolvers import bulk
+from worker_automation.resolvers import bulk, pauses
 from worker_automation.schema.context import Info
 from worker_automation.schema.fields import mutation
 from worker_automation.schema.inputs import WorkerFilterInput
-from worker_automation.schema.permissions import write
-
-
-@strawberry.type(description="What a bulk action did.")
-class BulkResult:
-    """Counts and ids of a bulk action."""
-
-    matched: int = strawberry.field(description="Jobs the filter matched (up to the limit).")
-    changed: int = strawberry.field(description="Jobs the action changed (their own rules allowed it).")
-    ids: list[int] = strawberry.field(description="Ids of the jobs that changed.")
-
-    @classmethod
-    def from_view(cls, view: bulk.BulkResult) -> BulkResult:
-        """Build from the resolver's result."""
-        return cls(matched=view.matched, changed=view.changed, ids=view.ids)
+from worker_automation.schema.operator_types import BulkResult, QueuePause
+from worker_automation.schema.permissions import manager, write
 
 
 @strawberry.type
@@ -60,3 +47,24 @@ class OperatorMutation:
         principal = await info.context.principal()
         result = await bulk.cancel_workers(info.context.services, principal.actor, filter.to_filter(), limit)
         return BulkResult.from_view(result)
+
+    @mutation(
+        description=(
+            "Pause a queue: its jobs are still accepted, none is claimed until it is resumed "
+            "(survives restarts; managers only)."
+        ),
+        extensions=manager(),
+    )
+    async def pause_queue(self, info: Info, queue: str) -> QueuePause:
+        principal = await info.context.principal()
+        state = await pauses.pause_queue(info.context.services, principal.actor, queue)
+        return QueuePause.from_view(state, info.context.tz)
+
+    @mutation(
+        description="Resume a paused queue: its queued jobs run without anyone acting (managers only).",
+        extensions=manager(),
+    )
+    async def resume_queue(self, info: Info, queue: str) -> QueuePause:
+        principal = await info.context.principal()
+        state = await pauses.resume_queue(info.context.services, principal.actor, queue)
+        return QueuePause.from_view(state, info.context.tz)

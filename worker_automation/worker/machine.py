@@ -82,7 +82,7 @@ class MachineRunner:
                 claim = await self.client.start(job_id)
                 if not claim.claimed or claim.job is None:
                     log.info("job %s not claimed: %s", job_id, claim.reason)
-                    if claim.reason == "concurrency_limit":
+                    if claim.reason in ("concurrency_limit", "queue_paused"):
                         self.deferred.add(job_id)
                     return
                 self.deferred.discard(job_id)

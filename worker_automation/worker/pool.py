@@ -92,7 +92,7 @@ def _process_state(settings: Settings) -> _ProcessState:
 # Refusals that end by themselves (a slot frees up, the machine is turned back on, the automation
 # leaves dev mode): the message is kept and tried again later instead of being consumed, so the
 # job runs without anyone acting. Every other refusal means someone else has the job.
-RETRIED_REFUSALS: Final = frozenset({"concurrency_limit", "machine_off", "dev_mode"})
+RETRIED_REFUSALS: Final = frozenset({"concurrency_limit", "machine_off", "dev_mode", "queue_paused"})
 # What a job whose process died under it (OOM killer, a crash, kill -9) is failed with.
 LOST_MESSAGE: Final = "O processo do worker terminou inesperadamente durante a execucao."
 # A job's status before its claim (JobStatus.AGENDADO, spelled out: pool workers do not load the
