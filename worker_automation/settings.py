@@ -53,6 +53,9 @@ class Settings(BaseSettings):
     # Start Celery pool workers with the embedded `serve` (turned off by tests that bring their own).
     embedded_workers: bool = True
     require_services: bool = False
+    # Finished jobs (CONCLUIDO, FALHA, CANCELADO) older than this many days are deleted, with their
+    # attempts, by the periodic housekeeping of `serve`; 0 keeps everything.
+    retention_days: int = Field(default=90, ge=0)
 
     @field_validator("database_url")
     @classmethod

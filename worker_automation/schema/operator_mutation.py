@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import strawberry
 
-from worker_automation.resolvers import bulk, pauses
+from worker_automation.resolvers import bulk, pauses, retention
 from worker_automation.schema.context import Info
 from worker_automation.schema.fields import mutation
 from worker_automation.schema.inputs import WorkerFilterInput
-from worker_automation.schema.operator_types import BulkResult, QueuePause
+from worker_automation.schema.operator_types import BulkResult, PruneResult, QueuePause
 from worker_automation.schema.permissions import manager, write
 
 
@@ -68,3 +68,15 @@ class OperatorMutation:
         principal = await info.context.principal()
         state = await pauses.resume_queue(info.context.services, principal.actor, queue)
         return QueuePause.from_view(state, info.context.tz)
+
+    @mutation(
+        description=(
+            "Delete finished jobs (CONCLUIDO, FALHA, CANCELADO) that ended more than olderThanDays days "
+            "ago, with their attempts, in batches (managers only)."
+        ),
+        extensions=manager(),
+    )
+    async def prune_workers(self, info: Info, older_than_days: int) -> PruneResult:
+        principal = await info.context.principal()
+        deleted = await retention.prune_workers(info.context.services, principal.actor, older_than_days)
+        return PruneResult(deleted=deleted, older_than_days=older_than_days)

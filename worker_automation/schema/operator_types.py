@@ -30,6 +30,14 @@ class BulkResult:
 
 
 
+@strawberry.type(description="What a prune deleted.")
+class PruneResult:
+    """Finished jobs deleted (their attempts with them)."""
+
+    deleted: int = strawberry.field(description="Jobs deleted.")
+    older_than_days: int = strawberry.field(description="Jobs that ended more than this many days ago.")
+
+
 @strawberry.type(description="Whether a queue is paused.")
 class QueuePause:
     """A queue's pause state after pauseQueue or resumeQueue."""
