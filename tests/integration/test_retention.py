@@ -111,3 +111,12 @@ async def test_periodic_retention_follows_the_setting(any_services: Services) ->
     assert await _census(services, 90) == (0, kept)
     async with services.db.session() as session:
         assert await counters(session) == await recount(session)
+
+
+def test_retention_runs_on_the_leader() -> None:
+    from worker_automation.housekeeping import _periodic
+    from worker_automation.settings import Settings
+
+    (retention,) = [p for p in _periodic() if p.name == "retention"]
+    assert retention.interval(Settings(retention_days=90)) > 0
+    assert retention.interval(Settings(retention_days=0)) == 0

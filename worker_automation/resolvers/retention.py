@@ -16,6 +16,7 @@ from typing import Final
 from sqlalchemy import delete, select
 
 from worker_automation.errors import BadInput
+from worker_automation.housekeeping import Periodic
 from worker_automation.models import JobStatus, Worker, utcnow
 from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.services import Services
@@ -99,3 +100,8 @@ async def apply_retention(services: Services) -> int:
 def retention_interval(settings: Settings) -> float:
     """Seconds between periodic runs (0: retention off)."""
     return PERIODIC_SECONDS if settings.retention_days > 0 else 0.0
+
+
+def retention_periodic() -> Periodic:
+    """Retention as periodic work of the leader."""
+    return Periodic("retention", retention_interval, apply_retention)
