@@ -6,6 +6,7 @@ from worker_automation.models.base import Base, utcnow
 from worker_automation.models.directory import MANAGER_PERFIS, Cliente, Perfil, Usuario
 from worker_automation.models.operations import AuditEntry, AutomationSetting
 from worker_automation.models.queue_pause import QueuePause
+from worker_automation.models.schedule import Schedule
 from worker_automation.models.worker import (
     CELERY_STATE,
     OPEN_STATUSES,
@@ -32,6 +33,7 @@ __all__ = [
     "MachineStatus",
     "Perfil",
     "QueuePause",
+    "Schedule",
     "Usuario",
     "Worker",
     "WorkerCount",

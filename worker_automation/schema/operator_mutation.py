@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import strawberry
 
-from worker_automation.resolvers import bulk, pauses, retention
+from worker_automation.resolvers import bulk, pauses, retention, schedule_firing, schedules
 from worker_automation.schema.context import Info
 from worker_automation.schema.fields import mutation
 from worker_automation.schema.inputs import WorkerFilterInput
 from worker_automation.schema.operator_types import BulkResult, PruneResult, QueuePause
 from worker_automation.schema.permissions import manager, write
+from worker_automation.schema.schedule_types import Schedule, ScheduleInput, ScheduleUpdateInput
+from worker_automation.schema.types import Worker
 
 
 @strawberry.type
@@ -80,3 +82,40 @@ class OperatorMutation:
         principal = await info.context.principal()
         deleted = await retention.prune_workers(info.context.services, principal.actor, older_than_days)
         return PruneResult(deleted=deleted, older_than_days=older_than_days)
+
+    @mutation(
+        description=(
+            "Create a schedule: a job of the automation at each occurrence of cron (read in timezone, "
+            "default WA_TIMEZONE); the context is checked against the automation's form."
+        ),
+        extensions=write(),
+    )
+    async def create_schedule(self, info: Info, input: ScheduleInput) -> Schedule:
+        principal = await info.context.principal()
+        view = await schedules.create_schedule(info.context.services, principal.actor, input.to_data())
+        return Schedule.from_view(view, info.context.tz)
+
+    @mutation(description="Change a schedule; omitted fields stay.", extensions=write())
+    async def update_schedule(self, info: Info, id: int, input: ScheduleUpdateInput) -> Schedule:
+        principal = await info.context.principal()
+        view = await schedules.update_schedule(info.context.services, principal.actor, id, input.to_data())
+        return Schedule.from_view(view, info.context.tz)
+
+    @mutation(
+        description="Delete a schedule (the jobs it created stay); returns it as it was.", extensions=write()
+    )
+    async def delete_schedule(self, info: Info, id: int) -> Schedule:
+        principal = await info.context.principal()
+        services = info.context.services
+        view = await schedules.get_schedule(services.db, id)
+        await schedules.delete_schedule(services, principal.actor, id)
+        return Schedule.from_view(view, info.context.tz)
+
+    @mutation(
+        description="Create the schedule's job now, outside its timetable; returns the job.",
+        extensions=write(),
+    )
+    async def run_schedule_now(self, info: Info, id: int) -> Worker:
+        principal = await info.context.principal()
+        view = await schedule_firing.run_schedule_now(info.context.services, principal.actor, id)
+        return Worker.from_view(view, info.context.tz)

@@ -9,6 +9,7 @@ import strawberry
 
 from worker_automation.resolvers import history
 from worker_automation.resolvers.audit_log import AuditFilter, audit_page
+from worker_automation.resolvers.schedules import list_schedules
 from worker_automation.schema.context import Info
 from worker_automation.schema.fields import field
 from worker_automation.schema.operator_types import (
@@ -20,11 +21,12 @@ from worker_automation.schema.operator_types import (
 )
 from worker_automation.schema.permissions import read
 from worker_automation.schema.scalars import DateTime
+from worker_automation.schema.schedule_types import Schedule
 
 
 @strawberry.type
 class OperatorQuery:
-    """History and audit reads."""
+    """History, audit and schedule reads."""
 
     @field(
         description=(
@@ -73,3 +75,8 @@ class OperatorQuery:
         filters = AuditFilter(chosen.actor, chosen.action, instant(chosen.since, tz))
         found = await audit_page(info.context.services.db, filters, page, per_page)
         return AuditPage.from_page(found, tz)
+
+    @field(description="Every schedule, by id.", extensions=read())
+    async def schedules(self, info: Info) -> list[Schedule]:
+        views = await list_schedules(info.context.services.db)
+        return [Schedule.from_view(v, info.context.tz) for v in views]
