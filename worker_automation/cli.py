@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from worker_automation.errors import DomainError, Unavailable
+from worker_automation.operator_cli import add_operator_commands
 from worker_automation.settings import Settings
 
 log = logging.getLogger("worker_automation")
@@ -448,6 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
     seed.add_argument("--jobs", type=int, default=3000)
     seed.add_argument("--clientes", type=int, default=60)
     seed.set_defaults(fn=cmd_seed_demo)
+    add_operator_commands(parser, sub)
     return parser
 
 

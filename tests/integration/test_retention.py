@@ -77,7 +77,7 @@ async def test_prune_deletes_old_finished_jobs_in_batches(any_services: Services
     old, kept = await _census(services, 90)
     assert old > 700  # more than one batch
     totals: list[int] = []
-    deleted = await delete_finished(services, 90, batch=700, progress=totals.append)
+    deleted = await delete_finished(services.db, 90, batch=700, progress=totals.append)
     assert deleted == old and totals[-1] == old and len(totals) >= 2
     assert await _census(services, 90) == (0, kept)
     async with services.db.session() as session:

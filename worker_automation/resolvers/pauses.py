@@ -17,13 +17,13 @@ from typing import Final
 
 from sqlalchemy import delete, select
 
+from worker_automation.broker.gateway import BrokerGateway
 from worker_automation.models import JobStatus, QueuePause, Worker, utcnow
 from worker_automation.models.database import Database
 from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.automations import registered
 from worker_automation.resolvers.reads import check_queue
 from worker_automation.resolvers.views import RUN_ORDER, order_by
-from worker_automation.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +50,11 @@ async def paused_queues(db: Database) -> set[str]:
         return set((await session.scalars(_PAUSED)).all())
 
 
-async def pause_queue(services: Services, actor: Actor, queue: str) -> PauseState:
+async def pause_queue(db: Database, queues: dict[str, int], actor: Actor, queue: str) -> PauseState:
     """Pause ``queue`` (pausing a paused queue changes nothing)."""
-    check_queue(queue, services.settings.queues)
-    async with audited(services.db, actor, "pause_queue", f"queue:{queue}") as note:
-        async with services.db.session() as session:
+    check_queue(queue, queues)
+    async with audited(db, actor, "pause_queue", f"queue:{queue}") as note:
+        async with db.session() as session:
             found = await session.get(QueuePause, queue, with_for_update=True)
             if found is None:
                 found = QueuePause(queue=queue, paused_at=utcnow(), paused_by=actor.label)
@@ -65,24 +65,28 @@ async def pause_queue(services: Services, actor: Actor, queue: str) -> PauseStat
             return PauseState(queue, True, found.paused_at, found.paused_by)
 
 
-async def resume_queue(services: Services, actor: Actor, queue: str) -> PauseState:
-    """Resume ``queue`` and send its first queued jobs' tasks again."""
-    check_queue(queue, services.settings.queues)
-    async with audited(services.db, actor, "resume_queue", f"queue:{queue}") as note:
-        async with services.db.session() as session:
+async def resume_queue(
+    db: Database, queues: dict[str, int], actor: Actor, queue: str, broker: BrokerGateway | None
+) -> PauseState:
+    """Resume ``queue`` and, with a ``broker``, send its first queued jobs' tasks again (without
+    one, as from a command with no serve running, they come back through their own retries or the
+    next start of the embedded serve)."""
+    check_queue(queue, queues)
+    async with audited(db, actor, "resume_queue", f"queue:{queue}") as note:
+        async with db.session() as session:
             statement = delete(QueuePause).where(QueuePause.queue == queue).returning(QueuePause.queue)
             removed = (await session.execute(statement)).first()
         if removed is None:
             note.detail = {"was_paused": False}
-        else:
-            note.detail = {"resent": await _nudge(services, queue)}
+        elif broker is not None:
+            note.detail = {"resent": await _nudge(db, broker, queue)}
     return PauseState(queue, False)
 
 
-async def _nudge(services: Services, queue: str) -> int:
+async def _nudge(db: Database, broker: BrokerGateway, queue: str) -> int:
     """Send the first queued jobs' tasks again under their own task ids; failures are only logged
     (the original messages still come back by themselves)."""
-    async with services.db.reader() as session:
+    async with db.reader() as session:
         rows = (
             await session.execute(
                 select(Worker.id, Worker.task_id, Worker.automation_type, Worker.priority)
@@ -96,7 +100,7 @@ async def _nudge(services: Services, queue: str) -> int:
             )
         ).all()
     sends = [
-        services.broker.send(
+        broker.send(
             registered(automation).task_name, queue=queue, priority=priority, args=[job_id], task_id=task_id
         )
         for job_id, task_id, automation, priority in rows

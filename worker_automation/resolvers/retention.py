@@ -18,6 +18,7 @@ from sqlalchemy import delete, select
 from worker_automation.errors import BadInput
 from worker_automation.housekeeping import Periodic
 from worker_automation.models import JobStatus, Worker, utcnow
+from worker_automation.models.database import Database
 from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.services import Services
 from worker_automation.settings import Settings
@@ -39,7 +40,7 @@ def check_days(value: int, field: str = "older_than_days") -> int:
 
 
 async def delete_finished(
-    services: Services,
+    db: Database,
     older_than_days: int,
     *,
     batch: int = BATCH,
@@ -58,7 +59,7 @@ async def delete_finished(
     statement = delete(Worker).where(Worker.id.in_(chosen)).execution_options(synchronize_session=False)
     total = batches = 0
     while max_batches is None or batches < max_batches:
-        async with services.db.transaction() as conn:
+        async with db.transaction() as conn:
             deleted = (await conn.execute(statement)).rowcount
         batches += 1
         total += deleted
@@ -70,16 +71,16 @@ async def delete_finished(
 
 
 async def prune_workers(
-    services: Services,
+    db: Database,
     actor: Actor,
     older_than_days: int,
     progress: Callable[[int], None] | None = None,
 ) -> int:
     """Delete, by hand, finished jobs older than ``older_than_days`` days (audited)."""
     days = check_days(older_than_days)
-    async with audited(services.db, actor, "prune_workers", None) as note:
+    async with audited(db, actor, "prune_workers", None) as note:
         note.detail = {"older_than_days": days}
-        deleted = await delete_finished(services, days, progress=progress)
+        deleted = await delete_finished(db, days, progress=progress)
         note.detail["deleted"] = deleted
     return deleted
 
@@ -89,7 +90,7 @@ async def apply_retention(services: Services) -> int:
     days = services.settings.retention_days
     if days <= 0:
         return 0
-    deleted = await delete_finished(services, days, max_batches=PERIODIC_BATCHES)
+    deleted = await delete_finished(services.db, days, max_batches=PERIODIC_BATCHES)
     if deleted:
         async with audited(services.db, RETENTION_ACTOR, "retention", None) as note:
             note.detail = {"older_than_days": days, "deleted": deleted}

@@ -22,7 +22,6 @@ from worker_automation.models.database import Database, Executor
 from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.automations import effective
 from worker_automation.resolvers.rows import check_priority
-from worker_automation.services import Services
 from worker_automation.worker.forms import validate_context
 
 MSG_SCHEDULE_NOT_FOUND: Final = "Agendamento nao encontrado."
@@ -137,16 +136,19 @@ async def get_schedule(db: Database, schedule_id: int) -> ScheduleView:
         return schedule_view(row)
 
 
-async def create_schedule(services: Services, actor: Actor, data: ScheduleInput) -> ScheduleView:
-    """A new schedule; its first occurrence is the next one from now (none while disabled)."""
+async def create_schedule(
+    db: Database, default_timezone: str, actor: Actor, data: ScheduleInput
+) -> ScheduleView:
+    """A new schedule; its first occurrence is the next one from now (none while disabled). Its
+    zone is ``default_timezone`` (WA_TIMEZONE) unless given."""
     filled = replace(
         data,
         priority=0 if data.priority is None else data.priority,
-        timezone=data.timezone or services.settings.timezone,
+        timezone=data.timezone or default_timezone,
         enabled=True if data.enabled is None else data.enabled,
     )
-    async with audited(services.db, actor, "create_schedule", None) as note:
-        async with services.db.session() as session:
+    async with audited(db, actor, "create_schedule", None) as note:
+        async with db.session() as session:
             clean = await _checked(session, filled)
             row = Schedule(
                 automation_type=clean.automation_type,
@@ -166,12 +168,10 @@ async def create_schedule(services: Services, actor: Actor, data: ScheduleInput)
             return schedule_view(row)
 
 
-async def update_schedule(
-    services: Services, actor: Actor, schedule_id: int, data: ScheduleInput
-) -> ScheduleView:
+async def update_schedule(db: Database, actor: Actor, schedule_id: int, data: ScheduleInput) -> ScheduleView:
     """Change the fields given; a new timetable (cron, zone, enabled) starts from now."""
-    async with audited(services.db, actor, "update_schedule", f"schedule:{schedule_id}") as note:
-        async with services.db.session() as session:
+    async with audited(db, actor, "update_schedule", f"schedule:{schedule_id}") as note:
+        async with db.session() as session:
             row = await session.get(Schedule, schedule_id, with_for_update=True)
             if row is None:
                 raise NotFound(MSG_SCHEDULE_NOT_FOUND, schedule_id=schedule_id)
@@ -203,10 +203,10 @@ async def update_schedule(
             return schedule_view(row)
 
 
-async def delete_schedule(services: Services, actor: Actor, schedule_id: int) -> int:
+async def delete_schedule(db: Database, actor: Actor, schedule_id: int) -> int:
     """Delete the schedule (the jobs it created stay); returns its id."""
-    async with audited(services.db, actor, "delete_schedule", f"schedule:{schedule_id}"):
-        async with services.db.session() as session:
+    async with audited(db, actor, "delete_schedule", f"schedule:{schedule_id}"):
+        async with db.session() as session:
             row = await session.get(Schedule, schedule_id, with_for_update=True)
             if row is None:
                 raise NotFound(MSG_SCHEDULE_NOT_FOUND, schedule_id=schedule_id)

@@ -59,7 +59,8 @@ class OperatorMutation:
     )
     async def pause_queue(self, info: Info, queue: str) -> QueuePause:
         principal = await info.context.principal()
-        state = await pauses.pause_queue(info.context.services, principal.actor, queue)
+        services = info.context.services
+        state = await pauses.pause_queue(services.db, services.settings.queues, principal.actor, queue)
         return QueuePause.from_view(state, info.context.tz)
 
     @mutation(
@@ -68,7 +69,10 @@ class OperatorMutation:
     )
     async def resume_queue(self, info: Info, queue: str) -> QueuePause:
         principal = await info.context.principal()
-        state = await pauses.resume_queue(info.context.services, principal.actor, queue)
+        services = info.context.services
+        state = await pauses.resume_queue(
+            services.db, services.settings.queues, principal.actor, queue, services.broker
+        )
         return QueuePause.from_view(state, info.context.tz)
 
     @mutation(
@@ -80,7 +84,7 @@ class OperatorMutation:
     )
     async def prune_workers(self, info: Info, older_than_days: int) -> PruneResult:
         principal = await info.context.principal()
-        deleted = await retention.prune_workers(info.context.services, principal.actor, older_than_days)
+        deleted = await retention.prune_workers(info.context.services.db, principal.actor, older_than_days)
         return PruneResult(deleted=deleted, older_than_days=older_than_days)
 
     @mutation(
@@ -92,13 +96,16 @@ class OperatorMutation:
     )
     async def create_schedule(self, info: Info, input: ScheduleInput) -> Schedule:
         principal = await info.context.principal()
-        view = await schedules.create_schedule(info.context.services, principal.actor, input.to_data())
+        services = info.context.services
+        view = await schedules.create_schedule(
+            services.db, services.settings.timezone, principal.actor, input.to_data()
+        )
         return Schedule.from_view(view, info.context.tz)
 
     @mutation(description="Change a schedule; omitted fields stay.", extensions=write())
     async def update_schedule(self, info: Info, id: int, input: ScheduleUpdateInput) -> Schedule:
         principal = await info.context.principal()
-        view = await schedules.update_schedule(info.context.services, principal.actor, id, input.to_data())
+        view = await schedules.update_schedule(info.context.services.db, principal.actor, id, input.to_data())
         return Schedule.from_view(view, info.context.tz)
 
     @mutation(
@@ -108,7 +115,7 @@ class OperatorMutation:
         principal = await info.context.principal()
         services = info.context.services
         view = await schedules.get_schedule(services.db, id)
-        await schedules.delete_schedule(services, principal.actor, id)
+        await schedules.delete_schedule(services.db, principal.actor, id)
         return Schedule.from_view(view, info.context.tz)
 
     @mutation(
