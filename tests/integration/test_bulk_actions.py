@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import func, insert, select
 
+from tests.integration.harness import Stack
 from tests.integration.operator_support import any_services, pool_machine
 from tests.unit.graphql_support import make_api
 from worker_automation.models import AuditEntry, Worker, utcnow
@@ -104,3 +105,17 @@ async def test_bulk_cancel_follows_each_jobs_rules(any_services: Services) -> No
     assert error.extensions and error.extensions["code"] == "BAD_USER_INPUT" and "queue" in error.message
     error = await api.fails(RETRY, {"f": {}}, caller="reader")
     assert error.extensions and error.extensions["code"] == "FORBIDDEN"
+
+
+def test_bulk_cancel_terminates_a_running_job(stack: Stack) -> None:
+    """A real pool worker (one slot) runs a long job: cancelWorkers ends it CANCELADO and frees the
+    slot at once, so the next job runs long before the first would have finished."""
+    stack.pool_worker("scan", concurrency=1)
+    sleeper = stack.dispatch("demo.sleep", {"seconds": 60})
+    stack.wait_status(sleeper, "EXECUTANDO", timeout=30)
+    query = 'mutation { cancelWorkers(filter: {automationType: "demo.sleep"}) { matched changed ids } }'
+    body = stack.http.post("/graphql", json={"query": query}, headers=stack.operator_headers).json()
+    assert body["data"]["cancelWorkers"] == {"matched": 1, "changed": 1, "ids": [sleeper]}, body
+    follower = stack.dispatch("demo.echo", {"value": 2})
+    stack.wait_status(follower, "CONCLUIDO", timeout=30)
+    assert stack.db.job(sleeper)["status"] == "CANCELADO"

@@ -83,3 +83,13 @@ def test_pause_dispatch_resume_runs_the_job_exactly_once(stack: Stack) -> None:
         stack, "query($id: Int!) { worker(id: $id) { attempts { number outcome } } }", {"id": job_id}
     )["worker"]["attempts"]
     assert attempts == [{"number": 1, "outcome": "CONCLUIDO"}]
+
+
+def test_a_dedicated_machine_runs_the_paused_job_after_resume(stack: Stack) -> None:
+    _graphql(stack, PAUSE, {"q": "scan"})
+    machine = stack.machine("demo.echo")
+    job_id = stack.dispatch("demo.echo", {"value": 3})
+    machine.wait_for_output("queue_paused", timeout=20)
+    assert stack.db.job(job_id)["status"] == "AGENDADO"
+    _graphql(stack, RESUME, {"q": "scan"})
+    stack.wait_status(job_id, "CONCLUIDO", timeout=30)
