@@ -88,8 +88,18 @@ def test_pause_dispatch_resume_runs_the_job_exactly_once(stack: Stack) -> None:
 def test_a_dedicated_machine_runs_the_paused_job_after_resume(stack: Stack) -> None:
     _graphql(stack, PAUSE, {"q": "scan"})
     machine = stack.machine("demo.echo")
+    assert stack.serve_proc is not None
+    # The machine hears new jobs once its jobCreated subscription is up.
+    stack.serve_proc.wait_for_output("connection open", timeout=20)
+    time.sleep(1.0)
     job_id = stack.dispatch("demo.echo", {"value": 3})
     machine.wait_for_output("queue_paused", timeout=20)
     assert stack.db.job(job_id)["status"] == "AGENDADO"
+    # The machine's sweeps leave a paused queue's jobs out (nothing to be refused again and again).
+    pending = stack.http.get(
+        "/api/v1/jobs/pending", headers={"X-Worker-Api-Key": stack.register_machine(automation="demo.echo")}
+    )
+    assert pending.status_code == 200 and pending.json()["data"] == [], pending.text
     _graphql(stack, RESUME, {"q": "scan"})
-    stack.wait_status(job_id, "CONCLUIDO", timeout=30)
+    # Found again by the machine's next periodic sweep (every 30 s).
+    stack.wait_status(job_id, "CONCLUIDO", timeout=45)

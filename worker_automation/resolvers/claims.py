@@ -89,6 +89,10 @@ _TOUCH_MACHINE = (
 )
 
 
+# Whether the job's queue is paused (correlated to the statement's ``workers`` row).
+_QUEUE_PAUSED = select(QueuePause.queue).where(QueuePause.queue == Worker.queue).exists()
+
+
 def _claim_statement(*, with_task: bool) -> Update:
     """Claim one AGENDADO job while fewer than ``limit`` jobs of its automation run."""
     running = aliased(Worker)
@@ -102,8 +106,7 @@ def _claim_statement(*, with_task: bool) -> Update:
         .scalar_subquery()
     )
     # A paused queue's jobs are not claimed (a primary-key probe inside the same statement).
-    paused = select(QueuePause.queue).where(QueuePause.queue == Worker.queue).exists()
-    conds = [Worker.id == bindparam("job_id"), Worker.status == JobStatus.AGENDADO.value, ~paused]
+    conds = [Worker.id == bindparam("job_id"), Worker.status == JobStatus.AGENDADO.value, ~_QUEUE_PAUSED]
     if with_task:
         conds.append(Worker.task_id == bindparam("job_task"))
     # RETURNING the whole row and its client's name: the claimed job comes back without
@@ -166,9 +169,10 @@ def _serves(machine: MachineView, automation_type: str, queue: str) -> bool:
 async def pending_jobs(
     services: Services, machine: MachineView, automation: str | None, limit: int = 100
 ) -> list[WorkerView]:
-    """AGENDADO jobs this machine may claim, in run order (for the start-up sweep)."""
+    """AGENDADO jobs this machine may claim, in run order (for the start-up sweep). A paused
+    queue's jobs are left out: a machine would only be refused them, sweep after sweep."""
     key = automation or machine.automation
-    conds = [Worker.status == JobStatus.AGENDADO.value]
+    conds = [Worker.status == JobStatus.AGENDADO.value, ~_QUEUE_PAUSED]
     if key is not None:
         if machine.automation is not None and key != machine.automation:
             raise BadInput("automation", f"Esta maquina atende apenas {machine.automation!r}")
@@ -243,7 +247,7 @@ async def claim(
 
 
 async def _refusal_for(conn: Executor, worker_id: int, task_id: str | None) -> DomainError:
-    paused = select(QueuePause.queue).where(QueuePause.queue == Worker.queue).exists().label("paused")
+    paused = _QUEUE_PAUSED.label("paused")
     current = (
         await conn.execute(select(Worker.status, Worker.task_id, paused).where(Worker.id == worker_id))
     ).first()
