@@ -76,6 +76,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             return 1
     try:
         app = create_app(settings)
+        if lock is not None:
+            app.state.runtime.hold(lock)
         server = DrainingServer(uvicorn.Config(app, **options), app.state.runtime)
         server.run()
     finally:
