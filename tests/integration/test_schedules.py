@@ -58,6 +58,9 @@ async def test_schedule_crud_and_run_now(any_services: Services) -> None:
     for fields, name in (
         ({"cron": "61 * * * *"}, "cron"),
         ({"cron": "* * *"}, "cron"),
+        ({"cron": "0 0 31 2 *"}, "cron"),  # never occurs
+        ({"cron": "x" * 5000}, "cron"),
+        ({"timezone": "x" * 5000}, "timezone"),
         ({"timezone": "Mars/Olympus"}, "timezone"),
         ({"automationType": "demo.sleep", "context": {"seconds": "x"}}, "context.seconds"),
         ({"priority": 12}, "priority"),

@@ -33,9 +33,13 @@ PERIODIC_SECONDS: Final = 600.0
 RETENTION_ACTOR: Final = Actor("retention", None)
 
 
+# A century: anything longer is a typo (and past what a date can count back from today).
+MAX_DAYS: Final = 36_500
+
+
 def check_days(value: int, field: str = "older_than_days") -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise BadInput(field, f"{field} deve ser um inteiro maior ou igual a 0")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_DAYS:
+        raise BadInput(field, f"{field} deve ser um inteiro entre 0 e {MAX_DAYS}")
     return value
 
 

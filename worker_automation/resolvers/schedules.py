@@ -25,6 +25,9 @@ from worker_automation.resolvers.rows import check_priority
 from worker_automation.worker.forms import validate_context
 
 MSG_SCHEDULE_NOT_FOUND: Final = "Agendamento nao encontrado."
+# The columns' sizes.
+MAX_CRON: Final = 120
+MAX_TIMEZONE: Final = 64
 
 
 @dataclass(frozen=True)
@@ -80,25 +83,35 @@ def check_cron(value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise BadInput("cron", "cron e obrigatorio (ex.: '*/5 * * * *')")
     cron = " ".join(value.split())
-    if len(cron.split(" ")) != 5 or not croniter.is_valid(cron):
-        raise BadInput("cron", f"cron invalido: {value!r} (5 campos: minuto hora dia mes dia-da-semana)")
+    if len(cron) > MAX_CRON or len(cron.split(" ")) != 5 or not _parses(cron):
+        raise BadInput("cron", f"cron invalido: {value[:80]!r} (5 campos: minuto hora dia mes dia-da-semana)")
     return cron
 
 
+def _parses(cron: str) -> bool:
+    try:
+        return bool(croniter.is_valid(cron))
+    except Exception:  # the library's own checks, whatever they raise on odd input
+        return False
+
+
 def check_timezone(value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
+    if not isinstance(value, str) or not value.strip() or len(value.strip()) > MAX_TIMEZONE:
         raise BadInput("timezone", "timezone deve ser um nome IANA (ex.: America/Sao_Paulo)")
     try:
         ZoneInfo(value.strip())
-    except (ZoneInfoNotFoundError, ValueError):
-        raise BadInput("timezone", f"timezone desconhecido: {value!r}") from None
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise BadInput("timezone", f"timezone desconhecido: {value[:80]!r}") from None
     return value.strip()
 
 
 def next_occurrence(cron: str, timezone: str, after: datetime) -> datetime:
     """The first occurrence of ``cron`` (read in ``timezone``) strictly after ``after``."""
     local = after.astimezone(ZoneInfo(timezone))
-    found: datetime = croniter(cron, local).get_next(datetime)
+    try:
+        found: datetime = croniter(cron, local).get_next(datetime)
+    except Exception:  # a valid expression that never matches a date (e.g. 31 February)
+        raise BadInput("cron", f"cron nunca ocorre: {cron!r}") from None
     return found.astimezone(ZoneInfo("UTC"))
 
 
