@@ -59,6 +59,8 @@ class Settings(BaseSettings):
     # Finished jobs (CONCLUIDO, FALHA, CANCELADO) older than this many days are deleted, with their
     # attempts, by the periodic housekeeping of `serve`; 0 keeps everything.
     retention_days: int = Field(default=90, ge=0)
+    # A pool worker started by an embedded `serve` gets serve's pid here: it ends when serve does.
+    exit_with_parent: int | None = None
 
     @field_validator("database_url")
     @classmethod
