@@ -54,6 +54,9 @@ QUEUE_LIVE_QUERY = (
     f"activeTasks {{ {WORKER_FIELDS} dataInicio }} pendingTasks {{ {WORKER_FIELDS} createdAt }} }} "
     "summary { totalActive totalPending totalCompletedToday totalErrorsToday } } }"
 )
+# History over the last 24 hours (the default range), hourly buckets; run times of one automation.
+THROUGHPUT_QUERY = "{ throughput(bucketMinutes: 60) { bucketStart completed failed cancelled } }"
+DURATIONS_QUERY = '{ durations(automationType: "cnd_federal") { count p50Ms p95Ms p99Ms maxMs } }'
 AGGREGATE_TARGET_MS = 100.0
 LIST_TARGET_MS = 50.0
 
@@ -94,6 +97,8 @@ ENDPOINTS = (
     Endpoint("REST /queue-live-status", f"{REST}/queue-live-status", AGGREGATE_TARGET_MS),
     Endpoint("GraphQL dashboard", "/graphql", AGGREGATE_TARGET_MS, DASHBOARD_QUERY),
     Endpoint("GraphQL queueLiveStatus", "/graphql", AGGREGATE_TARGET_MS, QUEUE_LIVE_QUERY),
+    Endpoint("GraphQL throughput", "/graphql", AGGREGATE_TARGET_MS, THROUGHPUT_QUERY),
+    Endpoint("GraphQL durations", "/graphql", AGGREGATE_TARGET_MS, DURATIONS_QUERY),
     Endpoint("REST list CONCLUIDO+scan p1", f"{REST}/?status=CONCLUIDO&queue=scan&page=1", LIST_TARGET_MS),
     Endpoint(
         "REST list CONCLUIDO+scan p500", f"{REST}/?status=CONCLUIDO&queue=scan&page=500", LIST_TARGET_MS

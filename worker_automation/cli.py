@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from worker_automation.errors import DomainError, Unavailable
 from worker_automation.logs import configure, log_config
+from worker_automation.operator_cli import add_operator_commands
 from worker_automation.settings import Settings
 
 log = logging.getLogger("worker_automation")
@@ -544,6 +545,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="clients to have in all; only the missing ones are added (default %(default)s)",
     )
     seed.set_defaults(fn=cmd_seed_demo)
+    add_operator_commands(sub)
     return parser
 
 

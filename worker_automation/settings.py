@@ -76,6 +76,9 @@ class Settings(BaseSettings):
     # comma-separated list or a JSON list; none by default (same-origin pages and non-browser
     # clients need nothing).
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Finished jobs (CONCLUIDO, FALHA, CANCELADO) older than this many days are deleted, with their
+    # attempts, by the periodic housekeeping of `serve`; 0 keeps everything.
+    retention_days: int = Field(default=90, ge=0)
     # A pool worker started by an embedded `serve` gets serve's pid here: it ends when serve does.
     exit_with_parent: int | None = None
 

@@ -20,6 +20,7 @@ from worker_automation.models.database import Database
 from worker_automation.resolvers import reads
 from worker_automation.resolvers.counts import counters
 from worker_automation.resolvers.pagination import Page
+from worker_automation.resolvers.pauses import paused_queues
 from worker_automation.resolvers.reads import MSG_TASK_NOT_FOUND, Stats, TaskStatus
 from worker_automation.resolvers.views import (
     RUN_ORDER,
@@ -47,6 +48,8 @@ class QueueState:
     pending_count: int
     active_tasks: list[WorkerView] = field(default_factory=list)
     pending_tasks: list[WorkerView] = field(default_factory=list)
+    # Paused: its jobs are accepted and none is claimed until it is resumed.
+    paused: bool = False
 
     @property
     def capacity(self) -> int:
@@ -185,7 +188,9 @@ async def _queue_states(services: Services, *, with_tasks: bool) -> tuple[list[Q
         async with db.reader() as session:
             return await _today_counts(session, since)
 
-    counts, tasks, (completed, errors) = await asyncio.gather(read_counts(), read_tasks(), read_today())
+    counts, tasks, (completed, errors), paused = await asyncio.gather(
+        read_counts(), read_tasks(), read_today(), paused_queues(db)
+    )
     states = [
         QueueState(
             name,
@@ -194,6 +199,7 @@ async def _queue_states(services: Services, *, with_tasks: bool) -> tuple[list[Q
             counts.get((name, JobStatus.AGENDADO.value), 0),
             tasks.get((name, JobStatus.EXECUTANDO), []),
             tasks.get((name, JobStatus.AGENDADO), []),
+            name in paused,
         )
         for name, workers in services.settings.queues.items()
     ]

@@ -323,3 +323,20 @@ async def task_status_from_db(db: Database, task_id: str) -> TaskStatus | None:
     worker = views_of([row])[0]
     status = JobStatus(worker.status)
     return TaskStatus(task_id, CELERY_STATE[status], result_object(status, worker), worker)
+
+
+def filter_conditions(
+    filters: WorkerFilter, queues: dict[str, int]
+) -> tuple[list[ColumnElement[bool]], dict[str, Any]]:
+    """The conditions the job list applies for ``filters`` (validated: BadInput names the field)
+    and their parameters, for operations over the same jobs the list shows (bulk actions)."""
+    values = filters.values(queues)
+    conds: list[ColumnElement[bool]] = [
+        getattr(Worker, name) == bindparam(f"filter_{name}") for name in values
+    ]
+    parameters: dict[str, Any] = {f"filter_{name}": value for name, value in values.items()}
+    text = filters.text
+    if text is not None:
+        conds.append(_text_search())
+        parameters.update(_text_parameters(text))
+    return conds, parameters

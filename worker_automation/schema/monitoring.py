@@ -65,6 +65,9 @@ class QueueState:
     pending_tasks: list[Worker] = strawberry.field(
         description="First 20 queued jobs in run order (empty inside dashboard)."
     )
+    paused: bool = strawberry.field(
+        default=False, description="Paused: its jobs are accepted and none runs until it is resumed."
+    )
 
     @classmethod
     def from_view(cls, view: live.QueueState, tz: ZoneInfo) -> QueueState:
@@ -78,6 +81,7 @@ class QueueState:
             load_percent=view.load_percent,
             active_tasks=workers_of(view.active_tasks, tz),
             pending_tasks=workers_of(view.pending_tasks, tz),
+            paused=view.paused,
         )
 
 

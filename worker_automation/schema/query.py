@@ -21,6 +21,7 @@ from worker_automation.schema.monitoring import (
     TaskStatus,
     WorkersInspect,
 )
+from worker_automation.schema.operator_query import OperatorQuery
 from worker_automation.schema.permissions import read
 from worker_automation.schema.types import Cliente, Machine, Worker, WorkerPage, workers_of
 from worker_automation.worker.registry import AUTOMATION_REGISTRY
@@ -37,7 +38,7 @@ async def load_queue_status(info: Info) -> QueueLiveStatus:
 
 
 @strawberry.type(description="Reads. Every field needs an API key with worker_automation:read.")
-class Query:
+class Query(OperatorQuery):
     """Read-only entry points."""
 
     @field(description="Jobs, newest first, filtered and paginated.", extensions=read())

@@ -18,6 +18,7 @@ from worker_automation.resolvers.clientes import ClienteView
 from worker_automation.resolvers.machines import MachineView
 from worker_automation.resolvers.pagination import Page
 from worker_automation.resolvers.views import WorkerView, iso
+from worker_automation.schema.attempt_types import Attempt
 from worker_automation.schema.context import Info
 from worker_automation.schema.enums import ChangeKind, EventKind, JobStatus, MachineStatus, change_of
 from worker_automation.schema.fields import field
@@ -110,6 +111,11 @@ class Worker:
             return None
         view = await info.context.loaders.clientes.load(self.cliente_id)
         return Cliente.from_view(view) if view is not None else None
+
+    @field(description="Every run of the job, oldest first, kept across retries (batched per operation).")
+    async def attempts(self, info: Info) -> list[Attempt]:
+        views = await info.context.loaders.attempts.load(self.id)
+        return [Attempt.from_view(view, info.context.tz) for view in views]
 
     @classmethod
     def from_view(cls, view: WorkerView, tz: ZoneInfo) -> Worker:
