@@ -261,15 +261,19 @@ async def stats(db: Database, queues: dict[str, int]) -> Stats:
 
 
 async def _stats(db: Database, queues: dict[str, int]) -> Stats:
-    async with db.reader() as session:
-        counts = await counters(session)
-        by_status = {s.value: 0 for s in JobStatus}
-        by_queue = dict.fromkeys(queues, 0)
-        total = 0
-        for (queue, status), count in counts.items():
-            by_status[status] = by_status.get(status, 0) + count
-            by_queue[queue] = by_queue.get(queue, 0) + count
-            total += count
+    async with db.connection() as conn:
+        return stats_of(await counters(conn), queues)
+
+
+def stats_of(counts: dict[tuple[str, str], int], queues: dict[str, int]) -> Stats:
+    """The totals of the (queue, status) counters; every status and configured queue appear."""
+    by_status = {s.value: 0 for s in JobStatus}
+    by_queue = dict.fromkeys(queues, 0)
+    total = 0
+    for (queue, status), count in counts.items():
+        by_status[status] = by_status.get(status, 0) + count
+        by_queue[queue] = by_queue.get(queue, 0) + count
+        total += count
     return Stats(total, by_status, by_queue)
 
 
