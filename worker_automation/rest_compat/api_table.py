@@ -210,6 +210,9 @@ _JOB_OPS: tuple[Operation, ...] = (
     _job("POST", "/{job_id}/complete", "completeJob", "Job concluido com sucesso", "Resultado (CONCLUIDO)",
          body="CompleteBody", body_required=False),
     _job("POST", "/{job_id}/fail", "failJob", "Falha registrada", "Falha (FALHA)", body="FailBody"),
+    _job("POST", "/{job_id}/lost", "lostJob", "Execucao perdida registrada",
+         "Execucao perdida (relatada na inicializacao)", body="LostBody",
+         description="O job volta a fila (automacao idempotente) ou termina FALHA (worker_lost)."),
 )
 # fmt: on
 

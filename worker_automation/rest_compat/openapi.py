@@ -221,6 +221,7 @@ def _schemas(queues: list[str]) -> dict[str, Any]:
             },
         },
         "FailBody": _obj(["error"], error={**_STR, "minLength": 1}, exc_type=_STR, traceback=_STR),
+        "LostBody": _obj(["fault"], fault={"type": "string", "enum": ["worker_lost"]}, task_id=_STR),
     }
 
 
