@@ -54,6 +54,11 @@ QUEUE_LIVE_QUERY = (
     f"activeTasks {{ {WORKER_FIELDS} dataInicio }} pendingTasks {{ {WORKER_FIELDS} createdAt }} }} "
     "summary { totalActive totalPending totalCompletedToday totalErrorsToday } } }"
 )
+# The loaded rows stand for a busy day, not for runs in progress: EXECUTANDO rows have no process
+# and AGENDADO rows no message. The reconciler of ``serve`` would set about them (sending
+# thousands of tasks, rewriting rows and so the visibility map index-only scans rely on), and
+# the database would drift from one sitting to the next; read benchmarks run without it.
+READ_ONLY_ENV = {"WA_RECOVERY_SECONDS": "0"}
 AGGREGATE_TARGET_MS = 100.0
 LIST_TARGET_MS = 50.0
 
@@ -401,11 +406,19 @@ def run(args: argparse.Namespace) -> None:
             if not asyncio.run(database_exists(args.database)):
                 raise SystemExit(f"{args.database} does not exist: run python -m bench.load_rows first")
             if args.baseline:
-                base = start_api(procs, args.database, source=Path(args.baseline), name="serve-baseline")
+                base = start_api(
+                    procs,
+                    args.database,
+                    source=Path(args.baseline),
+                    name="serve-baseline",
+                    extra_env=READ_ONLY_ENV,
+                )
                 targets.append(Target("baseline", base.url, base.operator_key(), base.proc.pid))
             for workers in args.api_workers:
                 label = "current" if len(args.api_workers) == 1 else f"current, serve --workers {workers}"
-                api = start_api(procs, args.database, workers=workers, name=f"serve-w{workers}")
+                api = start_api(
+                    procs, args.database, workers=workers, name=f"serve-w{workers}", extra_env=READ_ONLY_ENV
+                )
                 targets.append(Target(label, api.url, api.operator_key(), api.proc.pid))
         current = targets[-1]
         if args.profile and current.pid:
