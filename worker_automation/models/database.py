@@ -88,14 +88,14 @@ def database_unavailable(exc: BaseException) -> bool:
 
 def make_engine(database_url: str, *, pool_size: int = 5, max_overflow: int = 5) -> AsyncEngine:
     """An engine tuned for the database behind ``database_url`` (pool sizes: PostgreSQL only)."""
-    # JSON columns are decoded by orjson: rows of lists and live views carry three each, and the
-    # standard library's decoder was the largest single cost of turning rows into views.
     if database_url.startswith("sqlite"):
-        engine = create_async_engine(
-            database_url, connect_args={"timeout": 30}, json_deserializer=orjson.loads
-        )
+        # (SQLite keeps the standard decoder: SQLAlchemy relies on its TypeError for JSON values
+        # the column's numeric affinity turned into numbers.)
+        engine = create_async_engine(database_url, connect_args={"timeout": 30})
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
+    # JSON columns are decoded by orjson: rows of lists and live views carry three each, and the
+    # standard library's decoder was the largest single cost of turning rows into views.
     engine = create_async_engine(
         database_url,
         pool_size=pool_size,
