@@ -56,6 +56,8 @@ class Settings(BaseSettings):
     # Start Celery pool workers with the embedded `serve` (turned off by tests that bring their own).
     embedded_workers: bool = True
     require_services: bool = False
+    # A pool worker started by an embedded `serve` gets serve's pid here: it ends when serve does.
+    exit_with_parent: int | None = None
 
     @field_validator("database_url")
     @classmethod
