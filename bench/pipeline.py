@@ -54,7 +54,6 @@ from bench.common import (
     start_pool_worker,
     table,
     wait_for_quiet,
-    wait_http,
 )
 from bench.scale import start_profiler, stop_profiler
 from worker_automation.worker.http import HttpClient
@@ -308,21 +307,6 @@ def wait_ping(app: Any, worker: Proc) -> None:
 # ---------------------------------------------------------------- the peer
 
 
-def start_flower(procs: Procs, celery: Path) -> tuple[Proc, str]:
-    """Flower on the benchmarks' broker, consuming the task events (no persistence, no auth)."""
-    port = free_port()
-    env = bench_env(FLOWER_UNAUTHENTICATED_API="true")
-    proc = procs.start(
-        "flower",
-        [str(celery), "--broker", redis_url(), "flower", f"--port={port}", "--address=127.0.0.1",
-         "--persistent=False", "--logging=warning"],
-        env,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    wait_http(f"{url}/healthcheck", proc, timeout=60)
-    return proc, url
-
-
 async def peer_results(ids: set[str]) -> dict[str, float]:
     """Task id -> date_done of the peer's tasks stored as SUCCESS, polled until all are there."""
     conn = await asyncpg.connect(pg_url(PEER_DATABASE))
@@ -353,6 +337,8 @@ async def clear_peer_results() -> None:
 
 def run_peer(procs: Procs, args: argparse.Namespace) -> Round:
     """The peer's round: Flower and the worker started, tasks sent, every result stored."""
+    # Imported here: flower_compare imports this module.
+    from bench.flower_compare import start_flower
     from bench.peer_celery_app import QUEUE as PEER_QUEUE
     from bench.peer_celery_app import TASK_NAME, app
 
@@ -361,7 +347,7 @@ def run_peer(procs: Procs, args: argparse.Namespace) -> Round:
     app.backend  # noqa: B018 - creates the results table before the first round
     asyncio.run(clear_peer_results())
     ids = [str(uuid.uuid4()) for _ in range(args.jobs)]
-    flower, _ = start_flower(procs, Path(args.flower))
+    flower = start_flower(procs, Path(args.flower), free_port()).proc
     env = bench_env(BENCH_PEER_BROKER_URL=redis_url())
     worker = start_celery_worker(procs, "peer-celery", "bench.peer_celery_app", PEER_QUEUE, env, args)
     try:
