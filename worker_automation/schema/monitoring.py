@@ -219,7 +219,7 @@ class Dashboard:
             summary=Summary.from_view(view.summary) if view.summary is not None else None,
             broker=BrokerStatus.from_view(view.broker) if view.broker is not None else None,
             active=workers_of(view.active, tz),
-            queued=WorkerPage.from_page(view.queued, tz) if view.queued is not None else None,
+            queued=WorkerPage.from_page(view.queued, tz, cursors=False) if view.queued is not None else None,
             history=workers_of(view.history, tz),
             errors=JSON(dict(view.errors)),
         )
