@@ -21,7 +21,7 @@ from worker_automation.worker.held import HeldJobs, drop_left_behind
 from worker_automation.worker.outbox import Outbox
 from worker_automation.worker.patience import Stopped, delays
 from worker_automation.worker.pipeline import JobPipeline, Outcome
-from worker_automation.worker.reports import WORKER_LOST
+from worker_automation.worker.reports import NOT_STARTED, WORKER_LOST
 
 AUTOMATION = "demo.test"
 
@@ -125,7 +125,8 @@ async def test_a_shutdown_ends_the_wait_for_a_claim_and_keeps_the_job_held(tmp_p
 
 async def test_a_claim_taken_without_its_answer_is_reported_lost(tmp_path: Path) -> None:
     # The API recorded the claim but the connection broke before its answer: asked again, it says
-    # "already claimed" and cannot say by whom, so the run is reported (ended if it was ours).
+    # "already claimed" and cannot say by whom, so the run is reported as never started (queued
+    # again if it was ours).
     async with fake_api(drop_next_claim=True) as api:
         pipeline = pipeline_for(api, tmp_path)
         result = await pipeline.run(9, "task-9")
@@ -133,7 +134,7 @@ async def test_a_claim_taken_without_its_answer_is_reported_lost(tmp_path: Path)
         assert entries(tmp_path / "held") == []
         await pipeline.close()
     assert api.kinds() == [("start", 9), ("start", 9), ("lost", 9)]
-    assert api.calls[2][2] == {"fault": WORKER_LOST, "task_id": "task-9"}
+    assert api.calls[2][2] == {"fault": NOT_STARTED, "task_id": "task-9"}
 
 
 async def test_a_claim_refused_after_the_api_was_unreachable_is_not_reported(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from worker_automation.limits import result_refusal
 from worker_automation.worker.http import ApiUnreachable, HttpClient, HttpReply
 
 log = logging.getLogger(__name__)
@@ -42,8 +43,11 @@ class Claim:
 class WorkerApiClient:
     """``/api/v1/jobs`` calls authenticated with ``X-Worker-Api-Key``."""
 
-    def __init__(self, api_url: str, api_key: str, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self, api_url: str, api_key: str, *, timeout: float = 30.0, max_result_bytes: int = 1024 * 1024
+    ) -> None:
         self._http = HttpClient(api_url, {"X-Worker-Api-Key": api_key}, timeout=timeout)
+        self._max_result_bytes = max_result_bytes
 
     async def close(self) -> None:
         await self._http.close()
@@ -124,7 +128,17 @@ class WorkerApiClient:
         task_id: str | None = None,
     ) -> bool:
         """Report the job done; False when it is no longer ours (or, with ``task_id``, no longer
-        in that run). ``on_sent``: see HttpClient."""
+        in that run). ``on_sent``: see HttpClient. A result the API would refuse (over
+        ``WA_MAX_RESULT_BYTES``, or text no database stores) is reported as the job's failure
+        instead: a body that large might not even be read, and the job must not stay running."""
+        refusal = result_refusal(result, self._max_result_bytes)
+        if refusal is not None:
+            failure = {"error": refusal.message, "exc_type": "ResultRejected", "traceback": None}
+            response = await self._call("POST", f"/api/v1/jobs/{job_id}/fail", json=failure, on_sent=on_sent)
+            if response.status_code == 409:
+                return False
+            self._data(response)
+            return True
         body: dict[str, Any] = {"result": result}
         if task_id is not None:
             body["task_id"] = task_id

@@ -66,7 +66,9 @@ class MachineRunner:
             )
         self.settings = settings
         self.automation = automation
-        self.client = WorkerApiClient(settings.api_url, settings.worker_api_key)
+        self.client = WorkerApiClient(
+            settings.api_url, settings.worker_api_key, max_result_bytes=settings.max_result_bytes
+        )
         self.stopping = asyncio.Event()
         self.pipeline = JobPipeline(
             self.client,

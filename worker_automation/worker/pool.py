@@ -12,7 +12,8 @@ What each fault does to a task message and to its job (``task_acks_late=True``,
   backoff, its message unacknowledged, until the API answers; a warm shutdown meanwhile hands the
   message back to the queue (``Reject(requeue=True)``). Reports of jobs' ends wait in the outbox.
 - A pool process dies (OOM killer, ``kill -9``): its Celery worker sees ``WorkerLostError`` and
-  reports the job failed (``LOST_MESSAGE``), or sends its task again when it had not been claimed
+  reports the run lost (``/lost``: the API ends it FALHA ``worker_lost``, or queues it again when
+  its automation is idempotent), or sends its task again when it had not been claimed
   yet (the late-acked message is acknowledged as failed, not requeued: the claim decides).
 - The Celery worker's main process is killed (``kill -9``): its pool processes end with it
   (``PR_SET_PDEATHSIG``), so nothing keeps running a job. The messages it had received stay in
@@ -51,6 +52,7 @@ from celery.worker import state as worker_state
 
 from worker_automation.broker.celery_app import make_celery
 from worker_automation.settings import Settings
+from worker_automation.worker.celery_logging import quiet_celery_logging
 from worker_automation.worker.client import WorkerApiClient
 from worker_automation.worker.held import HeldJobs, drop_left_behind
 from worker_automation.worker.implementations import load_implementations
@@ -58,6 +60,7 @@ from worker_automation.worker.lifetime import exit_with_parent
 from worker_automation.worker.outbox import Outbox
 from worker_automation.worker.patience import Stopped
 from worker_automation.worker.pipeline import SHUTDOWN_MESSAGE, JobPipeline, Outcome
+from worker_automation.worker.reports import WORKER_LOST
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -79,7 +82,7 @@ class _ProcessState:
         self.settings = settings
         self.pid = os.getpid()
         key = settings.worker_api_key or ""
-        self.client = WorkerApiClient(settings.api_url, key)
+        self.client = WorkerApiClient(settings.api_url, key, max_result_bytes=settings.max_result_bytes)
         self.stopping = asyncio.Event()
         self.pipeline = JobPipeline(
             self.client,
@@ -131,8 +134,6 @@ def _process_state(settings: Settings) -> _ProcessState:
 # leaves dev mode): the message is kept and tried again later instead of being consumed, so the
 # job runs without anyone acting. Every other refusal means someone else has the job.
 RETRIED_REFUSALS: Final = frozenset({"concurrency_limit", "machine_off", "dev_mode", "queue_paused"})
-# What a job whose process died under it (OOM killer, a crash, kill -9) is failed with.
-LOST_MESSAGE: Final = "O processo do worker terminou inesperadamente durante a execucao."
 # A job's status before its claim (JobStatus.AGENDADO, spelled out: pool workers do not load the
 # database models).
 UNCLAIMED_STATUS: Final = "AGENDADO"
@@ -189,22 +190,30 @@ def _log_failure(done: Future[Any]) -> None:
 def _report_failed(
     settings: Settings, job_ids: list[Any], message: str, exc_type: str
 ) -> tuple[list[Any], list[Any]]:
-    """Report ``job_ids`` failed from the worker's main process (it has no event loop), over one
-    connection; a job no longer this machine's answers 409 and is left as it is. Returns the jobs
-    the API answered for (below 500), and those that were not claimed yet (the process died
-    before its claim): they are still AGENDADO."""
-    headers = {"X-Worker-Api-Key": settings.worker_api_key or ""}
+    """Report ``job_ids`` failed from the worker's main process (it has no event loop); see
+    :func:`_report_from_main`."""
     body = {"error": message, "exc_type": exc_type}
+    return _report_from_main(settings, [(job_id, "fail", body) for job_id in job_ids], exc_type)
+
+
+def _report_from_main(
+    settings: Settings, reports: list[tuple[Any, str, dict[str, Any]]], what: str
+) -> tuple[list[Any], list[Any]]:
+    """Send each ``(job id, route, body)`` to ``/api/v1/jobs/{id}/{route}`` over one connection;
+    a job no longer this machine's answers 409 and is left as it is. Returns the jobs the API
+    answered for (below 500), and those that were not claimed yet (the process died before its
+    claim): they are still AGENDADO."""
+    headers = {"X-Worker-Api-Key": settings.worker_api_key or ""}
     answered: list[Any] = []
     unclaimed: list[Any] = []
     with httpx.Client(base_url=settings.api_url, headers=headers, timeout=10) as http:
-        for job_id in job_ids:
+        for job_id, route, body in reports:
             try:
-                answer = http.post(f"/api/v1/jobs/{job_id}/fail", json=body)
+                answer = http.post(f"/api/v1/jobs/{job_id}/{route}", json=body)
             except httpx.HTTPError as exc:
-                log.error("job %s: failure (%s) not reported: %s", job_id, exc_type, exc)
+                log.error("job %s: %s not reported: %s", job_id, what, exc)
                 continue
-            log.warning("job %s reported failed (%s): %s", job_id, exc_type, answer.status_code)
+            log.warning("job %s reported (%s): %s", job_id, what, answer.status_code)
             if answer.status_code < 500:
                 answered.append(job_id)
             if answer.status_code == 409 and _status_in(answer) == UNCLAIMED_STATUS:
@@ -222,9 +231,11 @@ def _status_in(answer: httpx.Response) -> str | None:
 
 
 def report_lost(task: Task, task_id: str, job_id: Any, settings: Settings) -> None:
-    """The pool process holding ``job_id``'s task died: fail the job if it ran, or, when it had
+    """The pool process holding ``job_id``'s task died: report its run lost if it ran (the API
+    ends it FALHA, or queues it again when its automation is safe to run again), or, when it had
     not been claimed yet, queue its task again (its message was consumed with the process)."""
-    answered, unclaimed = _report_failed(settings, [job_id], LOST_MESSAGE, "WorkerLostError")
+    body = {"fault": WORKER_LOST, "task_id": task_id}
+    answered, unclaimed = _report_from_main(settings, [(job_id, "lost", body)], WORKER_LOST)
     if unclaimed:
         log.warning("job %s was not claimed yet: its task is queued again", job_id)
         task.apply_async(args=[job_id], task_id=task_id)
@@ -302,6 +313,7 @@ def run_pool_worker(settings: Settings, *, queue: str, concurrency: int | None, 
     app = build_pool_app(settings)
     workers = concurrency or settings.queues[queue]
     _report_lost_jobs(settings)
+    quiet_celery_logging(settings.log_format)
     pool_of: dict[str, Any] = {}
 
     @worker_ready.connect(weak=False)  # type: ignore[untyped-decorator]
@@ -316,6 +328,8 @@ def run_pool_worker(settings: Settings, *, queue: str, concurrency: int | None, 
 
     node = name or f"{queue}-{os.getpid()}@{socket.gethostname()}"
     argv = [
+        # No banner and task list: "ready" says the worker is up.
+        "--quiet",
         "worker",
         "-Q",
         queue,

@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 UNANSWERED = (ApiUnreachable, ApiTimeout, ApiError)
 # The fault a process reports at start-up for a job a dead process of its machine held.
 WORKER_LOST: Final = "worker_lost"
+# A claim the API recorded but whose answer never arrived: the automation never ran.
+NOT_STARTED: Final = "not_started"
 
 
 class Reports:
@@ -243,7 +245,7 @@ class Reports:
         ours, nothing done otherwise)."""
         with contextlib.suppress(Stopped):
             await patiently(
-                lambda: self.client.lost(job_id, WORKER_LOST, task_id), f"job {job_id}: lost", self.stopping
+                lambda: self.client.lost(job_id, NOT_STARTED, task_id), f"job {job_id}: lost", self.stopping
             )
             self.not_held(job_id)
 
