@@ -363,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         "--drain-seconds", type=float, default=DRAIN_SECONDS,
         help="how long past the recovery window a row waits before counting jobs lost or stuck",
     )  # fmt: skip
+    parser.add_argument("--keep-logs", action="store_true", help="keep the processes' logs (printed path)")
     parser.add_argument("--soak", action="store_true", help="random faults for --soak-minutes")
     parser.add_argument("--soak-minutes", type=float, default=30.0)
     parser.add_argument("--soak-jobs", type=int, default=5000)
@@ -374,7 +375,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--faults: unknown {unknown}; choose among {FAULTS}")
     print_facts()
     print(f"WA_RECOVERY_SECONDS={args.recovery_seconds:g}")
-    with tempfile.TemporaryDirectory(prefix="wa-faults-") as tmp:
+    with contextlib.ExitStack() as scope:
+        if args.keep_logs:
+            tmp = tempfile.mkdtemp(prefix="wa-faults-")
+            print(f"logs kept in {tmp}", file=sys.stderr)
+        else:
+            tmp = scope.enter_context(tempfile.TemporaryDirectory(prefix="wa-faults-"))
         bench = Bench(args, Path(tmp))
         try:
             if args.soak:
