@@ -1,4 +1,4 @@
-"""The ASGI application: health, metrics, REST compatibility, worker protocol and GraphQL."""
+"""The ASGI application: health, metrics, REST compatibility, worker protocol, GraphQL and the console."""
 
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ async def metrics(request: Request) -> Response:
 
 def create_app(settings: Settings | None = None) -> Starlette:
     """Build the whole service for ``settings`` (read from the environment when omitted)."""
+    from worker_automation.console.routes import console_routes
     from worker_automation.rest_compat.routes import rest_routes
     from worker_automation.schema.transport import graphql_routes
 
@@ -48,6 +49,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         Route("/metrics", metrics),
         *rest_routes(),
         *graphql_routes(runtime),
+        *console_routes(),
     ]
     app = Starlette(routes=routes, lifespan=runtime.lifespan)
     app.state.runtime = runtime
