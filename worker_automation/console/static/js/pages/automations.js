@@ -80,7 +80,7 @@ export function AutomationsPage({ session }) {
           <td>${a.category}</td><td>${a.queue}</td>
           <td class="n"><${Num} value=${counts[a.key]?.running} /></td><td class="n"><${Num} value=${counts[a.key]?.queued} /></td>
           ${q ? html`<td class="n">${a.score}</td>` : null}
-          <td>${viewer.canManage ? html`<${Settings} key=${`${a.key}-${a.maxConcurrentJobs}-${a.devMode}-${a.enabled}`} automation=${a} onSaved=${() => catalogue.reload()} />`
+          <td class="settings">${viewer.canManage ? html`<${Settings} key=${`${a.key}-${a.maxConcurrentJobs}-${a.devMode}-${a.enabled}`} automation=${a} onSaved=${() => catalogue.reload()} />`
             : html`limite ${a.maxConcurrentJobs}${a.devMode ? " · em desenvolvimento" : ""}${a.enabled ? "" : " · desabilitada"}`}</td>
         </tr>`)}</tbody>
       </table></div>

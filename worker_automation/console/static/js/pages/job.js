@@ -18,7 +18,7 @@ const OPEN = ["AGENDADO", "EXECUTANDO"];
 const RETRYABLE = ["FALHA", "CANCELADO"];
 
 function Field({ name, children }) {
-  return html`<div class="field"><dt>${name}</dt><dd>${children ?? "—"}</dd></div>`;
+  return html`<div class="field" data-field=${name}><dt>${name}</dt><dd>${children ?? "—"}</dd></div>`;
 }
 
 function Attempts({ id, features, resync }) {
@@ -89,6 +89,8 @@ export function JobPage({ session, id }) {
   }, [jobId]);
   const w = job.data?.worker;
   const traceback = w?.result && typeof w.result === "object" ? w.result.traceback : null;
+  // The traceback has a section of its own, where its lines are readable.
+  const shownResult = traceback ? { ...w.result, traceback: "(abaixo, em Erro)" } : w?.result;
   return html`<div class="page">
     <p><a href="#/trabalhos">← Trabalhos</a></p>
     <h1>Trabalho #${jobId}${w ? html` — ${w.displayName}` : null}</h1>
@@ -121,7 +123,7 @@ export function JobPage({ session, id }) {
         </${Section}>
         <${Section} title="Entrada e resultado" id="json">
           <h3>Contexto</h3><${JsonBlock} value=${w.context} label="Contexto do trabalho" />
-          <h3>Resultado</h3><${JsonBlock} value=${w.result} label="Resultado do trabalho" />
+          <h3>Resultado</h3><${JsonBlock} value=${shownResult} label="Resultado do trabalho" />
           <h3>Metadados</h3><${JsonBlock} value=${w.metadataJson} label="Metadados do trabalho" />
         </${Section}>
       </div>
