@@ -24,8 +24,8 @@ import redis
 
 from tests.integration.harness import (
     OPERATOR_SCOPES,
-    Processes,
     Proc,
+    Processes,
     Stack,
     clean_env,
     cli_command,
@@ -53,6 +53,9 @@ PAGES = {
     "agendamentos": "agendamentos",
     "auditoria": "auditoria",
 }
+AXE_RUN = """async () => (await axe.run(document, { resultTypes: ['violations'] })).violations
+    .filter(v => ['serious', 'critical'].includes(v.impact))
+    .map(v => `${v.id}: ${v.help} -> ${v.nodes.slice(0, 3).map(n => n.target.join(' ')).join(' | ')}`)"""
 GQL_DISPATCH = "mutation($i: DispatchInput!) { dispatchAutomation(input: $i) { id status } }"
 
 
@@ -199,7 +202,9 @@ def browser(system: System) -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        launched = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
         try:
             yield launched
         finally:
@@ -315,8 +320,9 @@ def test_pause_and_resume_a_queue(page: Any, system: System) -> None:
         return
     page.click('[data-action="pausar-observer"]')
     page.wait_for_function(f"() => document.querySelector('{paused_field}').textContent.includes('Pausada')")
-    paused = system.graphql("{ queueLiveStatus { queues { queueName paused } } }")
-    assert {q["queueName"]: q["paused"] for q in paused["data"]["queueLiveStatus"]["queues"]}["observer"] is True
+    answer = system.graphql("{ queueLiveStatus { queues { queueName paused } } }")
+    paused = {q["queueName"]: q["paused"] for q in answer["data"]["queueLiveStatus"]["queues"]}
+    assert paused["observer"] is True
     page.click('[data-action="retomar-observer"]')
     page.wait_for_function(f"() => document.querySelector('{paused_field}').textContent === 'Ativa'")
 
@@ -354,11 +360,7 @@ def test_every_page_passes_axe_with_no_serious_violation(page: Any, system: Syst
             page.screenshot(path=str(Path(SHOTS) / f"{name}.png"))
         if not page.evaluate("() => Boolean(window.axe)"):
             page.add_script_tag(path=str(AXE))
-        found = page.evaluate(
-            """async () => (await axe.run(document, { resultTypes: ['violations'] })).violations
-                .filter(v => ['serious', 'critical'].includes(v.impact))
-                .map(v => `${v.id}: ${v.help} -> ${v.nodes.slice(0, 3).map(n => n.target.join(' ')).join(' | ')}`)"""
-        )
+        found = page.evaluate(AXE_RUN)
         assert found == [], (name, found)
 
 
