@@ -6,13 +6,30 @@ import { ActionButton, ErrorNote, Loading, Pager, ProgressBar, StatusBadge, noti
 
 const PER_PAGE = 25;
 const ROW = "id taskId status automationType displayName clientName clienteId usuarioId queue priority progress retryCount createdAt dataInicio dataFim mensagemErro";
-const LIST = `query Jobs($filter: WorkerFilterInput, $page: Int!, $perPage: Int!) {
-  workers(filter: $filter, page: $page, perPage: $perPage) { total page perPage pages items { ${ROW} } } }`;
+const listQuery = (filter) => `query Jobs($page: Int!, $perPage: Int!) {
+  workers(filter: ${filterLiteral(filter)}, page: $page, perPage: $perPage) { total page perPage pages items { ${ROW} } } }`;
 const EVENTS = `subscription JobEvents { workerEvents { id kind change worker { ${ROW} } } }`;
 export const CHOICES = "query Choices { automations { key displayName queue } queueLiveStatus { queues { queueName } } }";
 const FILTER_FIELDS = ["status", "queue", "automationType", "clienteId", "usuarioId", "taskId", "q"];
 // Aliased mutations per request: well under the API's alias limit.
 const CHUNK = 20;
+
+/**
+ * The filter written into the document rather than passed as a variable: a variable would have
+ * to name the filter's input type, and the document then works only with one version of the API.
+ */
+export function filterLiteral(filter) {
+  const parts = [];
+  for (const [name, value] of Object.entries(filter)) {
+    if (!FILTER_FIELDS.includes(name) || value == null || value === "") continue;
+    if (name === "status") {
+      if (STATUSES.includes(value)) parts.push(`status: ${value}`);
+    } else if (name === "clienteId" || name === "usuarioId") {
+      if (Number.isInteger(value)) parts.push(`${name}: ${value}`);
+    } else parts.push(`${name}: ${JSON.stringify(String(value))}`);
+  }
+  return `{ ${parts.join(", ")} }`;
+}
 
 function filterFrom(params) {
   const filter = {};
@@ -74,8 +91,9 @@ export function JobsPage({ session, route }) {
   const [selected, setSelected] = useState(() => new Set());
   const [fresh, setFresh] = useState(0);
   const choices = useQuery(CHOICES, {});
-  const variables = useMemo(() => ({ filter, page, perPage: PER_PAGE }), [filter, page]);
-  const list = useQuery(LIST, variables, [variables]);
+  const variables = useMemo(() => ({ page, perPage: PER_PAGE }), [page]);
+  const query = useMemo(() => listQuery(filter), [filter]);
+  const list = useQuery(query, variables, [variables]);
   const pending = useRef([]);
   const frame = useRef(0);
   const listRef = useRef(list);
@@ -144,7 +162,7 @@ export function JobsPage({ session, route }) {
     setSelected(new Set());
   };
   const runFiltered = (action, verb) => async () => {
-    const data = await gql(`mutation Bulk($filter: WorkerFilterInput!) { r: ${action}(filter: $filter) { matched changed } }`, { filter });
+    const data = await gql(`mutation Bulk { r: ${action}(filter: ${filterLiteral(filter)}) { matched changed } }`);
     notify(`${data.r.changed} de ${data.r.matched} trabalho(s) ${verb}.`);
     list.reload();
   };
