@@ -227,6 +227,7 @@ const PROBES = {
   throughput: '{ t: throughput(since: "2026-01-01T00:00:00Z", bucketMinutes: 1) @skip(if: true) { bucketStart } }',
   auditLog: "{ a: auditLog(page: 1, perPage: 1) @skip(if: true) { total } }",
   schedules: "{ s: schedules @skip(if: true) { id } }",
+  priorities: "{ b: brokerStatus @skip(if: true) { priorityLengths { priority } } }",
   bulk: "mutation { c: cancelWorkers(filter: {}) @skip(if: true) { matched } }",
   pause: 'mutation { p: pauseQueue(queue: "scan") @skip(if: true) { __typename } }',
 };

@@ -16,7 +16,7 @@ function dashboardQuery(features) {
   } }`;
 }
 
-const FAILURES = `query RecentFailures { workers(filter: { status: FALHA }, page: 1, perPage: 8) {
+const FAILURES = `query RecentFailures { workers(filter: { status: FALHA }, page: 1, perPage: 6) {
   items { id automationType displayName clientName mensagemErro dataFim queue }
 } }`;
 

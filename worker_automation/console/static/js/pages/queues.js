@@ -4,7 +4,15 @@ import { gql, useQuery, useSubscription } from "../api.js";
 import { SCOPE_LABELS } from "../format.js";
 import { ActionButton, ErrorNote, Loading, Num, ProgressBar, Section, TypedConfirm, UnavailableNote, notify, throttle } from "../ui.js";
 
-const BROKER = "query Broker { brokerStatus { available queues } }";
+const broker = (features) =>
+  `query Broker { brokerStatus { available queues ${features.priorities ? "priorityLengths { queue priority count }" : ""} } }`;
+
+function ByPriority({ lengths, queue }) {
+  const mine = (lengths?.priorityLengths || []).filter((p) => p.queue === queue);
+  if (!lengths?.priorityLengths) return "—";
+  if (!mine.length) return "nenhuma";
+  return mine.map((p) => `prioridade ${p.priority}: ${p.count}`).join(" · ");
+}
 
 function loadQuery(features) {
   return `subscription QueueLoad { queueLoad {
@@ -33,8 +41,9 @@ function ClearForm({ queue, onDone }) {
 export function QueuesPage({ session }) {
   const { features, viewer } = session;
   const [live, setLive] = useState(null);
-  const broker = useQuery(BROKER, {});
-  const refreshBroker = useMemo(() => throttle(() => broker.reload(), 2000), []);
+  const brokerQuery = useMemo(() => broker(features), [features]);
+  const brokerState = useQuery(brokerQuery, {});
+  const refreshBroker = useMemo(() => throttle(() => brokerState.reload(), 2000), []);
   const query = useMemo(() => loadQuery(features), [features]);
   const error = useSubscription(query, {}, (data) => {
     setLive(data.queueLoad);
@@ -45,7 +54,7 @@ export function QueuesPage({ session }) {
     await gql(`mutation Pause($queue: String!) { ${action}(queue: $queue) { __typename } }`, { queue });
     notify(paused ? `Fila ${queue} retomada.` : `Fila ${queue} pausada: aceita trabalhos e não roda nenhum.`);
   };
-  const lengths = broker.data?.brokerStatus;
+  const lengths = brokerState.data?.brokerStatus;
   return html`<div class="page">
     <h1>Filas</h1>
     <${ErrorNote} error=${error} />
@@ -60,16 +69,17 @@ export function QueuesPage({ session }) {
           <div class="field"><dt>Em execução</dt><dd>${q.activeCount} de ${q.capacity}</dd></div>
           <div class="field"><dt>Agendados</dt><dd><${Num} value=${q.pendingCount} /></dd></div>
           <div class="field"><dt>Mensagens no broker</dt><dd data-field="broker"><${Num} value=${lengths?.available ? lengths.queues[q.queueName] ?? 0 : null} /></dd></div>
+          <div class="field wide"><dt>No broker, por prioridade</dt><dd data-field="priorities"><${ByPriority} lengths=${lengths} queue=${q.queueName} /></dd></div>
         </dl>
         <${ProgressBar} value=${Math.round(q.loadPercent)} label=${`Carga da fila ${q.queueName}`} />
         ${viewer.canManage ? html`<div class="queue-actions" role="group" aria-label=${`Ações na fila ${q.queueName}`}>
           ${features.paused ? html`<${ActionButton} label=${q.paused ? "Retomar" : "Pausar"} name=${`${q.paused ? "retomar" : "pausar"}-${q.queueName}`} run=${pause(q.queueName, q.paused)} />` : null}
-          <${ClearForm} queue=${q.queueName} onDone=${() => broker.reload()} />
+          <${ClearForm} queue=${q.queueName} onDone=${() => brokerState.reload()} />
           <${TypedConfirm} label=${`Esvaziar no broker`} word=${q.queueName} prompt=${`Digite ${q.queueName} para apagar as mensagens desta fila no broker:`}
             run=${async () => {
               const data = await gql("mutation Purge($q: String!) { purgeQueue(queueName: $q, confirm: true) { message } }", { q: q.queueName });
               notify(data.purgeQueue.message);
-              broker.reload();
+              brokerState.reload();
             }} />
         </div>` : null}
       </${Section}>`)}</div>`}
