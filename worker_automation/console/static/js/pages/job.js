@@ -41,8 +41,9 @@ function AuditEntries({ id, features, resync }) {
   if (audit.error) return html`<${ErrorNote} error=${audit.error} />`;
   const items = audit.data?.auditLog?.items;
   if (!items) return html`<${Loading} />`;
-  const mine = items.filter((e) => String(e.target || "").split(/[^0-9]+/).includes(String(id)));
-  if (!mine.length) return html`<p class="muted">Nenhuma ação registrada sobre este trabalho.</p>`;
+  // Entries about this job name it as their target ("worker:12"); bulk actions list their ids.
+  const mine = items.filter((e) => e.target === `worker:${id}` || (e.detail?.ids || []).includes(Number(id)));
+  if (!mine.length) return html`<p class="muted">Nenhuma ação sobre este trabalho entre as últimas 100 registradas.</p>`;
   return html`<ul class="audit">${mine.map((e) => html`<li key=${e.id}>${formatDate(e.at)} · <strong>${e.action}</strong> por ${e.actor} — ${e.result}</li>`)}</ul>`;
 }
 
