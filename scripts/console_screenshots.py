@@ -95,7 +95,7 @@ def photograph(url: str, key: str, failed: int, out: Path) -> None:
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 860})
+            page = browser.new_page(viewport={"width": 1280, "height": 860}, locale="pt-BR")
             page.goto(f"{url}/console/")
             page.fill("#api-key", key)
             page.click("button[type=submit]")

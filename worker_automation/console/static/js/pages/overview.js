@@ -41,6 +41,19 @@ export function QueueLoadTable({ queues, broker, paused, caption = "Carga por fi
   </table>`;
 }
 
+/** One point per minute from ``sinceMs`` to now; minutes the API left out had nothing end. */
+function minuteSeries(rows, sinceMs) {
+  const byMinute = new Map(rows.map((r) => [Math.floor(Date.parse(r.bucketStart) / 60_000), r]));
+  const xs = [], completed = [], failed = [];
+  for (let minute = Math.floor(sinceMs / 60_000); minute <= Math.floor(Date.now() / 60_000); minute++) {
+    const row = byMinute.get(minute);
+    xs.push(minute * 60);
+    completed.push(row ? row.completed : 0);
+    failed.push(row ? row.failed : 0);
+  }
+  return [xs, completed, failed];
+}
+
 function ThroughputChart({ features, completed, failed }) {
   const holder = useRef(null);
   const chart = useRef(null);
@@ -56,7 +69,7 @@ function ThroughputChart({ features, completed, failed }) {
           setError(null);
           const rows = data.throughput;
           setEmpty(rows.length === 0);
-          const series = [rows.map((r) => new Date(r.bucketStart).getTime() / 1000), rows.map((r) => r.completed), rows.map((r) => r.failed)];
+          const series = minuteSeries(rows, Date.parse(since));
           const { default: uPlot } = await import("uplot");
           if (!holder.current) return;
           if (!chart.current) {
@@ -113,10 +126,13 @@ export function OverviewPage({ session }) {
           <span class="label">${STATUS_LABELS[s]}</span><span class="value" data-count=${s}><${Num} value=${counts[s] ?? 0} /></span></a>`)}
         <p class="today">Hoje: <${Num} value=${board.summary?.totalCompletedToday} /> concluídos, <${Num} value=${board.summary?.totalErrorsToday} /> com falha.</p>
       </section>
+      <${Section} title="Carga das filas, ao vivo" id="carga">
+        <div class="table-wrap"><${QueueLoadTable} queues=${board.queues} broker=${board.broker?.available ? board.broker : null} paused=${features.paused} /></div>
+        ${board.errors && Object.keys(board.errors).length ? html`<p class="error" role="alert">Seções indisponíveis: ${Object.entries(board.errors).map(([k, v]) => `${k}: ${v}`).join("; ")}</p>` : null}
+      </${Section}>
       <div class="two">
-        <${Section} title="Carga das filas, ao vivo" id="carga">
-          <${QueueLoadTable} queues=${board.queues} broker=${board.broker?.available ? board.broker : null} paused=${features.paused} />
-          ${board.errors && Object.keys(board.errors).length ? html`<p class="error" role="alert">Seções indisponíveis: ${Object.entries(board.errors).map(([k, v]) => `${k}: ${v}`).join("; ")}</p>` : null}
+        <${Section} title=${`Vazão: concluídos e falhas por minuto (últimas ${HOURS} h)`} id="vazao">
+          <${ThroughputChart} features=${features} completed=${counts.CONCLUIDO} failed=${counts.FALHA} />
         </${Section}>
         <${Section} title="Falhas recentes" id="falhas">
           <${ErrorNote} error=${failures.error} />
@@ -124,9 +140,6 @@ export function OverviewPage({ session }) {
               <a href=${`#/trabalhos/${w.id}`}>#${w.id} ${w.displayName}</a> <span class="muted">${formatDate(w.dataFim)}${w.clientName ? ` · ${w.clientName}` : ""}</span>
               <p class="err-text">${w.mensagemErro || "Sem mensagem"}</p></li>`)}</ul>` : html`<p class="muted">Nenhuma falha registrada.</p>`) : html`<${Loading} />`}
         </${Section}>
-      </div>
-      <${Section} title=${`Vazão: concluídos e falhas por minuto (últimas ${HOURS} h)`} id="vazao">
-        <${ThroughputChart} features=${features} completed=${counts.CONCLUIDO} failed=${counts.FALHA} />
-      </${Section}>`}
+      </div>`}
   </div>`;
 }

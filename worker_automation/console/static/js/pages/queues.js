@@ -51,7 +51,9 @@ export function QueuesPage({ session }) {
   });
   const pause = (queue, paused) => async () => {
     const action = paused ? "resumeQueue" : "pauseQueue";
-    await gql(`mutation Pause($queue: String!) { ${action}(queue: $queue) { __typename } }`, { queue });
+    const data = await gql(`mutation Pause($queue: String!) { r: ${action}(queue: $queue) { queue paused } }`, { queue });
+    // A pause changes no job, so no live push follows it: show the answer at once.
+    setLive((old) => old && { ...old, queues: old.queues.map((q) => (q.queueName === data.r.queue ? { ...q, paused: data.r.paused } : q)) });
     notify(paused ? `Fila ${queue} retomada.` : `Fila ${queue} pausada: aceita trabalhos e não roda nenhum.`);
   };
   const lengths = brokerState.data?.brokerStatus;
