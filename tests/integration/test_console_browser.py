@@ -229,9 +229,13 @@ def open_console(browser: Any, system: System, key: str = "admin") -> Any:
 
 
 @pytest.fixture
-def page(browser: Any, system: System) -> Iterator[Any]:
+def page(browser: Any, system: System, request: pytest.FixtureRequest) -> Iterator[Any]:
     tab = open_console(browser, system)
+    failed_before = request.session.testsfailed
     yield tab
+    if request.session.testsfailed > failed_before:
+        # What the operator saw when it failed, for the report.
+        print(f"\n===== console at {tab.url} =====\n{tab.inner_text('body')[:4000]}")
     errors = list(tab.errors)
     tab.context.close()
     assert errors == [], errors
@@ -243,7 +247,8 @@ def go(page: Any, path: str) -> None:
 
 
 def badge(page: Any, status: str, scope: str = ".job-head") -> None:
-    page.wait_for_selector(f'{scope} [data-status="{status}"]')
+    """Until the job's badge shows ``status`` (a job step: the machine is shared, allow for it)."""
+    page.wait_for_selector(f'{scope} [data-status="{status}"]', timeout=JOB_STEP * 1000)
 
 
 def test_sign_in_refuses_a_bad_key_and_sign_out_forgets_the_key(browser: Any, system: System) -> None:
@@ -303,7 +308,8 @@ def test_retry_a_failed_job_from_its_page(page: Any, system: System) -> None:
     assert "Portal fora do ar" in page.inner_text('[data-field="error"]')
     page.click('[data-action="Retentar"]')
     page.wait_for_function(
-        "() => document.querySelector('[data-field=\"Tentativas repetidas\"] dd')?.textContent === '1'"
+        "() => document.querySelector('[data-field=\"Tentativas repetidas\"] dd')?.textContent === '1'",
+        timeout=JOB_STEP * 1000,
     )
     badge(page, "FALHA")
     assert system.status(job) == {"status": "FALHA", "retryCount": 1}
@@ -376,3 +382,44 @@ def test_the_console_says_when_the_api_is_gone_and_recovers_by_itself(page: Any,
     # The list is live again: a job dispatched after the restart shows up and finishes.
     job = system.dispatch("demo.echo", {"depois": "do reinício"})
     page.wait_for_selector(f'tr[data-id="{job}"][data-status="CONCLUIDO"]', timeout=JOB_STEP * 1000)
+
+
+def test_select_several_jobs_and_cancel_them_together(page: Any, system: System) -> None:
+    jobs = [system.dispatch("demo.sleep", {"seconds": 120}) for _ in range(2)]
+    go(page, "trabalhos")
+    for job in jobs:
+        page.check(f'tr[data-id="{job}"] input[type=checkbox]')
+    assert "2 selecionado(s)" in page.inner_text(".bulk")
+    page.click('[data-action="cancelar-selecionados"]')
+    for job in jobs:
+        page.wait_for_selector(f'tr[data-id="{job}"][data-status="CANCELADO"]')
+        assert system.status(job)["status"] == "CANCELADO"
+
+
+def test_purging_a_queue_needs_its_name_typed(page: Any, system: System) -> None:
+    go(page, "filas")
+    page.click('[data-queue="observer"] >> xpath=ancestor::section >> [data-action="Esvaziar no broker"]')
+    confirm = page.locator('[data-action="Esvaziar no broker-confirmar"]')
+    assert confirm.is_disabled()
+    page.fill(".typed-confirm input", "observe")
+    assert confirm.is_disabled()
+    page.fill(".typed-confirm input", "observer")
+    confirm.click()
+    page.wait_for_selector(".notice >> text=observer")
+    assert page.query_selector(".typed-confirm") is None
+
+
+def test_register_a_machine_and_see_its_key_once(page: Any, system: System) -> None:
+    go(page, "maquinas")
+    form = page.locator("form[aria-label='Registrar máquina']")
+    form.locator("input").first.fill("console-teste")
+    form.locator("select").nth(1).select_option("observer")
+    page.click('[data-action="Registrar"]')
+    key = page.locator('[data-field="machine-key"]')
+    key.wait_for()
+    assert key.input_value().startswith("wmk_")
+    page.wait_for_selector('tr[data-machine="console-teste"]')
+    go(page, "filas")
+    go(page, "maquinas")
+    page.wait_for_selector('tr[data-machine="console-teste"]')
+    assert page.query_selector('[data-field="machine-key"]') is None
