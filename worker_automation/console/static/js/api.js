@@ -32,6 +32,14 @@ export function forgetKey() {
   closeSocket();
 }
 
+// A key revoked while the console is open: the shell goes back to sign-in, saying why.
+const refusedListeners = new Set();
+
+export function onKeyRefused(listener) {
+  refusedListeners.add(listener);
+  return () => refusedListeners.delete(listener);
+}
+
 // --- a tiny observable store for the connection ----------------------------------------------
 
 const listeners = new Set();
@@ -94,6 +102,9 @@ export async function gql(query, variables = {}, key = storedKey()) {
     if (isMissingField(first)) throw new Unavailable(first.message, "UNAVAILABLE");
     const error = new ApiError(first.message, first.extensions?.code);
     if (body.data) error.partial = body.errors;
+    if (error.code === "UNAUTHENTICATED" && key && key === storedKey()) {
+      for (const listener of refusedListeners) listener(error.message);
+    }
     throw error;
   }
   return body.data;

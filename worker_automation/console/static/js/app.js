@@ -1,6 +1,6 @@
 // The console's shell: sign-in, navigation, connection state, and the page router.
 import { html, render, useEffect, useRef, useState } from "./html.js";
-import { connection, forgetKey, gql, probeFeatures, rememberKey, storedKey, useConnection } from "./api.js";
+import { connection, forgetKey, gql, onKeyRefused, probeFeatures, rememberKey, storedKey, useConnection } from "./api.js";
 import { setTimeZone, timeZone } from "./format.js";
 import { Notices, notify } from "./ui.js";
 import { OverviewPage } from "./pages/overview.js";
@@ -145,6 +145,15 @@ function App() {
       },
     ).finally(() => setChecking(false));
   }, []);
+  useEffect(
+    () =>
+      onKeyRefused((message) => {
+        forgetKey();
+        setSessionState(null);
+        setError(message);
+      }),
+    [],
+  );
   if (checking) return html`<p class="boot">Verificando a chave…</p>`;
   if (!session) return html`<${SignIn} onSignedIn=${setSession} initialError=${error} />`;
   const signOut = () => {
