@@ -99,6 +99,9 @@ def make_settings(redis_prefix: str):  # type: ignore[no-untyped-def]
             "redis_prefix": redis_prefix,
             "embedded_workers": False,
             "inspect_timeout_seconds": 1.0,
+            # The reconciler is tested on its own; elsewhere it would send again what a test
+            # leaves queued on purpose.
+            "recovery_seconds": 0,
         }
         values.update(overrides)
         return Settings(**values)  # type: ignore[arg-type]

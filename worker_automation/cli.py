@@ -60,9 +60,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
     }
     if args.workers > 1:
         return _serve_processes(settings, args.workers, options, verbose=args.verbose)
-    app = create_app(settings)
-    server = DrainingServer(uvicorn.Config(app, **options), app.state.runtime)
-    server.run()
+    lock = None
+    if settings.redis_url is None:
+        from worker_automation.embedded_state import DirectoryLock, ServeAlreadyRunning
+
+        try:
+            lock = DirectoryLock.acquire(settings.api_url)
+        except ServeAlreadyRunning as exc:
+            print(
+                f"error: another serve is already running in this directory ({exc.holder}); "
+                "one embedded serve per directory (its SQLite file and broker are its own)",
+                file=sys.stderr,
+            )
+            return 1
+    try:
+        app = create_app(settings)
+        server = DrainingServer(uvicorn.Config(app, **options), app.state.runtime)
+        server.run()
+    finally:
+        if lock is not None:
+            lock.release()
     return 0
 
 
@@ -219,9 +236,20 @@ def cmd_machines_switch(args: argparse.Namespace) -> int:
     return asyncio.run(_with_db(run))
 
 
+def _broker_overrides() -> dict[str, Any] | None:
+    """Settings that reach the broker: WA_REDIS_URL, or the embedded broker of the ``serve``
+    running in this directory; None when there is neither (a command never starts a broker)."""
+    from worker_automation.embedded_state import running_broker_url
+
+    if Settings().redis_url is not None:
+        return {}
+    url = running_broker_url()
+    return None if url is None else {"redis_url": url}
+
+
 def cmd_dispatch(args: argparse.Namespace) -> int:
     from worker_automation.resolvers.audit import CLI_ACTOR
-    from worker_automation.resolvers.dispatch import dispatch
+    from worker_automation.resolvers.dispatch import JobRequest, dispatch, record_only
     from worker_automation.services import Services
 
     try:
@@ -229,12 +257,20 @@ def cmd_dispatch(args: argparse.Namespace) -> int:
     except json.JSONDecodeError as exc:
         print(f"error: --context is not valid JSON: {exc}", file=sys.stderr)
         return 2
-    overrides: dict[str, Any] = {}
-    from worker_automation.runtime import broker_state_file
+    overrides = _broker_overrides()
+    if overrides is None:
 
-    state = broker_state_file()
-    if Settings().redis_url is None and state.exists():
-        overrides["redis_url"] = state.read_text().strip()
+        async def record(db: Any) -> int:
+            request = JobRequest(args.automation, args.cliente, context, args.priority)
+            view = await record_only(db, CLI_ACTOR, request)
+            print(
+                f"job {view.id} {view.status} on queue {view.queue}: no serve is running in this "
+                "directory; it runs when `worker-automation serve` starts"
+            )
+            print(view.id)
+            return 0
+
+        return asyncio.run(_with_db(record))
 
     async def run() -> int:
         services = await Services.start(_settings(**overrides))
@@ -254,6 +290,38 @@ def cmd_dispatch(args: argparse.Namespace) -> int:
             await services.close()
         print(f"job {view.id} {view.status} on queue {view.queue} (task {view.task_id})")
         print(view.id)
+        return 0
+
+    return asyncio.run(run())
+
+
+def cmd_reconcile(_args: argparse.Namespace) -> int:
+    from worker_automation.resolvers.audit import CLI_ACTOR
+    from worker_automation.resolvers.recovery import reconcile
+    from worker_automation.services import Services
+
+    overrides = _broker_overrides()
+    if overrides is None:
+        print(
+            "error: no serve is running in this directory; an embedded serve sends every queued "
+            "job again and ends its lost runs when it starts",
+            file=sys.stderr,
+        )
+        return 1
+
+    async def run() -> int:
+        services = await Services.start(_settings(**overrides))
+        try:
+            report = await reconcile(services, CLI_ACTOR)
+        finally:
+            await services.close()
+        if not report.broker_checked:
+            print("error: the broker could not be read; nothing was decided", file=sys.stderr)
+            return 3
+        print(
+            f"sent again: {report.resent}, lost runs queued again: {report.requeued}, "
+            f"lost runs failed: {report.failed}, still under watch: {report.suspects}"
+        )
         return 0
 
     return asyncio.run(run())
@@ -282,6 +350,16 @@ def cmd_machine_run(args: argparse.Namespace) -> int:
     return run_machine(_settings(), automation=args.automation, concurrency=args.concurrency)
 
 
+def _port(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {value!r}") from None
+    if not 1 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 65535, not {number}")
+    return number
+
+
 def _positive(value: str) -> int:
     number = int(value)
     if number < 1:
@@ -298,7 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
         "serve", help="run the API (embedded broker and workers when WA_REDIS_URL is unset)"
     )
     serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--port", type=_port, default=8000)
     serve.add_argument("--log-level", default="info")
     serve.add_argument(
         "--workers",
@@ -361,6 +439,10 @@ def build_parser() -> argparse.ArgumentParser:
     dispatch.add_argument("--context", default="{}", help="JSON object")
     dispatch.add_argument("--priority", type=int, default=0)
     dispatch.set_defaults(fn=cmd_dispatch)
+
+    sub.add_parser(
+        "reconcile", help="put right now the jobs no message will run or no process runs"
+    ).set_defaults(fn=cmd_reconcile)
 
     seed = sub.add_parser("seed-demo", help="fill the database with demo clients and jobs")
     seed.add_argument("--jobs", type=int, default=3000)

@@ -50,6 +50,10 @@ class Forbidden(DomainError):
     code = "FORBIDDEN"
 
 
+# What an outage's answer tells clients to wait before trying again (seconds).
+RETRY_AFTER_SECONDS = 5
+
+
 class Unavailable(DomainError):
     """A backing service (broker, Redis) is down; ``details`` say what was kept."""
 

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 
 from worker_automation.errors import Unavailable
 from worker_automation.resolvers.counts import counters
 from worker_automation.services import Services
+
+# Counted where things happen (not refreshed at scrape time), for the life of the process.
+_EVENTS = CollectorRegistry()
+_RECOVERED = Counter(
+    "wa_jobs_recovered", "Jobs the reconciler put right, by the fault it found", ["fault"], registry=_EVENTS
+)
+
+
+def count_recovered(fault: str, n: int = 1) -> None:
+    """Count ``n`` jobs recovered from ``fault`` (a small fixed set of names)."""
+    _RECOVERED.labels(fault=fault).inc(n)
 
 
 class Metrics:
@@ -45,4 +56,4 @@ class Metrics:
                 self.broker_queue.labels(queue=queue).set(length)
         except Unavailable:
             self.broker_up.set(0)
-        return generate_latest(self.registry)
+        return generate_latest(self.registry) + generate_latest(_EVENTS)

@@ -4,61 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
-from worker_automation.broker import queues
-from worker_automation.broker.gateway import BROKER_ERRORS
+from worker_automation.embedded_state import broker_state_file
+from worker_automation.housekeeping import Housekeeper
 from worker_automation.resolvers.automations import ensure_settings_rows
 from worker_automation.services import Services
 from worker_automation.settings import Settings
 
 log = logging.getLogger(__name__)
 GC_THRESHOLDS = (50_000, 20, 100)
-
-
-def broker_state_file() -> Path:
-    """Where an embedded ``serve`` leaves its broker address for commands run beside it."""
-    return Path.cwd() / ".worker-automation-broker"
-
-
-def queued_messages_file() -> Path:
-    """Where an embedded ``serve`` keeps the messages still queued when it stopped, for the next
-    start (its broker lives in memory)."""
-    return Path.cwd() / ".worker-automation-queued.json"
-
-
-def _write_queued(path: Path, waiting: dict[str, list[bytes]]) -> None:
-    if not waiting:
-        path.unlink(missing_ok=True)
-        return
-    path.write_text(json.dumps({key: [m.decode() for m in messages] for key, messages in waiting.items()}))
-
-
-def _read_queued(path: Path) -> dict[str, list[bytes]]:
-    if not path.exists():
-        return {}
-    saved = json.loads(path.read_text())
-    return {key: [m.encode() for m in messages] for key, messages in saved.items()}
-
-
-async def save_queued(services: Services, path: Path) -> int:
-    """Write the task messages waiting in the embedded broker to ``path``; how many."""
-    waiting = await queues.waiting_messages(services.broker.redis, services.settings.queues)
-    await asyncio.to_thread(_write_queued, path, waiting)
-    return sum(len(messages) for messages in waiting.values())
-
-
-async def restore_queued(services: Services, path: Path) -> int:
-    """Queue again what :func:`save_queued` wrote (the file is removed); how many."""
-    saved = await asyncio.to_thread(_read_queued, path)
-    restored = await queues.put_back(services.broker.redis, saved) if saved else 0
-    await asyncio.to_thread(path.unlink, missing_ok=True)
-    return restored
 
 
 class Runtime:
@@ -69,7 +27,7 @@ class Runtime:
         self._services: Services | None = None
         self._lock = asyncio.Lock()
         self._pool: Any = None
-        self._queued_saved = False
+        self._housekeeper: Housekeeper | None = None
 
     async def services(self) -> Services:
         if self._services is None:
@@ -91,22 +49,26 @@ class Runtime:
         self._pool = EmbeddedPool(services)
         await self._pool.start()
 
+    async def recover_embedded(self) -> None:
+        """An embedded broker starts empty: every queued job is sent again, and the runs the
+        previous ``serve``'s pool workers held (they died with it) are ended or queued again."""
+        from worker_automation.resolvers.recovery import recover_after_restart
+        from worker_automation.worker.embedded_pool import embedded_machine_ids
+
+        services = await self.services()
+        await recover_after_restart(services, await embedded_machine_ids(services))
+
     async def drain(self) -> None:
-        """Before the API stops listening: stop the embedded pool workers, so the jobs they are
-        running can still report how they ended (finished, or failed at the end of the grace);
-        then keep what is still queued in the embedded broker for the next start."""
+        """Before the API stops listening: stop the periodic work, then the embedded pool
+        workers, so the jobs they are running can still report how they ended (finished, or
+        failed at the end of the grace). Jobs still queued in the embedded broker are sent
+        again by the next start (the database row is the truth)."""
+        if self._housekeeper is not None:
+            await self._housekeeper.stop()
+            self._housekeeper = None
         if self._pool is not None:
             await self._pool.stop()
             self._pool = None
-        if self.settings.redis_url is None and self._services is not None and not self._queued_saved:
-            self._queued_saved = True
-            try:
-                kept = await save_queued(self._services, queued_messages_file())
-            except (OSError, *BROKER_ERRORS) as exc:
-                log.error("queued task messages could not be kept for the next start: %s", exc)
-            else:
-                if kept:
-                    log.info("%d queued task message(s) kept for the next start", kept)
 
     async def close(self) -> None:
         await self.drain()
@@ -134,11 +96,11 @@ class Runtime:
             services = await self.services()
             # Commands run beside an embedded serve (dispatch) find its broker here.
             state_file.write_text(services.redis_url + "\n")
-            restored = await restore_queued(services, queued_messages_file())
-            if restored:
-                log.info("%d task message(s) queued when serve last stopped are queued again", restored)
+            await self.recover_embedded()
             if self.settings.embedded_workers:
                 await self.start_pool_workers()
+        self._housekeeper = Housekeeper(await self.services())
+        self._housekeeper.start()
         try:
             yield
         finally:

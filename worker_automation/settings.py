@@ -44,6 +44,9 @@ class Settings(BaseSettings):
     worker_api_key: str | None = None
     inspect_timeout_seconds: float = 3.0
     orphan_age_seconds: float = 7200.0
+    # How soon after a fault a job nobody will run (its message lost, its process dead) is put
+    # right by the reconciler; 0 turns the reconciler off.
+    recovery_seconds: float = Field(default=60.0, ge=0)
     introspection: bool = True
     max_query_depth: int = 10
     max_query_tokens: int = 2000

@@ -4,11 +4,11 @@ dispatches through the same broker, and Ctrl-C leaves nothing behind."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
 import sqlite3
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +30,7 @@ from tests.integration.harness import (
     wait_ready,
     wait_until,
 )
-from worker_automation.worker.embedded_pool import LEFT_RUNNING_MESSAGE
+from worker_automation.resolvers.recovery import LOST_RUN_MESSAGE
 
 READY_TIMEOUT = 90.0
 # The first job waits for the embedded pool workers to connect.
@@ -187,30 +187,97 @@ def test_restarting_serve_keeps_queued_jobs_and_ends_the_ones_it_was_running(
     serve.send(signal.SIGINT)
     assert serve.wait(EXIT_TIMEOUT) is not None, "serve did not stop"
     # The running job was reported failed at the end of the workers' grace period, while the
-    # API still answered; the queued ones are kept for the next start.
+    # API still answered; the queued ones stay AGENDADO, and the next start sends them again.
     assert user.stored_status(sleeper) == "FALHA"
     assert [user.stored_status(job) for job in waiting] == ["AGENDADO", "AGENDADO"]
-    assert (workdir / ".worker-automation-queued.json").exists()
+    assert not (workdir / ".worker-automation.lock").exists()
 
     serve = processes.start("serve-again", command, user.env, workdir)
     wait_ready(user.url, serve, READY_TIMEOUT)
     for n, job in enumerate(waiting):
         assert user.wait(job, TERMINAL, FIRST_JOB_TIMEOUT)["status"] == "CONCLUIDO"
         assert user.result(job) == {"n": n}
-    assert not (workdir / ".worker-automation-queued.json").exists()
 
-    # Killed outright, serve reports nothing: the next start ends what its workers were running.
+    # Killed outright, serve reports nothing, and its pool workers die with it: the next start
+    # ends what they were running (demo.sleep is not safe to run again) and sends the queue again.
     crashed = user.create("demo.sleep", {"seconds": 60})
     user.wait(crashed, {"EXECUTANDO"}, JOB_TIMEOUT)
-    for pid in [serve.pid, *descendants(serve.pid)]:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    queued = user.create("demo.echo", {"after": "crash"})
+    children = descendants(serve.pid)
+    os.kill(serve.pid, signal.SIGKILL)
     serve.wait(EXIT_TIMEOUT)
+    wait_until(
+        lambda: not [pid for pid in children if is_running(pid)],
+        10.0,
+        lambda: f"left behind after SIGKILL: {[pid for pid in children if is_running(pid)]}",
+    )
     assert user.stored_status(crashed) == "EXECUTANDO"
     serve = processes.start("serve-after-crash", command, user.env, workdir)
     wait_ready(user.url, serve, READY_TIMEOUT)
     row = user.wait(crashed, TERMINAL, JOB_TIMEOUT)
     assert row["status"] == "FALHA"
-    assert row["mensagem_erro"] == LEFT_RUNNING_MESSAGE
+    assert row["mensagem_erro"] == LOST_RUN_MESSAGE
+    assert user.wait(queued, TERMINAL, FIRST_JOB_TIMEOUT)["status"] == "CONCLUIDO"
     serve.send(signal.SIGINT)
     serve.wait(EXIT_TIMEOUT)
+
+
+def test_one_serve_per_directory_and_commands_never_start_a_broker(
+    tmp_path: Path, processes: Processes
+) -> None:
+    workdir = tmp_path / "one"
+    workdir.mkdir()
+    port = free_port()
+    user = Embedded(workdir, port)
+
+    # No serve yet: the job is recorded and waits for one.
+    dispatched = subprocess.run(
+        [*cli_command(), "dispatch", "demo.echo", "--context", '{"before": "serve"}'],
+        cwd=workdir,
+        env=user.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert dispatched.returncode == 0, dispatched.stderr
+    recorded = int(dispatched.stdout.strip().splitlines()[-1])
+    assert "runs when `worker-automation serve` starts" in dispatched.stdout
+    assert user.stored_status(recorded) == "AGENDADO"
+    assert not (workdir / ".worker-automation-broker").exists()
+    done = subprocess.run(
+        [*cli_command(), "reconcile"], cwd=workdir, env=user.env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1 and "no serve is running" in done.stderr
+
+    serve = processes.start("serve", [*cli_command(), "serve", "--port", str(port)], user.env, workdir)
+    wait_ready(user.url, serve, READY_TIMEOUT)
+    user.headers = {
+        "X-API-Key": user.cli("keys", "create", "--perfil", "administrador", "--scopes", OPERATOR_SCOPES)
+    }
+    assert user.wait(recorded, TERMINAL, FIRST_JOB_TIMEOUT)["status"] == "CONCLUIDO"
+
+    # A second serve here (a typo in --port, say) refuses, naming the first; the first goes on.
+    second = subprocess.run(
+        [*cli_command(), "serve", "--port", str(free_port())],
+        cwd=workdir,
+        env=user.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert second.returncode == 1
+    assert f"pid {serve.pid}" in second.stderr and "already running" in second.stderr
+    assert (workdir / ".worker-automation-broker").exists()
+    after = user.create("demo.echo", {"after": "second"})
+    assert user.wait(after, TERMINAL, JOB_TIMEOUT)["status"] == "CONCLUIDO"
+
+    bad_port = subprocess.run(
+        [*cli_command(), "serve", "--port", "70000"],
+        cwd=workdir,
+        env=user.env,
+        capture_output=True,
+        text=True,
+    )
+    assert bad_port.returncode == 2 and "65535" in bad_port.stderr
+    serve.send(signal.SIGINT)
+    assert serve.wait(EXIT_TIMEOUT) is not None

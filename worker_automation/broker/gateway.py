@@ -168,6 +168,13 @@ class BrokerGateway:
         except BROKER_ERRORS as exc:
             raise Unavailable(UNAVAILABLE_MESSAGE, reason=str(exc)) from exc
 
+    async def waiting_task_ids(self) -> set[str]:
+        """The task ids of every message waiting in the configured queues."""
+        try:
+            return await queues.waiting_task_ids(self.redis, self.settings.queues)
+        except BROKER_ERRORS as exc:
+            raise Unavailable(UNAVAILABLE_MESSAGE, reason=str(exc)) from exc
+
     async def purge(self, queue: str) -> int:
         """Delete every priority list of ``queue`` (the caller vets the name); returns keys deleted."""
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import orjson
 from redis.asyncio import Redis
 
 from worker_automation.broker.celery_app import TRANSPORT_OPTIONS
@@ -46,20 +47,28 @@ async def purge_queue(redis: Redis, queue: str) -> int:
     return deleted
 
 
-async def waiting_messages(redis: Redis, queues: Iterable[str]) -> dict[str, list[bytes]]:
-    """Every waiting message, list by list (head first), of ``queues``; empty lists left out."""
+async def waiting_task_ids(redis: Redis, queues: Iterable[str]) -> set[str]:
+    """The task ids of every message waiting in ``queues`` (all priority lists, one round trip)."""
     keys = [key for queue in dict.fromkeys(queues) for key in priority_keys(queue)]
     async with redis.pipeline(transaction=False) as pipe:
         for key in keys:
             pipe.lrange(key, 0, -1)
         found: list[list[bytes]] = await pipe.execute()
-    return {key: messages for key, messages in zip(keys, found, strict=True) if messages}
+    ids: set[str] = set()
+    for messages in found:
+        for raw in messages:
+            task_id = task_id_of(raw)
+            if task_id is not None:
+                ids.add(task_id)
+    return ids
 
 
-async def put_back(redis: Redis, messages: dict[str, list[bytes]]) -> int:
-    """Append ``messages`` (as :func:`waiting_messages` gave them) to their lists, in order."""
-    async with redis.pipeline(transaction=False) as pipe:
-        for key, values in messages.items():
-            pipe.rpush(key, *values)
-        await pipe.execute()
-    return sum(len(values) for values in messages.values())
+def task_id_of(raw: bytes) -> str | None:
+    """The task id of a message as kombu stores it in Redis (None when it is not one of ours)."""
+    try:
+        message = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    headers = message.get("headers") if isinstance(message, dict) else None
+    task_id = headers.get("id") if isinstance(headers, dict) else None
+    return task_id if isinstance(task_id, str) else None

@@ -7,7 +7,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from sqlalchemy import event, text
-from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.ext.asyncio import (
     AsyncConnection,
     AsyncEngine,
@@ -50,6 +51,38 @@ def _refuse_closed(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
     raw = getattr(dbapi_connection, "_connection", None)
     if raw is not None and raw.is_closed():
         raise DisconnectionError("connection closed by the server")
+
+
+# What "the database is down or unreachable" looks like from here: refused or dropped
+# connections, a server starting up or shutting down, an exhausted pool, a locked SQLite file.
+_OUTAGE_ERRORS = (
+    InterfaceError,
+    DisconnectionError,
+    PoolTimeoutError,
+    OSError,
+    TimeoutError,
+)
+
+
+# SQLSTATEs of a server that cannot serve: connection exceptions (08), shutting down or starting
+# up (57P0x), out of connections or memory (53), a database closed to connections (55000).
+_OUTAGE_SQLSTATES = ("08", "57P0", "53", "55000")
+# SQLite's OperationalError also means "no such table": only these messages are outages.
+_SQLITE_OUTAGES = ("database is locked", "unable to open database file", "disk i/o error")
+
+
+def database_unavailable(exc: BaseException) -> bool:
+    """True when ``exc`` says the database could not be reached (an outage, answered 503), not
+    that a statement was wrong."""
+    if isinstance(exc, DBAPIError):
+        if exc.connection_invalidated:
+            return True
+        sqlstate = getattr(exc.orig, "sqlstate", None)
+        if isinstance(sqlstate, str) and sqlstate.startswith(_OUTAGE_SQLSTATES):
+            return True
+        if isinstance(exc, OperationalError) and str(exc.orig).lower().startswith(_SQLITE_OUTAGES):
+            return True
+    return isinstance(exc, _OUTAGE_ERRORS)
 
 
 def make_engine(database_url: str, *, pool_size: int = 5, max_overflow: int = 5) -> AsyncEngine:

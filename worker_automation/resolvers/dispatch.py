@@ -18,9 +18,9 @@ from sqlalchemy import Table, bindparam, insert, select, update
 from worker_automation.broker.events import EventKind
 from worker_automation.errors import BadInput, Conflict, Unavailable
 from worker_automation.models import Cliente, JobStatus, Worker, utcnow
-from worker_automation.models.database import Executor
+from worker_automation.models.database import Database, Executor
 from worker_automation.resolvers.announce import announce
-from worker_automation.resolvers.audit import Actor, audited
+from worker_automation.resolvers.audit import Actor, AuditNote, audited
 from worker_automation.resolvers.automations import effective
 from worker_automation.resolvers.rows import check_priority
 from worker_automation.resolvers.views import WorkerView, view_of
@@ -69,7 +69,7 @@ async def enqueue(
     When the broker is down the row keeps AGENDADO without a task id (nothing is lost: a
     dedicated machine, a retry or sync-orphans can still deal with it) and Unavailable says so.
     """
-    if await _send_all(services, [Send(worker_id, task_id, task_name, queue, priority)]):
+    if await send_all(services, [Send(worker_id, task_id, task_name, queue, priority)]):
         raise Unavailable(KEPT_MESSAGE, worker_id=worker_id)
 
 
@@ -84,7 +84,7 @@ class Send:
     priority: int
 
 
-async def _send_all(services: Services, sends: list[Send]) -> list[int]:
+async def send_all(services: Services, sends: list[Send]) -> list[int]:
     """Send every task at once (the broker sends those waiting together in batches); the ids of
     the jobs whose task the broker refused, whose rows then keep AGENDADO without a task id."""
     sending = [
@@ -165,66 +165,86 @@ async def _client_names(conn: Executor, requests: Sequence[JobRequest]) -> dict[
 async def _create(
     services: Services, actor: Actor, requests: Sequence[JobRequest], *, field_prefix: str | None
 ) -> list[WorkerView]:
-    for index, request in enumerate(requests):
-        _checked_simple_fields(request, field_prefix, index)
     async with audited(services.db, actor, "dispatch", None) as note:
-        async with services.db.transaction() as conn:
-            automations: dict[str, Automation] = {}
-            rows: list[dict[str, Any]] = []
-            now = utcnow()
-            for index, request in enumerate(requests):
-                try:
-                    automation = automations.get(request.automation_type)
-                    if automation is None:
-                        automation = await effective(conn, request.automation_type)
-                        automations[automation.key] = automation
-                    if not automation.enabled:
-                        raise Conflict(f"Automacao '{automation.key}' esta desabilitada.", status="disabled")
-                    clean = validate_context(
-                        automation.form, {} if request.context is None else request.context
-                    )
-                except BadInput as exc:
-                    raise BadInput(_field(field_prefix, index, exc.field), exc.message) from None
-                rows.append(
-                    {
-                        "task_id": str(uuid.uuid4()),
-                        "cliente_id": request.cliente_id,
-                        "usuario_id": request.usuario_id,
-                        "status": JobStatus.AGENDADO.value,
-                        "automation_type": automation.key,
-                        "queue": automation.queue,
-                        "priority": request.priority,
-                        "retry_count": 0,
-                        "progress": 0,
-                        "context": clean,
-                        "created_at": now,
-                        "updated_at": now,
-                    }
-                )
-            # RETURNING the rows: the views without reading them back. (SQLite refuses the client
-            # name subquery in an INSERT's RETURNING, hence the lookup of their own.)
-            names = await _client_names(conn, requests)
-            if len(rows) == 1:
-                created = await conn.execute(_INSERT_JOB, rows[0])
-            else:
-                created = await conn.execute(_INSERT_JOBS, rows)
-            views = [view_of(row, names.get(row.cliente_id)) for row in created]
-            if len(views) == 1:
-                note.target = f"worker:{views[0].id}"
-            else:
-                note.detail = {"worker_ids": [v.id for v in views]}
-            await note.record_in(conn, actor, "dispatch")
+        views, task_names = await _record(services.db, note, actor, requests, field_prefix, with_tasks=True)
         await announce(services, EventKind.CREATED, views)
-        task_names = {key: automation.task_name for key, automation in automations.items()}
         await _enqueue_all(services, views, task_names, batch=field_prefix is not None)
     return views
+
+
+async def record_only(db: Database, actor: Actor, request: JobRequest) -> WorkerView:
+    """Create a job AGENDADO with no task sent (no broker at hand, as for a command run where no
+    ``serve`` is running): the reconciler of the next ``serve`` sends it."""
+    async with audited(db, actor, "dispatch", None) as note:
+        (view,), _ = await _record(db, note, actor, [request], None, with_tasks=False)
+    return view
+
+
+async def _record(
+    db: Database,
+    note: AuditNote,
+    actor: Actor,
+    requests: Sequence[JobRequest],
+    field_prefix: str | None,
+    *,
+    with_tasks: bool,
+) -> tuple[list[WorkerView], dict[str, str]]:
+    """Validate and insert the jobs (all or none) with their audit entry; their views and the task
+    name of each automation."""
+    for index, request in enumerate(requests):
+        _checked_simple_fields(request, field_prefix, index)
+    async with db.transaction() as conn:
+        automations: dict[str, Automation] = {}
+        rows: list[dict[str, Any]] = []
+        now = utcnow()
+        for index, request in enumerate(requests):
+            try:
+                automation = automations.get(request.automation_type)
+                if automation is None:
+                    automation = await effective(conn, request.automation_type)
+                    automations[automation.key] = automation
+                if not automation.enabled:
+                    raise Conflict(f"Automacao '{automation.key}' esta desabilitada.", status="disabled")
+                clean = validate_context(automation.form, {} if request.context is None else request.context)
+            except BadInput as exc:
+                raise BadInput(_field(field_prefix, index, exc.field), exc.message) from None
+            rows.append(
+                {
+                    "task_id": str(uuid.uuid4()) if with_tasks else None,
+                    "cliente_id": request.cliente_id,
+                    "usuario_id": request.usuario_id,
+                    "status": JobStatus.AGENDADO.value,
+                    "automation_type": automation.key,
+                    "queue": automation.queue,
+                    "priority": request.priority,
+                    "retry_count": 0,
+                    "progress": 0,
+                    "context": clean,
+                    "created_at": now,
+                    "updated_at": now,
+                }
+            )
+        # RETURNING the rows: the views without reading them back. (SQLite refuses the client
+        # name subquery in an INSERT's RETURNING, hence the lookup of their own.)
+        names = await _client_names(conn, requests)
+        if len(rows) == 1:
+            created = await conn.execute(_INSERT_JOB, rows[0])
+        else:
+            created = await conn.execute(_INSERT_JOBS, rows)
+        views = [view_of(row, names.get(row.cliente_id)) for row in created]
+        if len(views) == 1:
+            note.target = f"worker:{views[0].id}"
+        else:
+            note.detail = {"worker_ids": [v.id for v in views]}
+        await note.record_in(conn, actor, "dispatch")
+    return views, {key: automation.task_name for key, automation in automations.items()}
 
 
 async def _enqueue_all(
     services: Services, views: list[WorkerView], task_names: dict[str, str], *, batch: bool
 ) -> None:
     sends = [Send(v.id, str(v.task_id), task_names[v.automation_type], v.queue, v.priority) for v in views]
-    kept = await _send_all(services, sends)
+    kept = await send_all(services, sends)
     if kept and not batch:
         raise Unavailable(KEPT_MESSAGE, worker_id=kept[0])
     if kept:

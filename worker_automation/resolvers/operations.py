@@ -42,7 +42,7 @@ async def cancel(services: Services, actor: Actor, worker_id: int) -> WorkerView
     return view
 
 
-def _back_in_queue(row: Worker, task_id: str) -> None:
+def back_in_queue(row: Worker, task_id: str) -> None:
     """The job waits again under a new task: not started, no machine, no progress (nor the last
     progress message of the run that is over)."""
     row.task_id = task_id
@@ -63,7 +63,7 @@ async def retry(services: Services, actor: Actor, worker_id: int) -> WorkerView:
             require_status(row, {JobStatus.FALHA, JobStatus.CANCELADO}, "re-enfileirar")
             automation = registered(row.automation_type)
             task_id = str(uuid.uuid4())
-            _back_in_queue(row, task_id)
+            back_in_queue(row, task_id)
             row.retry_count += 1
             row.data_fim = None
             row.mensagem_erro = None
@@ -91,7 +91,7 @@ async def move(services: Services, actor: Actor, worker_id: int, target_queue: s
             if row.task_id:
                 await services.broker.revoke(row.task_id, terminate=row.status == JobStatus.EXECUTANDO.value)
             task_id = str(uuid.uuid4())
-            _back_in_queue(row, task_id)
+            back_in_queue(row, task_id)
             row.queue = target_queue
             await session.flush()
             view = await view_in(session, row)

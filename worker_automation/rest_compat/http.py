@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from worker_automation.errors import (
+    RETRY_AFTER_SECONDS,
     BadInput,
     Conflict,
     DomainError,
@@ -21,6 +22,7 @@ from worker_automation.errors import (
     Unavailable,
 )
 from worker_automation.json_codec import FastJSONResponse
+from worker_automation.models.database import database_unavailable
 from worker_automation.resolvers.auth import SCOPE_READ, Principal, authenticate, key_from_headers
 from worker_automation.resolvers.machines import MachineKey, MachineView, authenticate_machine, machine_in
 from worker_automation.runtime import Runtime
@@ -28,6 +30,7 @@ from worker_automation.services import Services
 
 log = logging.getLogger(__name__)
 MSG_INTERNAL = "Erro interno ao processar a requisicao."
+MSG_DATABASE_DOWN = "Banco de dados indisponivel; tente novamente em instantes."
 
 # Domain error -> HTTP status: the one table of this transport.
 STATUS_OF: dict[type[DomainError], int] = {
@@ -45,7 +48,12 @@ def success(message: str, data: Any, status_code: int = 200) -> JSONResponse:
 
 
 def error(message: str, status_code: int, data: Any = None) -> JSONResponse:
-    return FastJSONResponse({"status": "error", "message": message, "data": data}, status_code=status_code)
+    response = FastJSONResponse(
+        {"status": "error", "message": message, "data": data}, status_code=status_code
+    )
+    if status_code == 503:
+        response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
 
 
 def error_response(exc: DomainError) -> JSONResponse:
@@ -71,7 +79,12 @@ def guarded(handler: Handler) -> Handler:
             return await handler(request)
         except DomainError as exc:
             return error_response(exc)
-        except Exception:
+        except Exception as exc:
+            if database_unavailable(exc):
+                log.warning(
+                    "database unavailable for %s %s: %s", request.method, request.url.path, type(exc).__name__
+                )
+                return error(MSG_DATABASE_DOWN, 503)
             # Logged here with its traceback; the caller gets the envelope and never the trace.
             log.exception("unhandled error in %s %s", request.method, request.url.path)
             return error(MSG_INTERNAL, 500)

@@ -9,7 +9,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from worker_automation.errors import BadInput, Unavailable
-from worker_automation.resolvers import claims
+from worker_automation.resolvers import claims, recovery
 from worker_automation.resolvers.auth import SCOPE_WRITE
 from worker_automation.resolvers.dispatch import JobRequest, dispatch, dispatch_many
 from worker_automation.rest_compat.http import (
@@ -154,6 +154,17 @@ async def fail(request: Request) -> Response:
         return success("Falha registrada", view.as_dict(services.settings.tz))
 
 
+@guarded
+async def lost(request: Request) -> Response:
+    """A worker's start-up report of a run it held when its process died (``{"fault":
+    "worker_lost", "task_id": ...}``): the job is queued again or failed, as recovery decides."""
+    services, machine = await machine_of(request)
+    job_id = _job_id(request)
+    body = await json_body(request)
+    view = await recovery.recover_lost(services, machine, job_id, body.get("fault"), _task_id(body))
+    return success("Execucao perdida registrada", view.as_dict(services.settings.tz))
+
+
 def job_routes() -> list[BaseRoute]:
     return [
         Route(PREFIX, create_job, methods=["POST"]),
@@ -163,4 +174,5 @@ def job_routes() -> list[BaseRoute]:
         Route(f"{PREFIX}/{{job_id}}/progress", progress, methods=["POST"]),
         Route(f"{PREFIX}/{{job_id}}/complete", complete, methods=["POST"]),
         Route(f"{PREFIX}/{{job_id}}/fail", fail, methods=["POST"]),
+        Route(f"{PREFIX}/{{job_id}}/lost", lost, methods=["POST"]),
     ]

@@ -24,6 +24,7 @@ from worker_automation.errors import (
     Unauthenticated,
     Unavailable,
 )
+from worker_automation.models.database import database_unavailable
 
 # Domain error -> extensions.code: the one table of this transport (REST has its status table).
 CODE_OF: dict[type[DomainError], str] = {
@@ -35,6 +36,8 @@ CODE_OF: dict[type[DomainError], str] = {
     Unavailable: "SERVICE_UNAVAILABLE",
 }
 INTERNAL_CODE = "INTERNAL_SERVER_ERROR"
+UNAVAILABLE_CODE = CODE_OF[Unavailable]
+DATABASE_DOWN_MESSAGE = "Banco de dados indisponivel; tente novamente em instantes."
 # A websocket subscriber that fell too far behind a live view (see schema.live_views).
 TOO_SLOW_CODE = "SUBSCRIBER_TOO_SLOW"
 INTERNAL_MESSAGE = "Erro interno"
@@ -54,7 +57,9 @@ def is_expected(error: GraphQLError) -> bool:
     """Domain errors and the caller's own mistakes (syntax, validation, limits): not worth a log
     line with a traceback, unlike everything else."""
     original = error.original_error
-    return original is None or isinstance(original, DomainError | GraphQLError)
+    return (
+        original is None or isinstance(original, DomainError | GraphQLError) or database_unavailable(original)
+    )
 
 
 def _json_safe(value: Any) -> bool:
@@ -77,6 +82,10 @@ def translate(error: GraphQLError) -> GraphQLError:
     if original is None or isinstance(original, GraphQLError):
         # Validation, coercion of variables and arguments, limits: messages written for callers.
         return _with_code(error, VALIDATION_FAILED if error.path is None else INTERNAL_CODE)
+    if database_unavailable(original):
+        return GraphQLError(
+            DATABASE_DOWN_MESSAGE, nodes=error.nodes, path=error.path, extensions={"code": UNAVAILABLE_CODE}
+        )
     if error.path is None:
         # Raised before execution (invalid variable values): about the caller's input.
         return _with_code(error, "BAD_USER_INPUT")

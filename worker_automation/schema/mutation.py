@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import strawberry
 
-from worker_automation.resolvers import machines, maintenance, operations
+from worker_automation.resolvers import machines, maintenance, operations, recovery
 from worker_automation.resolvers.automations import update_settings
 from worker_automation.resolvers.dispatch import JobRequest, dispatch, dispatch_many
 from worker_automation.schema.catalog import Automation
@@ -17,6 +17,7 @@ from worker_automation.schema.results import (
     CleanupResult,
     ClearQueueResult,
     PurgeQueueResult,
+    ReconcileResult,
     RegisteredMachine,
     SyncOrphansResult,
 )
@@ -121,6 +122,18 @@ class Mutation:
         principal = await info.context.principal()
         result = await maintenance.sync_orphans(info.context.services, principal.actor)
         return SyncOrphansResult.from_view(result)
+
+    @mutation(
+        description=(
+            "Run the reconciler now: send again the queued jobs no message will run, end or queue "
+            "again the runs no process carries on (managers only)."
+        ),
+        extensions=manager(),
+    )
+    async def reconcile(self, info: Info) -> ReconcileResult:
+        principal = await info.context.principal()
+        report = await recovery.reconcile(info.context.services, principal.actor)
+        return ReconcileResult.from_view(report)
 
     @mutation(
         description="Register a machine serving one automation or one queue; its key is shown once.",

@@ -8,6 +8,7 @@ import strawberry
 
 from worker_automation.resolvers.machines import RegisteredMachine as RegisteredView
 from worker_automation.resolvers.maintenance import ClearResult, PurgeResult, SyncResult, cleanup_message
+from worker_automation.resolvers.recovery import ReconcileReport
 from worker_automation.schema.enums import ClearScope
 from worker_automation.schema.types import Machine
 
@@ -78,6 +79,30 @@ class SyncOrphansResult:
             orphans_found=view.orphans_found,
             total_checked=view.total_checked,
             message=view.message,
+        )
+
+
+@strawberry.type(description="What reconcile did.")
+class ReconcileResult:
+    """Jobs that no message would run, or no process ran, put right."""
+
+    resent: int = strawberry.field(description="AGENDADO jobs sent to their queue again.")
+    requeued: int = strawberry.field(description="Lost runs of idempotent automations queued again.")
+    failed: int = strawberry.field(description="Lost runs ended FALHA (worker_lost).")
+    suspects: int = strawberry.field(description="Jobs seen unaccounted for once, still under watch.")
+    broker_checked: bool = strawberry.field(description="False: the broker could not be read.")
+    worker_ids: list[int] = strawberry.field(description="The jobs acted on.")
+
+    @classmethod
+    def from_view(cls, view: ReconcileReport) -> ReconcileResult:
+        """Build from the resolver's result."""
+        return cls(
+            resent=view.resent,
+            requeued=view.requeued,
+            failed=view.failed,
+            suspects=view.suspects,
+            broker_checked=view.broker_checked,
+            worker_ids=list(view.job_ids),
         )
 
 

@@ -26,15 +26,16 @@ from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.types.unset import UNSET, UnsetType
 
-from worker_automation.errors import DomainError
+from worker_automation.errors import RETRY_AFTER_SECONDS, DomainError
 from worker_automation.json_codec import dumps_text
+from worker_automation.models.database import database_unavailable
 from worker_automation.resolvers.auth import MSG_MISSING, authenticate, key_from_headers
 from worker_automation.resolvers.machines import authenticate_machine
 from worker_automation.runtime import Runtime
 from worker_automation.schema import build_schema
 from worker_automation.schema.context import GraphQLContext
+from worker_automation.schema.errors import DATABASE_DOWN_MESSAGE, UNAVAILABLE_CODE, code_of
 from worker_automation.schema.errors import INTERNAL_CODE as INTERNAL
-from worker_automation.schema.errors import code_of
 from worker_automation.schema.live_views import LiveViews
 from worker_automation.schema.shared_queries import sharing_key
 from worker_automation.schema.ws_handlers import LegacyWSHandler, TransportWSHandler
@@ -86,6 +87,11 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
             except HTTPException as exc:
                 # Strawberry answers these in plain text; clients (GraphiQL included) expect JSON.
                 response = _http_error(exc.status_code, exc.reason)
+            except Exception as exc:
+                # Before execution (authentication, say): an outage is the caller's to wait out.
+                if not database_unavailable(exc):
+                    raise
+                response = _http_error(503, DATABASE_DOWN_MESSAGE)
         await response(scope, receive, send)
 
     async def _answer(self, request: Request) -> Response:
@@ -181,8 +187,10 @@ def _declared_length(scope: Scope) -> int:
 
 def _http_error(status_code: int, message: str) -> Response:
     """A request refused before execution, in the GraphQL response shape."""
-    error = {"message": message, "extensions": {"code": "BAD_USER_INPUT" if status_code < 500 else INTERNAL}}
-    return JSONResponse({"data": None, "errors": [error]}, status_code=status_code)
+    code = "BAD_USER_INPUT" if status_code < 500 else UNAVAILABLE_CODE if status_code == 503 else INTERNAL
+    error = {"message": message, "extensions": {"code": code}}
+    headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status_code == 503 else None
+    return JSONResponse({"data": None, "errors": [error]}, status_code=status_code, headers=headers)
 
 
 def graphql_routes(runtime: Runtime) -> list[BaseRoute]:

@@ -9,25 +9,24 @@ import signal
 import subprocess
 import sys
 
-from sqlalchemy import select
-
-from worker_automation.errors import DomainError
-from worker_automation.models import JobStatus, Worker
 from worker_automation.resolvers.audit import Actor
-from worker_automation.resolvers.claims import fail
-from worker_automation.resolvers.machines import (
-    MachineView,
-    machine_named,
-    register_machine,
-    rotate_machine_key,
-)
+from worker_automation.resolvers.machines import machine_named, register_machine, rotate_machine_key
 from worker_automation.services import Services
 
 log = logging.getLogger(__name__)
 EMBEDDED_ACTOR = Actor("serve:embedded", "administrador")
 # Ctrl-C should not keep a developer waiting two minutes; running jobs still end reported.
 EMBEDDED_GRACE_SECONDS = 10.0
-LEFT_RUNNING_MESSAGE = "Interrompido: o serve foi encerrado durante a execucao."
+
+
+def machine_name(queue: str) -> str:
+    return f"embedded-{queue}"
+
+
+async def embedded_machine_ids(services: Services) -> list[int]:
+    """The machines an embedded ``serve``'s pool workers run as (registered at a first start)."""
+    found = [await machine_named(services.db, machine_name(queue)) for queue in services.settings.queues]
+    return [machine.id for machine in found if machine is not None]
 
 
 class EmbeddedPool:
@@ -38,35 +37,15 @@ class EmbeddedPool:
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
 
     async def _key_for(self, queue: str) -> str:
-        name = f"embedded-{queue}"
+        name = machine_name(queue)
         existing = await machine_named(self.services.db, name)
         if existing is None:
             created = await register_machine(
                 self.services.db, EMBEDDED_ACTOR, self.services.settings.queues, name=name, queue=queue
             )
         else:
-            await self._fail_left_running(existing)
             created = await rotate_machine_key(self.services.db, EMBEDDED_ACTOR, existing.id)
         return created.api_key
-
-    async def _fail_left_running(self, machine: MachineView) -> None:
-        """Jobs this machine still holds were running in a pool process of a serve that ended
-        without reporting them (killed, crashed): no process runs them any more."""
-        async with self.services.db.reader() as session:
-            held = (
-                await session.scalars(
-                    select(Worker.id).where(
-                        Worker.machine_id == machine.id, Worker.status == JobStatus.EXECUTANDO.value
-                    )
-                )
-            ).all()
-        for job_id in held:
-            try:
-                await fail(self.services, machine, job_id, LEFT_RUNNING_MESSAGE, "ServeStopped")
-            except DomainError as exc:  # taken away meanwhile: nothing left to do
-                log.info("job %s left by the previous serve: %s", job_id, exc)
-            else:
-                log.warning("job %s was running when serve last stopped; reported failed", job_id)
 
     async def start(self) -> None:
         settings = self.services.settings

@@ -37,6 +37,9 @@ class Automation:
     dev_mode: bool = False
     enabled: bool = True
     description: str = ""
+    # Safe to run again from the start when a run was lost half-way (its process died): such a
+    # job is queued again; any other lost run ends FALHA naming the fault.
+    idempotent: bool = False
 
 
 # Reusable fields: most automations act on one company (CNPJ) in one state or city.
@@ -73,6 +76,11 @@ def _antecedencia(default: int, maximum: int) -> FormField:
     )
 
 
+# Queues whose automations only read (portals, scans, watchers): a lost run is simply run again.
+# Certificates and desktop robots act on the outside world, so a lost run of theirs is reported.
+READ_ONLY_QUEUES = frozenset({"scraping", "scan", "observer"})
+
+
 def _automation(
     key: str,
     display_name: str,
@@ -83,6 +91,7 @@ def _automation(
     max_jobs: int = 1,
     description: str = "",
     allow_extra: bool = False,
+    idempotent: bool | None = None,
 ) -> Automation:
     return Automation(
         key=key,
@@ -94,6 +103,7 @@ def _automation(
         form=Form(fields=fields, allow_extra=allow_extra),
         max_concurrent_jobs=max_jobs,
         description=description,
+        idempotent=queue in READ_ONLY_QUEUES if idempotent is None else idempotent,
     )
 
 
@@ -276,7 +286,7 @@ _CATALOGUE: tuple[Automation, ...] = (
     _automation(
         "demo.sleep", "Demonstração: Aguardar", DEMONSTRACAO, "scan",
         FormField("seconds", "Segundos", "number", required=True, minimum=0, maximum=3600),
-        max_jobs=5,
+        max_jobs=5, idempotent=False,
         description="Aguarda os segundos informados, reportando o progresso.",
     ),
     _automation(

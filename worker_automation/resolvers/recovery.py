@@ -1,0 +1,379 @@
+"""Recovery: jobs that no message will run, or that no process runs, are put right by themselves.
+
+The job row is the truth; a broker message only wakes a worker. So a job's run must never depend
+on one message surviving, and the reconciler compares the rows with what the broker and the
+workers hold:
+
+- "No message will run it": an AGENDADO job whose task id is in no queue list (every priority)
+  and in no live worker's hands (Celery ``inspect``: active, reserved, scheduled). A message a
+  dead worker took out of a list sits in Redis's ``unacked`` hash until the visibility timeout
+  (hours), so it does not count. Such a job is sent again under a NEW task id: if the old message
+  turns up after all, its claim names a task that is no longer the job's and is refused. A job
+  with no task id at all (the broker refused its send) is sent again the same way.
+- "No process runs it": an EXECUTANDO job held by a Celery pool machine whose task is active in
+  no live worker. (Celery children die with their main process, so nothing runs it unseen.)
+  Dedicated machines have no broker to ask: they report at start-up the runs they held before
+  they died (``POST /api/v1/jobs/{id}/lost``), and that is the evidence for theirs.
+
+Evidence is a snapshot taken while things move, so a job is acted on only when it was found
+unaccounted for in two passes in a row with the same status and task, and its row had not
+changed for a while before the first. A broker that cannot be read gives no evidence: nothing is
+done until it answers. Every action is a conditional statement on the status and task id that
+were seen, so an operator or a worker acting meanwhile wins and the reconciler does nothing.
+
+A run that started and whose outcome is unknown ends FALHA naming the fault, unless its
+automation is ``idempotent``: then it is queued again with ``retry_count`` + 1 (its old task is
+revoked with terminate first, so two runs of one job never overlap).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from enum import StrEnum
+from typing import Any, Final
+
+from sqlalchemy import select, update
+
+from worker_automation.broker.events import EventKind
+from worker_automation.broker.inspect import InspectResult
+from worker_automation.errors import BadInput, Conflict, NotFound, Unavailable
+from worker_automation.housekeeping import Periodic
+from worker_automation.metrics import count_recovered
+from worker_automation.models import JobStatus, Machine, Worker, utcnow
+from worker_automation.resolvers.announce import announce
+from worker_automation.resolvers.audit import Actor, AuditNote, audited
+from worker_automation.resolvers.dispatch import Send, send_all
+from worker_automation.resolvers.machines import MachineView
+from worker_automation.resolvers.operations import back_in_queue
+from worker_automation.resolvers.reads import MSG_WORKER_NOT_FOUND
+from worker_automation.resolvers.rows import view_in
+from worker_automation.resolvers.views import WorkerView
+from worker_automation.services import Services
+from worker_automation.settings import Settings
+from worker_automation.worker.registry import AUTOMATION_REGISTRY
+
+log = logging.getLogger(__name__)
+
+RECONCILER_ACTOR: Final = Actor("reconciler", "administrador")
+# Rows looked at per pass, and jobs acted on per pass (the rest wait for the next pass).
+SCAN_LIMIT: Final = 5_000
+ACT_LIMIT: Final = 500
+# A manual run looks twice, this far apart, instead of waiting for the next periodic pass.
+MANUAL_CONFIRM_SECONDS: Final = 2.0
+
+
+class Fault(StrEnum):
+    """What the reconciler found (the label of ``wa_jobs_recovered_total``)."""
+
+    NOT_SENT = "not_sent"  # AGENDADO without a task id: the broker refused its send
+    MESSAGE_LOST = "message_lost"  # AGENDADO whose message nobody holds (Redis lost it, say)
+    WORKER_LOST = "worker_lost"  # EXECUTANDO that no process runs any more
+
+
+LOST_RUN_MESSAGE: Final = (
+    "worker_lost: o processo que executava o job terminou sem relatar o resultado "
+    "(worker encerrado a forca, maquina reiniciada ou serve interrompido)."
+)
+
+
+@dataclass
+class ReconcileReport:
+    """What one reconciliation did."""
+
+    resent: int = 0  # AGENDADO jobs sent again
+    requeued: int = 0  # lost runs of idempotent automations queued again
+    failed: int = 0  # lost runs ended FALHA
+    suspects: int = 0  # found unaccounted for once, waiting for a second look
+    broker_checked: bool = False  # False: the broker could not be read, nothing was decided
+    job_ids: list[int] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return self.resent + self.requeued + self.failed
+
+
+def _settle_age(settings: Settings) -> timedelta:
+    """Rows changed more recently than this are left alone (a dispatch or claim in flight)."""
+    return timedelta(seconds=max(1.0, min(10.0, settings.recovery_seconds / 4)))
+
+
+def _held_by_workers(inspected: InspectResult) -> tuple[set[str], set[str]]:
+    """Task ids live workers hold (any section), and those they are running."""
+
+    def ids(section: dict[str, Any]) -> set[str]:
+        return {str(r.get("id")) for rs in section.values() for r in rs or [] if isinstance(r, dict)}
+
+    running = ids(inspected.active)
+    held = running | ids(inspected.reserved)
+    for entries in inspected.scheduled.values():
+        for entry in entries or []:
+            request = entry.get("request") if isinstance(entry, dict) else None
+            if isinstance(request, dict):
+                held.add(str(request.get("id")))
+    return held, running
+
+
+# (job id, task id, status): a job is acted on only when the same key is unaccounted for twice.
+Key = tuple[int, str | None, str]
+
+
+class Reconciler:
+    """Remembers what it found unaccounted for in its last pass, to confirm it in the next."""
+
+    def __init__(self) -> None:
+        self._suspects: set[Key] = set()
+
+    async def run_pass(self, services: Services, actor: Actor = RECONCILER_ACTOR) -> ReconcileReport:
+        report = ReconcileReport()
+        try:
+            waiting = await services.broker.waiting_task_ids()
+        except Unavailable as exc:
+            log.info("recovery: broker unreadable, nothing decided this pass (%s)", exc.details.get("reason"))
+            return report
+        inspected = await services.broker.inspect()
+        held, running = _held_by_workers(inspected)
+        report.broker_checked = True
+        found = await _unaccounted(services, waiting | held, running)
+        # A job without a task id has no message anywhere: it needs no second look.
+        confirmed = [key for key in found if key in self._suspects or key[1] is None]
+        self._suspects = set(found) - set(confirmed)
+        report.suspects = len(self._suspects)
+        for job_id, task_id, status in confirmed[:ACT_LIMIT]:
+            if status == JobStatus.AGENDADO:
+                fault = Fault.MESSAGE_LOST if task_id else Fault.NOT_SENT
+                if await resend(services, actor, job_id, task_id, fault):
+                    report.resent += 1
+                    report.job_ids.append(job_id)
+                continue
+            view = await end_lost_run(services, actor, job_id, task_id, Fault.WORKER_LOST)
+            if view is not None:
+                report.job_ids.append(job_id)
+                if view.status == JobStatus.AGENDADO:
+                    report.requeued += 1
+                else:
+                    report.failed += 1
+        return report
+
+    async def periodic_pass(self, services: Services) -> int:
+        return (await self.run_pass(services)).total
+
+
+def recovery_interval(settings: Settings) -> float:
+    """Two passes fit in the recovery window with room for the broker's inspection."""
+    return settings.recovery_seconds / 4 if settings.recovery_seconds > 0 else 0.0
+
+
+def reconcile_periodic() -> Periodic:
+    """The reconciler as periodic work of the leader (with its own memory of suspects)."""
+    return Periodic("recovery", recovery_interval, Reconciler().periodic_pass)
+
+
+async def reconcile(services: Services, actor: Actor) -> ReconcileReport:
+    """Run the reconciler now, by hand: look twice, a moment apart, and act on what is confirmed."""
+    async with audited(services.db, actor, "reconcile", None) as note:
+        reconciler = Reconciler()
+        first = await reconciler.run_pass(services, actor)
+        await asyncio.sleep(MANUAL_CONFIRM_SECONDS)
+        second = await reconciler.run_pass(services, actor)
+        report = ReconcileReport(
+            resent=first.resent + second.resent,
+            requeued=first.requeued + second.requeued,
+            failed=first.failed + second.failed,
+            suspects=second.suspects,
+            broker_checked=first.broker_checked and second.broker_checked,
+            job_ids=first.job_ids + second.job_ids,
+        )
+        note.detail = {"resent": report.resent, "requeued": report.requeued, "failed": report.failed}
+    return report
+
+
+async def _unaccounted(services: Services, held: set[str], running: set[str]) -> list[Key]:
+    """Jobs (settled for a while) whose task no queue and no live worker holds."""
+    before = utcnow() - _settle_age(services.settings)
+    queued = (
+        select(Worker.id, Worker.task_id)
+        .where(Worker.status == JobStatus.AGENDADO.value, Worker.updated_at < before)
+        .order_by(Worker.id)
+        .limit(SCAN_LIMIT)
+    )
+    # Only pool machines (a queue, not one automation) run their jobs as Celery tasks.
+    executing = (
+        select(Worker.id, Worker.task_id)
+        .join(Machine, Machine.id == Worker.machine_id)
+        .where(
+            Worker.status == JobStatus.EXECUTANDO.value,
+            Worker.updated_at < before,
+            Machine.queue.is_not(None),
+        )
+        .order_by(Worker.id)
+        .limit(SCAN_LIMIT)
+    )
+    async with services.db.reader() as session:
+        waiting_rows = (await session.execute(queued)).all()
+        running_rows = (await session.execute(executing)).all()
+    found: list[Key] = [
+        (job_id, task_id, JobStatus.AGENDADO.value) for job_id, task_id in waiting_rows if task_id not in held
+    ]
+    found += [
+        (job_id, task_id, JobStatus.EXECUTANDO.value)
+        for job_id, task_id in running_rows
+        if task_id is None or task_id not in running
+    ]
+    return found
+
+
+async def resend(services: Services, actor: Actor, job_id: int, task_id: str | None, fault: Fault) -> bool:
+    """Send an AGENDADO job again under a new task id, if it still has ``task_id``."""
+    new_task = str(uuid.uuid4())
+    seen = Worker.task_id.is_(None) if task_id is None else Worker.task_id == task_id
+    statement = (
+        update(Worker)
+        .where(Worker.id == job_id, Worker.status == JobStatus.AGENDADO.value, seen)
+        .values(task_id=new_task, updated_at=utcnow())
+        .returning(Worker.automation_type, Worker.queue, Worker.priority)
+    )
+    async with services.db.transaction() as conn:
+        row = (await conn.execute(statement)).first()
+        if row is None:
+            return False
+        detail = {"fault": fault.value, "outcome": "resent", "old_task_id": task_id}
+        await AuditNote(f"worker:{job_id}", detail).record_in(conn, actor, "recover")
+    automation = AUTOMATION_REGISTRY.get(row.automation_type)
+    if automation is None:
+        return False
+    send = Send(job_id, new_task, automation.task_name, row.queue, row.priority)
+    if await send_all(services, [send]):
+        log.warning("recovery: job %s (%s) could not be sent again: broker down", job_id, fault.value)
+        return False
+    count_recovered(fault.value)
+    log.warning("recovery: job %s sent again (%s), task %s -> %s", job_id, fault.value, task_id, new_task)
+    return True
+
+
+async def end_lost_run(
+    services: Services,
+    actor: Actor,
+    job_id: int,
+    task_id: str | None,
+    fault: Fault,
+    *,
+    holder: int | None = None,
+) -> WorkerView | None:
+    """End a run that no process carries on: queued again (idempotent automation) or FALHA.
+
+    Only while the job is still EXECUTANDO under ``task_id`` (and, given ``holder``, held by that
+    machine); None when it moved on meanwhile.
+    """
+    async with audited(services.db, actor, "recover", f"worker:{job_id}") as note:
+        async with services.db.session() as session:
+            row = await session.scalar(select(Worker).where(Worker.id == job_id).with_for_update())
+            if row is None or row.status != JobStatus.EXECUTANDO.value or row.task_id != task_id:
+                return None
+            if holder is not None and row.machine_id != holder:
+                return None
+            automation = AUTOMATION_REGISTRY.get(row.automation_type)
+            if automation is not None and automation.idempotent:
+                new_task = str(uuid.uuid4())
+                back_in_queue(row, new_task)
+                row.retry_count += 1
+                row.data_fim = None
+                row.mensagem_erro = None
+                row.result = None
+                outcome = "requeued"
+            else:
+                row.status = JobStatus.FALHA.value
+                row.data_fim = utcnow()
+                row.mensagem_erro = LOST_RUN_MESSAGE
+                row.result = {"exc_type": "WorkerLost", "exc_message": LOST_RUN_MESSAGE, "traceback": None}
+                outcome = "failed"
+            note.detail = {"fault": fault.value, "outcome": outcome, "old_task_id": task_id}
+            await session.flush()
+            view = await view_in(session, row)
+    count_recovered(fault.value)
+    log.warning("recovery: job %s %s (%s), its run %s was lost", job_id, outcome, fault.value, task_id)
+    if outcome == "failed":
+        await announce(services, EventKind.FAILED, [view])
+        return view
+    await announce(services, EventKind.CREATED, [view])
+    if task_id:
+        # Should the run be alive after all, it must not overlap the next one.
+        with contextlib.suppress(Unavailable):
+            await services.broker.revoke(task_id, terminate=True)
+    assert automation is not None and view.task_id is not None
+    await send_all(services, [Send(job_id, view.task_id, automation.task_name, view.queue, view.priority)])
+    return view
+
+
+async def recover_lost(
+    services: Services, machine: MachineView, job_id: int, fault: Any, task_id: str | None
+) -> WorkerView:
+    """A worker reports, at its start, a run it held when its process died."""
+    if fault != Fault.WORKER_LOST.value:
+        raise BadInput("fault", f"fault deve ser {Fault.WORKER_LOST.value!r}")
+    async with services.db.reader() as session:
+        row = await session.get(Worker, job_id)
+        if row is None:
+            raise NotFound(MSG_WORKER_NOT_FOUND, worker_id=job_id)
+        status, holder, current_task = row.status, row.machine_id, row.task_id
+    if status != JobStatus.EXECUTANDO.value or holder != machine.id:
+        raise Conflict("Job nao esta em execucao por esta maquina.", status=status, reason="not_holder")
+    if task_id is not None and current_task != task_id:
+        raise Conflict("Relato de uma execucao anterior do job.", status=status, reason="stale_task")
+    actor = Actor(f"machine:{machine.name}")
+    view = await end_lost_run(services, actor, job_id, current_task, Fault.WORKER_LOST, holder=machine.id)
+    if view is None:
+        raise Conflict("Job nao esta mais em execucao por esta maquina.", reason="not_holder")
+    return view
+
+
+async def recover_after_restart(services: Services, machine_ids: Iterable[int]) -> ReconcileReport:
+    """An embedded ``serve`` starting: its broker lived in its memory, so every AGENDADO job's
+    message is gone, and the runs its pool machines held died with it. Put them all right now."""
+    report = ReconcileReport(broker_checked=True)
+    held_by = list(machine_ids)
+    started = time.monotonic()
+    async with services.db.reader() as session:
+        queued = (
+            await session.execute(
+                select(Worker.id, Worker.task_id)
+                .where(Worker.status == JobStatus.AGENDADO.value)
+                .order_by(Worker.priority, Worker.created_at, Worker.id)
+            )
+        ).all()
+        running = (
+            await session.execute(
+                select(Worker.id, Worker.task_id).where(
+                    Worker.status == JobStatus.EXECUTANDO.value, Worker.machine_id.in_(held_by)
+                )
+            )
+            if held_by
+            else None
+        )
+        lost = running.all() if running is not None else []
+    for job_id, task_id in lost:
+        view = await end_lost_run(services, RECONCILER_ACTOR, job_id, task_id, Fault.WORKER_LOST)
+        if view is not None:
+            report.job_ids.append(job_id)
+            report.requeued += view.status == JobStatus.AGENDADO
+            report.failed += view.status == JobStatus.FALHA
+    for job_id, task_id in queued:
+        fault = Fault.MESSAGE_LOST if task_id else Fault.NOT_SENT
+        if await resend(services, RECONCILER_ACTOR, job_id, task_id, fault):
+            report.resent += 1
+            report.job_ids.append(job_id)
+    if report.total:
+        log.warning(
+            "start-up recovery: %d queued job(s) sent again, %d lost run(s) queued again, %d failed (%.1f s)",
+            report.resent,
+            report.requeued,
+            report.failed,
+            time.monotonic() - started,
+        )
+    return report
