@@ -231,26 +231,49 @@ export function useSubscription(query, variables, onData, deps = []) {
   return error;
 }
 
-/** Which optional parts of the API this service has (older services lack some). */
+/**
+ * Which optional parts of the API this service has (older services lack some). Each probe is
+ * validated but not run (``@skip``). All query probes go in one request and the mutation probes
+ * in another; only when one of those is refused are the probes asked one by one.
+ */
 const PROBES = {
-  paused: "{ q: queueLiveStatus @skip(if: true) { queues { paused } } }",
-  attempts: "{ w: worker(id: 1) @skip(if: true) { attempts { number } } }",
-  throughput: '{ t: throughput(since: "2026-01-01T00:00:00Z", bucketMinutes: 1) @skip(if: true) { bucketStart } }',
-  auditLog: "{ a: auditLog(page: 1, perPage: 1) @skip(if: true) { total } }",
-  schedules: "{ s: schedules @skip(if: true) { id } }",
-  priorities: "{ b: brokerStatus @skip(if: true) { priorityLengths { priority } } }",
-  bulk: "mutation { c: cancelWorkers(filter: {}) @skip(if: true) { matched } }",
-  pause: 'mutation { p: pauseQueue(queue: "scan") @skip(if: true) { __typename } }',
+  paused: "q: queueLiveStatus @skip(if: true) { queues { paused } }",
+  attempts: "w: worker(id: 1) @skip(if: true) { attempts { number } }",
+  throughput: 't: throughput(since: "2026-01-01T00:00:00Z", bucketMinutes: 1) @skip(if: true) { bucketStart }',
+  auditLog: "a: auditLog(page: 1, perPage: 1) @skip(if: true) { total }",
+  schedules: "s: schedules @skip(if: true) { id }",
+  priorities: "b: brokerStatus @skip(if: true) { priorityLengths { priority } }",
+};
+const MUTATION_PROBES = {
+  bulk: "c: cancelWorkers(filter: {}) @skip(if: true) { matched }",
+  pause: 'p: pauseQueue(queue: "scan") @skip(if: true) { __typename }',
 };
 
-export async function probeFeatures(key) {
+async function probeGroup(probes, keyword, key) {
+  const all = `${keyword} { ${Object.values(probes).join(" ")} }`;
+  try {
+    await gql(all, {}, key);
+    return Object.fromEntries(Object.keys(probes).map((name) => [name, true]));
+  } catch (error) {
+    if (!(error instanceof Unavailable)) throw error;
+  }
   const entries = await Promise.all(
-    Object.entries(PROBES).map(([name, query]) =>
-      gql(query, {}, key).then(
+    Object.entries(probes).map(([name, field]) =>
+      gql(`${keyword} { ${field} }`, {}, key).then(
         () => [name, true],
         (error) => [name, !(error instanceof Unavailable)],
       ),
     ),
   );
   return Object.fromEntries(entries);
+}
+
+export async function probeFeatures(key) {
+  const [reads, writes] = await Promise.all([probeGroup(PROBES, "query", key), probeGroup(MUTATION_PROBES, "mutation", key)]);
+  return { ...reads, ...writes };
+}
+
+/** Open the live connection now (it is otherwise opened by the first subscription). */
+export function connectEarly() {
+  if (storedKey()) socket();
 }

@@ -1,6 +1,6 @@
 // The console's shell: sign-in, navigation, connection state, and the page router.
 import { html, render, useEffect, useRef, useState } from "./html.js";
-import { connection, forgetKey, gql, onKeyRefused, probeFeatures, rememberKey, storedKey, useConnection } from "./api.js";
+import { connectEarly, connection, forgetKey, gql, onKeyRefused, probeFeatures, rememberKey, storedKey, useConnection } from "./api.js";
 import { setTimeZone, timeZone } from "./format.js";
 import { Notices, notify } from "./ui.js";
 import { OverviewPage } from "./pages/overview.js";
@@ -137,6 +137,8 @@ function App() {
   useEffect(() => {
     const key = storedKey();
     if (!key) return;
+    // The websocket handshake runs while the key is checked, not after.
+    connectEarly();
     Promise.all([gql(VIEWER, {}, key), probeFeatures(key)]).then(
       ([data, features]) => setSession({ viewer: data.viewer, features }),
       (failure) => {
