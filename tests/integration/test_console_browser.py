@@ -423,3 +423,28 @@ def test_register_a_machine_and_see_its_key_once(page: Any, system: System) -> N
     go(page, "maquinas")
     page.wait_for_selector('tr[data-machine="console-teste"]')
     assert page.query_selector('[data-field="machine-key"]') is None
+
+
+def test_move_and_reprioritise_a_queued_job_from_its_page(page: Any, system: System) -> None:
+    settings = 'mutation($dev: Boolean) { updateAutomationSettings(key: "demo.echo", devMode: $dev) { key } }'
+    # In development mode its jobs are not claimed: this one stays queued while it is handled.
+    assert "errors" not in system.graphql(settings, {"dev": True})
+    try:
+        job = system.dispatch("demo.echo", {"fica": "na fila"})
+        go(page, f"trabalhos/{job}")
+        badge(page, "AGENDADO")
+        page.fill('input[type="number"][max="9"]', "7")
+        page.click('[data-action="prioridade"]')
+        page.wait_for_function(
+            "() => document.querySelector('[data-field=\"Prioridade\"] dd')?.textContent === '7'"
+        )
+        page.select_option(".job-actions select", "observer")
+        page.click('[data-action="Mover"]')
+        page.wait_for_function(
+            "() => document.querySelector('[data-field=\"Fila\"] dd')?.textContent === 'observer'"
+        )
+        badge(page, "AGENDADO")
+        page.click('[data-action="Cancelar"]')
+        badge(page, "CANCELADO")
+    finally:
+        system.graphql(settings, {"dev": False})
