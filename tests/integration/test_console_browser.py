@@ -448,3 +448,27 @@ def test_move_and_reprioritise_a_queued_job_from_its_page(page: Any, system: Sys
         badge(page, "CANCELADO")
     finally:
         system.graphql(settings, {"dev": False})
+
+
+def test_create_run_switch_and_delete_a_schedule(page: Any, system: System) -> None:
+    go(page, "agendamentos")
+    if not system.has("{ s: schedules @skip(if: true) { id } }"):
+        page.wait_for_selector("[data-unavailable]")
+        return
+    form = page.locator("form[aria-label='Novo agendamento']")
+    form.locator("select").select_option("demo.echo")
+    form.get_by_label("Cron").fill("0 6 * * 1-5")
+    page.click('[data-action="Criar"]')
+    row = page.locator("tr[data-schedule]").filter(has_text="demo.echo").first
+    row.wait_for()
+    schedule = row.get_attribute("data-schedule")
+    assert "Ativo" in row.inner_text()
+    page.click(f'[data-action="executar-{schedule}"]')
+    page.wait_for_selector(".notice >> text=criado")
+    page.click(f'[data-action="alternar-{schedule}"]')
+    page.wait_for_function(
+        f"() => document.querySelector('tr[data-schedule=\"{schedule}\"]')?.innerText.includes('Pausado')"
+    )
+    page.click(f'[data-action="excluir-{schedule}"]')
+    page.wait_for_selector(f'tr[data-schedule="{schedule}"]', state="detached")
+    assert system.graphql("{ schedules { id } }")["data"]["schedules"] == []

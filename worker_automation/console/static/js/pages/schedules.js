@@ -1,12 +1,13 @@
 // Schedules: recurring dispatches kept by the service (cron), created, switched, run, removed.
-import { html, useState } from "../html.js";
-import { gql, useQuery } from "../api.js";
+import { html, useMemo, useState } from "../html.js";
+import { gql, useQuery, useSubscription } from "../api.js";
 import { formatDate, timeZone } from "../format.js";
-import { ActionButton, ErrorNote, Loading, Section, UnavailableNote, notify } from "../ui.js";
+import { ActionButton, ErrorNote, Loading, Section, UnavailableNote, notify, throttle } from "../ui.js";
 
 const SCHEDULE = "id automationType clienteId priority cron timezone enabled nextRunAt lastRunAt lastWorkerId";
 const LIST = `query Schedules { schedules { ${SCHEDULE} } }`;
 const AUTOMATIONS = "query Names { automations { key displayName } }";
+const CREATED = "subscription Fired { workerEvents { change worker { metadataJson } } }";
 
 function CreateForm({ onDone }) {
   const names = useQuery(AUTOMATIONS, {});
@@ -48,6 +49,12 @@ function CreateForm({ onDone }) {
 export function SchedulesPage({ session }) {
   const { features, viewer } = session;
   const list = useQuery(features.schedules ? LIST : null, {});
+  // A schedule that fires creates a job carrying its id: read the (short) list again then.
+  const refresh = useMemo(() => throttle(() => list.reload(), 1000), []);
+  useSubscription(features.schedules ? CREATED : null, {}, (data) => {
+    const event = data.workerEvents;
+    if (event.change === "RESYNC" || (event.change === "CREATED" && event.worker?.metadataJson?.schedule_id)) refresh();
+  });
   if (!features.schedules) return html`<div class="page"><h1>Agendamentos</h1><${UnavailableNote} what="A página de agendamentos" /></div>`;
   const act = (query, variables, message) => async () => {
     await gql(query, variables);
@@ -58,24 +65,27 @@ export function SchedulesPage({ session }) {
   return html`<div class="page">
     <h1>Agendamentos</h1>
     <${ErrorNote} error=${list.error} />
-    ${viewer.canManage ? html`<${Section} title="Novo agendamento" id="novo"><${CreateForm} onDone=${() => list.reload()} /></${Section}>` : null}
-    <${Section} title="Agendamentos" id="lista-agendamentos">
+    ${viewer.canWrite ? html`<${Section} title="Novo agendamento" id="novo"><${CreateForm} onDone=${() => list.reload()} /></${Section}>` : null}
+    <${Section} title="Agendamentos" id="lista-agendamentos" actions=${html`<button type="button" class="btn" onClick=${() => list.reload()}>Atualizar</button>`}>
       ${!items ? html`<${Loading} />` : items.length === 0 ? html`<p class="muted">Nenhum agendamento.</p>` : html`
       <div class="table-wrap"><table class="grid">
         <caption class="sr-only">Agendamentos</caption>
         <thead><tr><th scope="col">#</th><th scope="col">Automação</th><th scope="col">Cron</th><th scope="col">Fuso</th>
           <th scope="col">Situação</th><th scope="col">Próxima execução</th><th scope="col">Última execução</th><th scope="col">Último trabalho</th>
-          ${viewer.canManage ? html`<th scope="col">Ações</th>` : null}</tr></thead>
+          ${viewer.canWrite ? html`<th scope="col">Ações</th>` : null}</tr></thead>
         <tbody>${items.map((s) => html`<tr key=${s.id} data-schedule=${s.id}>
           <td>${s.id}</td><th scope="row">${s.automationType}</th><td class="mono">${s.cron}</td><td>${s.timezone}</td>
           <td>${s.enabled ? "Ativo" : "Pausado"}</td><td>${formatDate(s.nextRunAt)}</td><td>${formatDate(s.lastRunAt)}</td>
           <td>${s.lastWorkerId ? html`<a href=${`#/trabalhos/${s.lastWorkerId}`}>#${s.lastWorkerId}</a>` : "—"}</td>
-          ${viewer.canManage ? html`<td class="row-actions">
-            <${ActionButton} label="Executar agora" name=${`executar-${s.id}`} run=${act("mutation($id: Int!) { runScheduleNow(id: $id) { __typename } }", { id: s.id }, "Execução disparada.")} />
+          ${viewer.canWrite ? html`<td class="row-actions">
+            <${ActionButton} label="Executar agora" name=${`executar-${s.id}`} run=${async () => {
+              const data = await gql("mutation($id: Int!) { runScheduleNow(id: $id) { id } }", { id: s.id });
+              notify(`Trabalho #${data.runScheduleNow.id} criado.`);
+              list.reload();
+            }} />
             <${ActionButton} label=${s.enabled ? "Pausar" : "Ativar"} name=${`alternar-${s.id}`}
-              run=${act("mutation($id: Int!, $input: ScheduleInput!) { updateSchedule(id: $id, input: $input) { id } }",
-                { id: s.id, input: { automationType: s.automationType, clienteId: s.clienteId, priority: s.priority, cron: s.cron, timezone: s.timezone, enabled: !s.enabled } },
-                s.enabled ? "Agendamento pausado." : "Agendamento ativado.")} />
+              run=${act(`mutation($id: Int!) { updateSchedule(id: $id, input: { enabled: ${!s.enabled} }) { id } }`,
+                { id: s.id }, s.enabled ? "Agendamento pausado." : "Agendamento ativado.")} />
             <${ActionButton} label="Excluir" kind="danger" name=${`excluir-${s.id}`} confirm=${`Excluir o agendamento ${s.id}?`}
               run=${act("mutation($id: Int!) { deleteSchedule(id: $id) { __typename } }", { id: s.id }, "Agendamento excluído.")} />
           </td>` : null}
