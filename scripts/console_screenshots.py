@@ -78,6 +78,15 @@ def dispatch(url: str, key: str, automation: str, context: dict[str, Any]) -> in
     return int(data["dispatchAutomation"]["id"])
 
 
+def wait_status(url: str, key: str, job: int, status: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    query = "query($id: Int!) { worker(id: $id) { status } }"
+    while graphql(url, key, query, {"id": job})["worker"]["status"] != status:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"job {job} never {status}")
+        time.sleep(0.3)
+
+
 def wait_ready(url: str, timeout: float = 90.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -105,7 +114,8 @@ def photograph(url: str, key: str, failed: int, out: Path) -> None:
                 page.wait_for_selector("main h1")
                 page.wait_for_function("() => !document.querySelector('[aria-busy=\"true\"]')")
                 page.wait_for_timeout(1200)
-                page.screenshot(path=str(out / f"{name}.png"))
+                # The job page in full: its attempts and audit entries are below the fold.
+                page.screenshot(path=str(out / f"{name}.png"), full_page=(name == "trabalho"))
                 print(f"{out / name}.png")
         finally:
             browser.close()
@@ -143,7 +153,15 @@ def main() -> int:
         wait_ready(url)
         failed = dispatch(url, key, "demo.fail", {"message": "Portal da Receita fora do ar (HTTP 503)"})
         dispatch(url, key, "demo.echo", {"cnpj": "12345678000190"})
+        # A second run of the failed job, so its page shows two attempts.
+        wait_status(url, key, failed, "FALHA")
+        graphql(url, key, "mutation($id: Int!) { retryWorker(id: $id) { id } }", {"id": failed})
+        wait_status(url, key, failed, "FALHA")
         dispatch(url, key, "demo.sleep", {"seconds": 90})
+        with contextlib.suppress(SystemExit):  # an API without schedules shows "indisponível"
+            schedule = {"automationType": "demo.echo", "cron": "0 6 * * 1-5", "context": {"origem": "agenda"}}
+            create = "mutation($i: ScheduleInput!) { createSchedule(input: $i) { id } }"
+            graphql(url, key, create, {"i": schedule})
         time.sleep(3)
         photograph(url, key, failed, out)
     finally:

@@ -29,6 +29,7 @@ export function formatDuration(startValue, endValue) {
   if (!startValue) return "—";
   const ms = (endValue ? new Date(endValue) : new Date()) - new Date(startValue);
   if (!(ms >= 0)) return "—";
+  if (ms < 1000) return `${Math.round(ms)} ms`;
   const seconds = Math.round(ms / 1000);
   if (seconds < 60) return `${seconds} s`;
   const minutes = Math.floor(seconds / 60);
@@ -44,6 +45,8 @@ export const STATUS_LABELS = {
   CANCELADO: "Cancelado",
 };
 export const STATUSES = Object.keys(STATUS_LABELS);
+// How a run (attempt) ended: a job state, or sent back to a queue.
+export const OUTCOME_LABELS = { ...STATUS_LABELS, REENFILEIRADO: "Reenfileirada" };
 
 export const SCOPE_LABELS = { ALL: "Todos os abertos", QUEUED: "Só agendados", RUNNING: "Só em execução" };
 

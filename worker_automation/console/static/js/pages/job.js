@@ -2,7 +2,7 @@
 // and the actions on it.
 import { html, useState } from "../html.js";
 import { gql, useQuery, useSubscription } from "../api.js";
-import { formatDate, formatDuration } from "../format.js";
+import { OUTCOME_LABELS, formatDate, formatDuration } from "../format.js";
 import { ActionButton, ErrorNote, JsonBlock, Loading, ProgressBar, Section, StatusBadge, UnavailableNote, notify } from "../ui.js";
 import { CHOICES } from "./jobs.js";
 
@@ -29,7 +29,7 @@ function Attempts({ id, features, resync }) {
   if (!items) return html`<${Loading} />`;
   if (!items.length) return html`<p class="muted">Nenhuma tentativa ainda: o trabalho não foi iniciado.</p>`;
   return html`<ol class="timeline">${items.map((a) => html`<li key=${a.number} data-outcome=${a.outcome || ""}>
-    <p><strong>Tentativa ${a.number}</strong> — ${a.outcome || "em andamento"} · máquina ${a.machineName || a.machineId || "—"}</p>
+    <p><strong>Tentativa ${a.number}</strong> — ${a.outcome ? OUTCOME_LABELS[a.outcome] || a.outcome : "em andamento"} · máquina ${a.machineName || a.machineId || "—"}</p>
     <p class="muted">Início ${formatDate(a.startedAt)} · fim ${formatDate(a.endedAt)} · duração ${formatDuration(a.startedAt, a.endedAt)}</p>
     ${a.error ? html`<p class="err-text">${a.error}</p>` : null}
     <p class="muted mono">task ${a.taskId || "—"}</p></li>`)}</ol>`;
