@@ -37,6 +37,13 @@ export function formatDuration(startValue, endValue) {
   return `${Math.floor(minutes / 60)} h ${minutes % 60} min`;
 }
 
+export function formatMs(ms) {
+  if (ms == null) return "—";
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toLocaleString("pt-BR", { maximumFractionDigits: 1 })} s`;
+  return `${Math.round(ms / 60_000)} min`;
+}
+
 export const STATUS_LABELS = {
   AGENDADO: "Agendado",
   EXECUTANDO: "Executando",

@@ -2,7 +2,7 @@
 // and the actions on it.
 import { html, useState } from "../html.js";
 import { gql, useQuery, useSubscription } from "../api.js";
-import { OUTCOME_LABELS, formatDate, formatDuration } from "../format.js";
+import { OUTCOME_LABELS, formatDate, formatDuration, formatMs } from "../format.js";
 import { ActionButton, ErrorNote, JsonBlock, Loading, ProgressBar, Section, StatusBadge, UnavailableNote, notify } from "../ui.js";
 import { CHOICES } from "./jobs.js";
 
@@ -14,7 +14,17 @@ const EVENTS = `subscription JobLive($id: Int!) { workerEvents(filter: { id: $id
 const ATTEMPTS = `query Attempts($id: Int!) { worker(id: $id) { id attempts { number machineId machineName taskId startedAt endedAt outcome error } } }`;
 const AUDIT = `query JobAudit($page: Int!) { auditLog(page: $page, perPage: 100) { items { id at actor perfil action target result detail } } }`;
 
+const DURATIONS = `query Typical($a: String!) { durations(automationType: $a) { count p50Ms p95Ms maxMs } }`;
+
 const OPEN = ["AGENDADO", "EXECUTANDO"];
+
+/** How long runs of the same automation took over the last day, to judge this one against. */
+function Typical({ automation, features }) {
+  const typical = useQuery(features.durations ? DURATIONS : null, { a: automation }, [automation]);
+  const d = typical.data?.durations;
+  if (!features.durations || !d || !d.count) return null;
+  return html`<span class="muted small">Típico de ${automation} nas últimas 24 h (${d.count} ${d.count === 1 ? "execução" : "execuções"}): mediana ${formatMs(d.p50Ms)}, p95 ${formatMs(d.p95Ms)}, máximo ${formatMs(d.maxMs)}</span>`;
+}
 const RETRYABLE = ["FALHA", "CANCELADO"];
 
 function Field({ name, children }) {
@@ -117,7 +127,7 @@ export function JobPage({ session, id }) {
             <${Field} name="Criado em">${formatDate(w.createdAt)}<//>
             <${Field} name="Início">${formatDate(w.dataInicio)}<//>
             <${Field} name="Fim">${formatDate(w.dataFim)}<//>
-            <${Field} name="Duração">${formatDuration(w.dataInicio, w.dataFim)}<//>
+            <${Field} name="Duração">${formatDuration(w.dataInicio, w.dataFim)}<br /><${Typical} automation=${w.automationType} features=${session.features} /><//>
             <${Field} name="Atualizado em">${formatDate(w.updatedAt)}<//>
             <${Field} name="Arquivo">${w.pathFile}<//>
           </dl>
