@@ -472,3 +472,19 @@ def test_create_run_switch_and_delete_a_schedule(page: Any, system: System) -> N
     page.click(f'[data-action="excluir-{schedule}"]')
     page.wait_for_selector(f'tr[data-schedule="{schedule}"]', state="detached")
     assert system.graphql("{ schedules { id } }")["data"]["schedules"] == []
+
+
+def test_search_automations_and_change_a_limit(page: Any, system: System) -> None:
+    go(page, "automacoes")
+    page.fill("input[type=search]", "cnd federal")
+    first = page.locator("tbody tr[data-automation]").first
+    page.wait_for_function(
+        "() => document.querySelector('#catalogo-title')?.textContent.includes('resultado')"
+    )
+    assert first.get_attribute("data-automation") == "cnd_federal"
+    first.locator("input[type=number]").fill("4")
+    page.click('[data-action="salvar-cnd_federal"]')
+    page.wait_for_selector(".notice >> text=salva")
+    query = "{ automations { key maxConcurrentJobs } }"
+    limits = {a["key"]: a["maxConcurrentJobs"] for a in system.graphql(query)["data"]["automations"]}
+    assert limits["cnd_federal"] == 4
