@@ -242,8 +242,12 @@ def page(browser: Any, system: System, request: pytest.FixtureRequest) -> Iterat
 
 
 def go(page: Any, path: str) -> None:
+    """Open a page of the console (as its link would) and wait until it is that page's turn."""
     page.evaluate("(hash) => { window.location.hash = hash; }", f"#/{path}")
-    page.wait_for_selector("main h1")
+    page.wait_for_selector(f'main[data-route="{path}"] h1')
+    if path.startswith("trabalhos"):
+        # The page says when its subscription is surely listening (and it has read again).
+        page.wait_for_selector(f'main[data-route="{path}"] [data-live="1"]')
 
 
 def badge(page: Any, status: str, scope: str = ".job-head") -> None:

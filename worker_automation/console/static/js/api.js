@@ -218,15 +218,30 @@ export function useQuery(query, variables, deps = []) {
   return { ...state, reload: () => setTick((t) => t + 1), setData: (data) => setState((s) => ({ ...s, data })) };
 }
 
-/** A live subscription held while the component is shown; ``onData`` may change freely. */
-export function useSubscription(query, variables, onData, deps = []) {
+// The server starts listening for a subscription a moment after it is sent, and a read made at
+// the same time may answer before that: what changed in between would be lost. Views that keep
+// a list up to date read it once more after this delay, when the subscription is surely live.
+const SETTLE_MS = 800;
+
+/**
+ * A live subscription held while the component is shown; ``onData`` may change freely.
+ * ``onSettled`` runs once the subscription has had time to start listening (read again there).
+ */
+export function useSubscription(query, variables, onData, deps = [], onSettled = null) {
   const handler = useRef(onData);
   handler.current = onData;
+  const settled = useRef(onSettled);
+  settled.current = onSettled;
   const [error, setError] = useState(null);
   useEffect(() => {
     if (query == null) return undefined;
     setError(null);
-    return subscribe(query, variables, (data) => handler.current(data), setError);
+    const dispose = subscribe(query, variables, (data) => handler.current(data), setError);
+    const timer = setTimeout(() => settled.current?.(), SETTLE_MS);
+    return () => {
+      clearTimeout(timer);
+      dispose();
+    };
   }, [query, ...deps]);
   return error;
 }

@@ -117,7 +117,7 @@ function Shell({ session, onSignOut }) {
         <button type="button" class="btn" onClick=${onSignOut}>Sair</button>
       </div>
     </header>
-    <main id="conteudo" ref=${titleRef} tabindex="-1">
+    <main id="conteudo" ref=${titleRef} tabindex="-1" data-route=${route.parts.join("/")}>
       <${View} key=${route.parts.join("/")} session=${session} route=${route} id=${second} />
     </main>
     <footer class="foot">Horários em ${timeZone()}.</footer>

@@ -90,6 +90,7 @@ export function JobPage({ session, id }) {
   const job = useQuery(JOB, { id: jobId }, [jobId]);
   const choices = useQuery(session.viewer.canWrite ? CHOICES : null, {});
   const [ends, setEnds] = useState(0);
+  const [live, setLive] = useState(false);
   const liveError = useSubscription(EVENTS, { id: jobId }, (data) => {
     const event = data.workerEvents;
     if (event.change === "RESYNC") job.reload();
@@ -97,12 +98,15 @@ export function JobPage({ session, id }) {
       job.setData({ worker: event.worker });
       if (["CLAIMED", "COMPLETED", "FAILED", "CANCELLED"].includes(event.kind)) setEnds((n) => n + 1);
     }
-  }, [jobId]);
+  }, [jobId], () => {
+    job.reload();
+    setLive(true);
+  });
   const w = job.data?.worker;
   const traceback = w?.result && typeof w.result === "object" ? w.result.traceback : null;
   // The traceback has a section of its own, where its lines are readable.
   const shownResult = traceback ? { ...w.result, traceback: "(abaixo, em Erro)" } : w?.result;
-  return html`<div class="page">
+  return html`<div class="page" data-live=${live ? "1" : "0"}>
     <p><a href="#/trabalhos">← Trabalhos</a></p>
     <h1>Trabalho #${jobId}${w ? html` — ${w.displayName}` : null}</h1>
     <${ErrorNote} error=${job.error || liveError} />

@@ -90,6 +90,7 @@ export function JobsPage({ session, route }) {
   const [page, setPage] = useState(() => Number(route.params.get("page")) || 1);
   const [selected, setSelected] = useState(() => new Set());
   const [fresh, setFresh] = useState(0);
+  const [live, setLive] = useState(false);
   const choices = useQuery(CHOICES, {});
   const variables = useMemo(() => ({ page, perPage: PER_PAGE }), [page]);
   const query = useMemo(() => listQuery(filter), [filter]);
@@ -142,10 +143,19 @@ export function JobsPage({ session, route }) {
       listRef.current.setData({ workers: { ...current, items, total, pages: Math.max(1, Math.ceil(total / PER_PAGE)) } });
     }
   };
-  const liveError = useSubscription(EVENTS, {}, (data) => {
-    pending.current.push(data.workerEvents);
-    if (!frame.current) frame.current = window.requestAnimationFrame(flush);
-  });
+  const liveError = useSubscription(
+    EVENTS,
+    {},
+    (data) => {
+      pending.current.push(data.workerEvents);
+      if (!frame.current) frame.current = window.requestAnimationFrame(flush);
+    },
+    [],
+    () => {
+      listRef.current.reload();
+      setLive(true);
+    },
+  );
   useEffect(() => () => frame.current && window.cancelAnimationFrame(frame.current), []);
 
   const workers = list.data?.workers;
@@ -167,7 +177,7 @@ export function JobsPage({ session, route }) {
     list.reload();
   };
 
-  return html`<div class="page">
+  return html`<div class="page" data-live=${live ? "1" : "0"}>
     <h1>Trabalhos</h1>
     <${Filters} filter=${filter} choices=${choices.data} onApply=${(f) => { setFilter(f); setPage(1); }} />
     <${ErrorNote} error=${list.error || liveError} />
