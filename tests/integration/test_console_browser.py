@@ -345,8 +345,8 @@ def test_a_read_only_key_is_offered_no_action(browser: Any, system: System) -> N
         assert "somente leitura" in tab.inner_text(".who")
         for path in [*PAGES.values(), f"trabalhos/{job}"]:
             go(tab, path)
-            tab.wait_for_selector("main h1")
-            tab.wait_for_timeout(300)
+            # Loaded: whatever the page would offer is on it by now.
+            tab.wait_for_function("() => !document.querySelector('[aria-busy=\"true\"]')")
             offered = tab.eval_on_selector_all(
                 "main [data-action], main input[type=checkbox], main form[aria-label='Registrar máquina']",
                 "nodes => nodes.map(n => n.outerHTML.slice(0, 80))",
