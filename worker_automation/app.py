@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from worker_automation.body_limit import BodyLimit
 from worker_automation.metrics import Metrics
 from worker_automation.runtime import Runtime
 from worker_automation.settings import Settings
@@ -51,7 +53,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *graphql_routes(runtime),
         *console_routes(),
     ]
-    app = Starlette(routes=routes, lifespan=runtime.lifespan)
+    middleware = [Middleware(BodyLimit, settings=settings)]
+    app = Starlette(routes=routes, middleware=middleware, lifespan=runtime.lifespan)
     app.state.runtime = runtime
     app.state.settings = settings
     app.state.metrics = Metrics()

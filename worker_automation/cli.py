@@ -43,6 +43,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from worker_automation.app import create_app
+    from worker_automation.http_timeouts import server_options
     from worker_automation.serving import DrainingServer
 
     overrides: dict[str, Any] = {}
@@ -57,6 +58,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "lifespan": "on",
         # Compression costs CPU and ~50 kB per subscriber socket; events are small JSON.
         "ws_per_message_deflate": False,
+        # Deadlines for slow headers and idle connections, and a bound on header size.
+        **server_options(),
     }
     if args.workers > 1:
         return _serve_processes(settings, args.workers, options, verbose=args.verbose)
@@ -75,6 +78,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             return 1
     try:
         app = create_app(settings)
+        if lock is not None:
+            app.state.runtime.hold(lock)
         server = DrainingServer(uvicorn.Config(app, **options), app.state.runtime)
         server.run()
     finally:

@@ -65,6 +65,8 @@ class DirectoryLock:
         return cls(path, handle)
 
     def release(self) -> None:
+        if self.handle.closed:
+            return
         with contextlib.suppress(OSError):
             self.path.unlink()
         self.handle.close()

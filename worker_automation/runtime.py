@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from worker_automation.embedded_state import broker_state_file
+from worker_automation.embedded_state import DirectoryLock, broker_state_file
 from worker_automation.housekeeping import Housekeeper
 from worker_automation.resolvers.automations import ensure_settings_rows
 from worker_automation.services import Services
@@ -28,6 +28,12 @@ class Runtime:
         self._lock = asyncio.Lock()
         self._pool: Any = None
         self._housekeeper: Housekeeper | None = None
+        self._directory_lock: DirectoryLock | None = None
+
+    def hold(self, lock: DirectoryLock) -> None:
+        """Keep the embedded serve's directory lock until the app stops (given up then, since
+        uvicorn ends the process on SIGTERM before its caller's cleanup could run)."""
+        self._directory_lock = lock
 
     async def services(self) -> Services:
         if self._services is None:
@@ -107,3 +113,5 @@ class Runtime:
             await self.close()
             if embedded:
                 state_file.unlink(missing_ok=True)
+            if self._directory_lock is not None:
+                self._directory_lock.release()

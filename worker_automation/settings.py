@@ -51,11 +51,20 @@ class Settings(BaseSettings):
     max_query_depth: int = 10
     max_query_tokens: int = 2000
     max_query_aliases: int = 30
+    # Hostile-input limits (see worker_automation.limits for what each one guards).
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    max_context_bytes: int = Field(default=64 * 1024, ge=256)
+    max_result_bytes: int = Field(default=1024 * 1024, ge=256)
+    body_read_timeout_seconds: float = Field(default=30.0, gt=0)
+    graphql_max_cost: int = Field(default=40_000, ge=1)
+    graphql_max_response_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
     # Where the embedded broker listens when no WA_REDIS_URL is given (0 = any free port).
     embedded_broker_port: int = 0
     # Start Celery pool workers with the embedded `serve` (turned off by tests that bring their own).
     embedded_workers: bool = True
     require_services: bool = False
+    # A pool worker started by an embedded `serve` gets serve's pid here: it ends when serve does.
+    exit_with_parent: int | None = None
 
     @field_validator("database_url")
     @classmethod

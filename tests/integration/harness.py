@@ -317,6 +317,7 @@ class Stack:
         redis_url: str,
         redis_prefix: str,
         workdir: Path,
+        serve_env: Mapping[str, str] | None = None,
     ) -> None:
         self.procs = procs
         self.database_url = database_url
@@ -330,6 +331,8 @@ class Stack:
             WA_REDIS_PREFIX=redis_prefix,
             WA_API_URL=self.api_url,
         )
+        # Only for `serve` (and the CLI): WA_RECOVERY_SECONDS and the like.
+        self.serve_env = {**self.env, **(serve_env or {})}
         self.http = httpx.Client(base_url=self.api_url, timeout=15.0)
         self.db = JobsDb(database_url)
         self._operator_key: str | None = None
@@ -342,7 +345,7 @@ class Stack:
         args = [*cli_command(), "serve", "--port", str(self.port)]
         if workers > 1:
             args += ["--workers", str(workers)]
-        proc = self.procs.start("serve", args, self.env, self.workdir)
+        proc = self.procs.start("serve", args, self.serve_env, self.workdir)
         wait_ready(self.api_url, proc)
         self.serve_proc = proc
         return proc
@@ -392,7 +395,9 @@ class Stack:
             proc.wait_for_output(" ready.")
         return proc
 
-    def machine(self, automation: str, *, key: str | None = None, grace: float | None = None) -> Proc:
+    def machine(
+        self, automation: str, *, key: str | None = None, grace: float | None = None, concurrency: int = 1
+    ) -> Proc:
         """``worker-automation machine run``: it gets only the API's address and its own key."""
         env = clean_env(
             WA_API_URL=self.api_url,
@@ -400,7 +405,7 @@ class Stack:
         )
         if grace is not None:
             env["WA_SHUTDOWN_GRACE_SECONDS"] = str(grace)
-        args = [*cli_command(), "machine", "run", "--automation", automation]
+        args = [*cli_command(), "machine", "run", "--automation", automation, "-c", str(concurrency)]
         return self.procs.start(f"machine-{automation}", args, env, self.workdir)
 
     # --- API -------------------------------------------------------------------------------
@@ -469,8 +474,10 @@ def served_stack(
     tmp_path: Path,
     *,
     workers: int = 1,
+    serve_env: Mapping[str, str] | None = None,
 ) -> Iterator[Stack]:
-    """A :class:`Stack` whose ``serve`` (``workers`` processes) is up; stopped and closed after."""
+    """A :class:`Stack` whose ``serve`` (``workers`` processes) is up; stopped and closed after.
+    ``serve_env``: settings of ``serve`` only (``WA_RECOVERY_SECONDS``, say)."""
     workdir = tmp_path / "work"
     workdir.mkdir()
     built = Stack(
@@ -479,6 +486,7 @@ def served_stack(
         redis_url=redis_url,
         redis_prefix=redis_prefix,
         workdir=workdir,
+        serve_env=serve_env,
     )
     try:
         built.serve(workers)

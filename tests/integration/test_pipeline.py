@@ -21,10 +21,11 @@ from worker_automation.models.database import Database
 from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.automations import update_settings
 from worker_automation.resolvers.machines import machine_named, set_machine_status
+from worker_automation.resolvers.recovery import LOST_RUN_MESSAGE
 from worker_automation.settings import Settings
 from worker_automation.worker.implementations import missing_implementation_message
 from worker_automation.worker.outbox import Outbox
-from worker_automation.worker.pool import LOST_MESSAGE, build_pool_app, report_lost
+from worker_automation.worker.pool import build_pool_app, report_lost
 from worker_automation.worker.registry import AUTOMATION_REGISTRY
 
 pytestmark = pytest.mark.services
@@ -198,7 +199,7 @@ def test_a_job_whose_process_dies_is_failed_and_the_worker_goes_on(stack: Stack)
         os.kill(pid, signal.SIGKILL)
     row = stack.wait_status(job_id, {"FALHA", "CONCLUIDO", "CANCELADO"}, RUN_TIMEOUT)
     assert row["status"] == "FALHA"
-    assert row["mensagem_erro"] == LOST_MESSAGE
+    assert row["mensagem_erro"] == LOST_RUN_MESSAGE
     assert row["data_fim"] is not None
     # Celery replaces the process; the next job runs.
     echo_id = stack.dispatch("demo.echo", {"de": "novo"})

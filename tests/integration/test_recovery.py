@@ -204,3 +204,24 @@ async def test_one_replica_leads_at_a_time(services: Services, make_settings) ->
         await first.release()
         await second.release()
         await other.close()
+
+
+async def test_a_claim_whose_answer_never_arrived_is_queued_again(services: Services) -> None:
+    own = await register_machine(
+        services.db, CLI_ACTOR, services.settings.queues, name="own", automation="demo.sleep"
+    )
+    job = await _running(services, "demo.sleep", own.machine.id, "t-1")
+    app = create_app(services.settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            answer = await http.post(
+                f"/api/v1/jobs/{job}/lost",
+                json={"fault": "not_started", "task_id": "t-1"},
+                headers={"X-Worker-Api-Key": own.api_key},
+            )
+    assert answer.status_code == 200, answer.text
+    row = await _row(services, job)
+    # demo.sleep is not safe to run again, but this run never began: it simply waits again.
+    assert (row.status, row.retry_count, row.machine_id) == ("AGENDADO", 0, None)
+    assert row.task_id not in (None, "t-1") and row.task_id in await _waiting(services)

@@ -134,8 +134,10 @@ async def test_list_id_filters_and_pages(api: Api, rows: dict[str, int]) -> None
         3,
         2,
     )
-    capped = (await api.call("GET", f"{BASE}/?per_page=1000")).json()["data"]
-    assert capped["per_page"] == 100
+    most = (await api.call("GET", f"{BASE}/?per_page=100")).json()["data"]
+    assert most["per_page"] == 100
+    over = await api.call("GET", f"{BASE}/?per_page=101")
+    assert over.status_code == 422 and over.json()["data"] == {"field": "per_page"}
 
 
 async def test_stats(api: Api, rows: dict[str, int]) -> None:

@@ -13,10 +13,9 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
-from schemathesis.checks import not_a_server_error
+from schemathesis.config import SchemathesisConfig
 from schemathesis.core.result import Ok
 from schemathesis.python import asgi as st_asgi
-from schemathesis.specs.openapi.checks import response_schema_conformance
 from starlette.routing import Route
 
 from tests.integration.rest_support import Api, running_api
@@ -132,6 +131,25 @@ async def _prepare(settings_: Settings) -> dict[str, str]:
         await services.close()
 
 
+# Every check on. Two generation choices match how the API is meant to be called: unknown query
+# parameters are ignored (as the seed's routes always did), and the keys are the test's own
+# (sent with each call) rather than generated. The dispatch routes check a context against its
+# automation's form, which a JSON Schema cannot say all of (CNPJ check digits, dates in range):
+# a schema-valid context may still be a 422 naming the field there.
+DISPATCH_ANSWERS = ["2XX", "401", "403", "409", "422", "503"]
+FUZZ_CONFIG = SchemathesisConfig.from_dict(
+    {
+        "generation": {"allow-extra-parameters": False, "with-security-parameters": False},
+        "operations": [
+            {
+                "include-path-regex": "^/api/v1/jobs(/batch)?$",
+                "checks": {"positive_data_acceptance": {"expected-statuses": DISPATCH_ANSWERS}},
+            }
+        ],
+    }
+)
+
+
 def strategy_for(operation: Any) -> Any:
     """Valid and invalid requests, and valid ones aimed at jobs that exist (ids 1..30 are seeded)."""
     options = [operation.as_strategy(), operation.as_strategy(generation_mode=GenerationMode.NEGATIVE)]
@@ -145,7 +163,7 @@ def test_fuzz_never_breaks(pg_database_url: str, redis_url: str, make_settings: 
     app_settings = make_settings(pg_database_url, redis_url, inspect_timeout_seconds=0.1)
     headers = asyncio.run(_prepare(app_settings))
     app = create_app(app_settings)
-    schema = schemathesis.openapi.from_asgi(DOC, app)
+    schema = schemathesis.openapi.from_asgi(DOC, app, config=FUZZ_CONFIG)
     try:
         for result in schema.get_all_operations():
             # An operation the loader cannot read means the document itself is broken.
@@ -170,7 +188,7 @@ def test_fuzz_never_breaks(pg_database_url: str, redis_url: str, make_settings: 
                 )
                 body = response.json()
                 assert set(body) == {"status", "message", "data"}, body
-                case.validate_response(response, checks=[not_a_server_error, response_schema_conformance])
+                case.validate_response(response)
 
             run()
     finally:

@@ -124,6 +124,26 @@ async def test_job_created_reaches_machines_only(api: Api) -> None:
         assert refused is not None and refused.errors and code(refused.errors[0]) == "UNAUTHENTICATED"
 
 
+async def test_job_created_hides_jobs_the_machine_cannot_claim(api: Api) -> None:
+    _, key = await machine_for(api, "demo.sleep")
+    query = "subscription { jobCreated { id automationType queue status taskId clienteId context result } }"
+    async with subscribed(api, query, context=api.context(None, {"X-Worker-Api-Key": key})) as sub:
+        other = await api.dispatch(context={"secret": "s3cr3t"})  # demo.echo: not this machine's
+        own = await api.dispatch("demo.sleep", context={"seconds": 1})
+        heard = [(await sub.data())["jobCreated"] for _ in range(2)]
+    assert heard[0] == {
+        "id": other["id"],
+        "automationType": "demo.echo",
+        "queue": "scan",
+        "status": "AGENDADO",
+        "taskId": None,
+        "clienteId": None,
+        "context": None,
+        "result": None,
+    }
+    assert heard[1]["id"] == own["id"] and heard[1]["context"] == {"seconds": 1} and heard[1]["taskId"]
+
+
 async def test_dashboard_subscription_and_refusals(api: Api) -> None:
     query = "subscription { dashboard { stats { total } queued { total } errors } }"
     async with subscribed(api, query) as sub:

@@ -156,3 +156,30 @@ async def test_on_sent_is_called_once_the_request_is_out_and_before_its_answer()
     finally:
         await client.close()
         srv.close()
+
+
+async def test_a_result_the_api_would_refuse_is_reported_as_a_failure(
+    server: Callable[[Script], asyncio.Future[str]],
+) -> None:
+    from worker_automation.worker.client import WorkerApiClient
+
+    seen: list[bytes] = []
+
+    def script(request: bytes, _n: int) -> bytes:
+        seen.append(request)
+        return ok(b'{"status": "success", "message": "", "data": {}}')
+
+    client = WorkerApiClient(await server(script), "wmk_x", max_result_bytes=1000)
+    try:
+        assert await client.complete(7, {"blob": "x" * 2000}, task_id="t-1")
+        assert await client.complete(8, {"text": "a\x00b"})
+        assert await client.complete(9, {"ok": True})
+    finally:
+        await client.close()
+    paths = [request.split(b" ")[1] for request in seen]
+    assert paths == [
+        b"/base/api/v1/jobs/7/fail",
+        b"/base/api/v1/jobs/8/fail",
+        b"/base/api/v1/jobs/9/complete",
+    ]
+    assert b"ResultRejected" in seen[0] and b"1000" in seen[0] and b"x" * 2000 not in seen[0]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from sqlalchemy import event, text
+from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.ext.asyncio import (
@@ -85,16 +87,42 @@ def database_unavailable(exc: BaseException) -> bool:
     return isinstance(exc, _OUTAGE_ERRORS)
 
 
+# asyncpg quotes the value it could not encode ("invalid input for query argument $1: 'v' (...)").
+_ARGUMENT_VALUE = re.compile(r"(query argument \$\d+: ).*?( \()", re.S)
+
+
+def _scrub_parameters(context: ExceptionContext) -> None:
+    """Take parameter values out of a failed statement's exceptions (the whole chain), so no log
+    line or error text carries a job's data or a key's hash; ``hide_parameters`` covers the
+    statement's own summary, this the driver's messages."""
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [context.sqlalchemy_exception, context.original_exception]
+    while pending:
+        exc = pending.pop()
+        if exc is None or id(exc) in seen:
+            continue
+        seen.add(id(exc))
+        if exc.args and isinstance(exc.args[0], str):
+            exc.args = (_ARGUMENT_VALUE.sub(r"\1[oculto]\2", exc.args[0]), *exc.args[1:])
+        pending += [exc.__cause__, exc.__context__]
+
+
 def make_engine(database_url: str, *, pool_size: int = 5, max_overflow: int = 5) -> AsyncEngine:
     """An engine tuned for the database behind ``database_url`` (pool sizes: PostgreSQL only)."""
     if database_url.startswith("sqlite"):
-        engine = create_async_engine(database_url, connect_args={"timeout": 30})
+        engine = create_async_engine(database_url, connect_args={"timeout": 30}, hide_parameters=True)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
     engine = create_async_engine(
-        database_url, pool_size=pool_size, max_overflow=max_overflow, pool_recycle=1800
+        database_url,
+        pool_size=pool_size,
+        max_overflow=max_overflow,
+        pool_recycle=1800,
+        # Parameters carry job results, errors and key hashes: never in an error's text or a log.
+        hide_parameters=True,
     )
     event.listen(engine.sync_engine, "checkout", _refuse_closed)
+    event.listen(engine.sync_engine, "handle_error", _scrub_parameters)
     return engine
 
 

@@ -16,6 +16,7 @@ from sqlalchemy.orm import aliased
 
 from worker_automation.broker.events import EventKind
 from worker_automation.errors import BadInput, Conflict, DomainError, NotFound
+from worker_automation.limits import result_refusal
 from worker_automation.models import AutomationSetting, JobStatus, Machine, Worker, utcnow
 from worker_automation.models.database import Executor
 from worker_automation.resolvers.announce import announce
@@ -325,7 +326,16 @@ async def _finish(
 async def complete(
     services: Services, machine: MachineRef, worker_id: int, result: Any = None, task_id: str | None = None
 ) -> WorkerView:
-    """Record the job's result (CONCLUIDO); with ``task_id``, only if that is still its run."""
+    """Record the job's result (CONCLUIDO); with ``task_id``, only if that is still its run.
+    A result that cannot be stored (too large, NUL, lone surrogates) ends the job FALHA with the
+    reason instead, and BadInput naming ``result`` tells the caller: the job never stays running."""
+    refusal = result_refusal(result, services.settings.max_result_bytes)
+    if refusal is not None:
+        failure = {"exc_type": "ResultRejected", "exc_message": refusal.message, "traceback": None}
+        values = {"status": JobStatus.FALHA.value, "mensagem_erro": refusal.message, "result": failure}
+        view = await _finish(services, machine, worker_id, values, task_id)
+        await announce(services, EventKind.FAILED, [view])
+        raise refusal
     view = await _finish(
         services,
         machine,
@@ -344,7 +354,9 @@ async def fail(
     error: Any,
     exc_type: str | None = None,
     traceback: str | None = None,
+    task_id: str | None = None,
 ) -> WorkerView:
+    """Record the job's failure (FALHA); with ``task_id``, only if that is still its run."""
     if not isinstance(error, str) or not error.strip():
         raise BadInput("error", "error (mensagem do erro) e obrigatorio")
     failure = {
@@ -357,6 +369,7 @@ async def fail(
         machine,
         worker_id,
         {"status": JobStatus.FALHA.value, "mensagem_erro": error[:4000], "result": failure},
+        task_id,
     )
     await announce(services, EventKind.FAILED, [view])
     return view

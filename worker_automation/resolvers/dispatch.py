@@ -17,6 +17,7 @@ from sqlalchemy import Table, bindparam, insert, select, update
 
 from worker_automation.broker.events import EventKind
 from worker_automation.errors import BadInput, Conflict, Unavailable
+from worker_automation.limits import check_int32, check_size, check_storable
 from worker_automation.models import Cliente, JobStatus, Worker, utcnow
 from worker_automation.models.database import Database, Executor
 from worker_automation.resolvers.announce import announce
@@ -153,6 +154,8 @@ def _checked_simple_fields(request: JobRequest, prefix: str | None, index: int) 
         value = getattr(request, name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise BadInput(_field(prefix, index, name), f"{name} deve ser um inteiro")
+        check_int32(value, _field(prefix, index, name))
+    check_storable(request.context, _field(prefix, index, "context"))
 
 
 async def _client_names(conn: Executor, requests: Sequence[JobRequest]) -> dict[int, str]:
@@ -165,6 +168,11 @@ async def _client_names(conn: Executor, requests: Sequence[JobRequest]) -> dict[
 async def _create(
     services: Services, actor: Actor, requests: Sequence[JobRequest], *, field_prefix: str | None
 ) -> list[WorkerView]:
+    limit = services.settings.max_context_bytes
+    for index, request in enumerate(requests):
+        # Storable first: the size of text no encoder takes cannot be measured.
+        _checked_simple_fields(request, field_prefix, index)
+        check_size(request.context, _field(field_prefix, index, "context"), limit)
     async with audited(services.db, actor, "dispatch", None) as note:
         views, task_names = await _record(services.db, note, actor, requests, field_prefix, with_tasks=True)
         await announce(services, EventKind.CREATED, views)

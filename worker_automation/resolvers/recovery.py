@@ -75,6 +75,7 @@ class Fault(StrEnum):
     NOT_SENT = "not_sent"  # AGENDADO without a task id: the broker refused its send
     MESSAGE_LOST = "message_lost"  # AGENDADO whose message nobody holds (Redis lost it, say)
     WORKER_LOST = "worker_lost"  # EXECUTANDO that no process runs any more
+    NOT_STARTED = "not_started"  # claimed, but its worker never had the answer: it never ran
 
 
 LOST_RUN_MESSAGE: Final = (
@@ -266,7 +267,8 @@ async def end_lost_run(
     *,
     holder: int | None = None,
 ) -> WorkerView | None:
-    """End a run that no process carries on: queued again (idempotent automation) or FALHA.
+    """End a run that no process carries on: queued again (idempotent automation, or a run that
+    never started) or FALHA.
 
     Only while the job is still EXECUTANDO under ``task_id`` (and, given ``holder``, held by that
     machine); None when it moved on meanwhile.
@@ -279,10 +281,11 @@ async def end_lost_run(
             if holder is not None and row.machine_id != holder:
                 return None
             automation = AUTOMATION_REGISTRY.get(row.automation_type)
-            if automation is not None and automation.idempotent:
+            never_ran = fault == Fault.NOT_STARTED
+            if automation is not None and (automation.idempotent or never_ran):
                 new_task = str(uuid.uuid4())
                 back_in_queue(row, new_task)
-                row.retry_count += 1
+                row.retry_count += 0 if never_ran else 1
                 row.data_fim = None
                 row.mensagem_erro = None
                 row.result = None
@@ -314,9 +317,11 @@ async def end_lost_run(
 async def recover_lost(
     services: Services, machine: MachineView, job_id: int, fault: Any, task_id: str | None
 ) -> WorkerView:
-    """A worker reports, at its start, a run it held when its process died."""
-    if fault != Fault.WORKER_LOST.value:
-        raise BadInput("fault", f"fault deve ser {Fault.WORKER_LOST.value!r}")
+    """A worker reports a run it held when its process died (``worker_lost``, at its start), or a
+    claim it never had the answer to and so never ran (``not_started``)."""
+    reported = {Fault.WORKER_LOST.value, Fault.NOT_STARTED.value}
+    if fault not in reported:
+        raise BadInput("fault", f"fault deve ser um de {sorted(reported)}")
     async with services.db.reader() as session:
         row = await session.get(Worker, job_id)
         if row is None:
@@ -327,7 +332,7 @@ async def recover_lost(
     if task_id is not None and current_task != task_id:
         raise Conflict("Relato de uma execucao anterior do job.", status=status, reason="stale_task")
     actor = Actor(f"machine:{machine.name}")
-    view = await end_lost_run(services, actor, job_id, current_task, Fault.WORKER_LOST, holder=machine.id)
+    view = await end_lost_run(services, actor, job_id, current_task, Fault(fault), holder=machine.id)
     if view is None:
         raise Conflict("Job nao esta mais em execucao por esta maquina.", reason="not_holder")
     return view

@@ -70,7 +70,9 @@ class Operation:
 
 
 _INT: dict[str, Any] = {"type": "integer"}
-_TEXT: dict[str, Any] = {"type": "string", "maxLength": 255}
+# Text sent by callers: no NUL character (no database stores it; the API answers 422).
+NO_NUL = "^[^\\u0000]*$"
+_TEXT: dict[str, Any] = {"type": "string", "maxLength": 255, "pattern": NO_NUL}
 WORKER_ID = Param("worker_id", "path", {"type": "integer", "minimum": 1, "maximum": INT32_MAX}, "ID interno")
 JOB_ID = Param("job_id", "path", {"type": "integer", "minimum": 1, "maximum": INT32_MAX}, "ID do job")
 PAGE = Param("page", "query", {"type": "integer", "minimum": 1, "maximum": INT32_MAX, "default": 1}, "Pagina")
@@ -78,7 +80,7 @@ PAGE = Param("page", "query", {"type": "integer", "minimum": 1, "maximum": INT32
 
 def per_page(default: int) -> Param:
     schema = {"type": "integer", "minimum": 1, "maximum": 100, "default": default}
-    return Param("per_page", "query", schema, "Itens por pagina (acima de 100 vira 100)")
+    return Param("per_page", "query", schema, "Itens por pagina (1 a 100)")
 
 
 QUEUE = Param("queue", "query", {"type": "string"}, "Fila", enum="queue")
@@ -149,7 +151,7 @@ LIST_PARAMS = (
 SCOPE = Param("scope", "query", {"type": "string", "enum": ["all", "queued", "running"], "default": "all"})
 PURGE_PARAMS = (
     Param("queue_name", "path", {"type": "string"}, "Fila", enum="queue"),
-    Param("confirm", "query", {"type": "boolean"}, "Precisa ser true", required=True),
+    Param("confirm", "query", {"type": "boolean", "enum": [True]}, "Precisa ser true", required=True),
 )
 PENDING_PARAMS = (
     Param("automation", "query", {"type": "string"}, "Automacao (padrao: a da maquina)", enum="automation"),
@@ -210,6 +212,9 @@ _JOB_OPS: tuple[Operation, ...] = (
     _job("POST", "/{job_id}/complete", "completeJob", "Job concluido com sucesso", "Resultado (CONCLUIDO)",
          body="CompleteBody", body_required=False),
     _job("POST", "/{job_id}/fail", "failJob", "Falha registrada", "Falha (FALHA)", body="FailBody"),
+    _job("POST", "/{job_id}/lost", "lostJob", "Execucao perdida registrada",
+         "Execucao perdida (relatada na inicializacao)", body="LostBody",
+         description="O job volta a fila (automacao idempotente) ou termina FALHA (worker_lost)."),
 )
 # fmt: on
 

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from worker_automation.errors import (
@@ -22,6 +22,7 @@ from worker_automation.errors import (
     Unavailable,
 )
 from worker_automation.json_codec import FastJSONResponse
+from worker_automation.limits import check_storable, check_text
 from worker_automation.models.database import database_unavailable
 from worker_automation.resolvers.auth import SCOPE_READ, Principal, authenticate, key_from_headers
 from worker_automation.resolvers.machines import MachineKey, MachineView, authenticate_machine, machine_in
@@ -30,6 +31,7 @@ from worker_automation.services import Services
 
 log = logging.getLogger(__name__)
 MSG_INTERNAL = "Erro interno ao processar a requisicao."
+MSG_DISCONNECTED = "O cliente encerrou a conexao antes de enviar o corpo."
 MSG_DATABASE_DOWN = "Banco de dados indisponivel; tente novamente em instantes."
 
 # Domain error -> HTTP status: the one table of this transport.
@@ -79,6 +81,9 @@ def guarded(handler: Handler) -> Handler:
             return await handler(request)
         except DomainError as exc:
             return error_response(exc)
+        except ClientDisconnect:
+            # The caller left (or its body was refused on the way in): no one reads this answer.
+            return error(MSG_DISCONNECTED, 400)
         except Exception as exc:
             if database_unavailable(exc):
                 log.warning(
@@ -177,9 +182,7 @@ def text_param(raw: str | None, field: str, *, max_length: int = 255) -> str | N
     """A free-text parameter, stripped; None when blank. Refuses NUL (databases reject it)."""
     if raw is None or not raw.strip():
         return None
-    value = raw.strip()
-    if "\x00" in value:
-        raise BadInput(field, f"{field} contem caracteres invalidos")
+    value = check_text(raw.strip(), field)
     if len(value) > max_length:
         raise BadInput(field, f"{field} deve ter no maximo {max_length} caracteres")
     return value
@@ -196,17 +199,30 @@ def bool_param(raw: str | None, field: str) -> bool:
     raise BadInput(field, f"{field} deve ser true ou false")
 
 
-async def json_body(request: Request, *, required: bool = True) -> dict[str, Any]:
-    """The request body as a JSON object; BadInput naming ``body`` when absent or malformed."""
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+async def json_body(
+    request: Request, *, required: bool = True, checked: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The request body as a JSON object; BadInput naming ``body`` when absent or malformed, and
+    naming the field whose text a database could not store (NUL, lone surrogates) among the
+    ``checked`` top-level fields (what the route passes on; other keys are ignored)."""
     raw = await request.body()
     if not raw.strip():
         if required:
             raise BadInput("body", "Corpo da requisicao ausente (JSON esperado)")
         return {}
     try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        # NaN and Infinity are not JSON and no database column takes them.
+        body = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+    except UnicodeDecodeError:
+        raise BadInput("body", "Corpo da requisicao nao e UTF-8 valido") from None
+    except (ValueError, RecursionError):
+        # ValueError covers malformed JSON and integers too long to read.
         raise BadInput("body", "Corpo da requisicao nao e um JSON valido") from None
     if not isinstance(body, dict):
         raise BadInput("body", "Corpo da requisicao deve ser um objeto JSON")
+    check_storable({k: body[k] for k in checked if k in body}, "")
     return body

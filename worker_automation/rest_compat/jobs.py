@@ -11,7 +11,9 @@ from starlette.routing import BaseRoute, Route
 from worker_automation.errors import BadInput, Unavailable
 from worker_automation.resolvers import claims, recovery
 from worker_automation.resolvers.auth import SCOPE_WRITE
+from worker_automation.resolvers.automations import registered
 from worker_automation.resolvers.dispatch import JobRequest, dispatch, dispatch_many
+from worker_automation.resolvers.visibility import job_for_machine
 from worker_automation.rest_compat.http import (
     error,
     guarded,
@@ -22,15 +24,22 @@ from worker_automation.rest_compat.http import (
     machine_of,
     principal_of,
     success,
+    text_param,
 )
 
 PREFIX = "/api/v1/jobs"
+# Most pending jobs one request lists (the OpenAPI document says the same).
+MAX_PENDING = 500
 
 
 def _job_id(request: Request) -> int:
     value = int_param(request.path_params["job_id"], "job_id", minimum=1, maximum=2**31 - 1)
     assert value is not None
     return value
+
+
+# What a trigger reads from its body (and each job of a batch).
+JOB_FIELDS = ("automation_type", "cliente_id", "context", "priority", "usuario_id")
 
 
 def _task_id(body: dict[str, Any]) -> str | None:
@@ -55,7 +64,7 @@ def _job_request(body: dict[str, Any]) -> JobRequest:
 async def create_job(request: Request) -> Response:
     """Trigger an automation: the context is validated against its form."""
     services, principal = await principal_of(request, SCOPE_WRITE)
-    job = _job_request(await json_body(request))
+    job = _job_request(await json_body(request, checked=JOB_FIELDS))
     try:
         view = await dispatch(
             services,
@@ -97,11 +106,15 @@ async def pending(request: Request) -> Response:
     services, machine = await machine_of(request)
     limit = int_param(request.query_params.get("limit"), "limit", default=100)
     assert limit is not None
-    if limit < 1:
-        raise BadInput("limit", "limit deve ser maior ou igual a 1")
-    jobs = await claims.pending_jobs(services, machine, request.query_params.get("automation") or None, limit)
+    if not 1 <= limit <= MAX_PENDING:
+        raise BadInput("limit", f"limit deve ser um inteiro entre 1 e {MAX_PENDING}")
+    automation = text_param(request.query_params.get("automation"), "automation")
+    if automation is not None:
+        registered(automation, "automation")  # an unknown one is a 422, not an empty list
+    jobs = await claims.pending_jobs(services, machine, automation, limit)
     tz = services.settings.tz
-    return success("Jobs pendentes recuperados com sucesso", [j.as_dict(tz) for j in jobs])
+    data = [job_for_machine(machine, j.as_dict(tz)) for j in jobs]
+    return success("Jobs pendentes recuperados com sucesso", data)
 
 
 @guarded
@@ -109,7 +122,7 @@ async def start(request: Request) -> Response:
     services, machine = await machine_key_of(request)
     async with key_first(services, machine):
         job_id = _job_id(request)
-        body = await json_body(request, required=False)
+        body = await json_body(request, required=False, checked=("task_id",))
         view = await claims.claim(services, machine, job_id, _task_id(body))
         return success("Job reivindicado com sucesso", view.as_dict(services.settings.tz))
 
@@ -118,7 +131,7 @@ async def start(request: Request) -> Response:
 async def progress(request: Request) -> Response:
     services, machine = await machine_of(request)
     job_id = _job_id(request)
-    body = await json_body(request)
+    body = await json_body(request, checked=("progress", "message"))
     if "progress" not in body:
         raise BadInput("progress", "progress e obrigatorio")
     message = body.get("message")
@@ -133,7 +146,8 @@ async def complete(request: Request) -> Response:
     services, machine = await machine_key_of(request)
     async with key_first(services, machine):
         job_id = _job_id(request)
-        body: dict[str, Any] = await json_body(request, required=False)
+        # The result is the operation's to judge: one it cannot store ends the job FALHA.
+        body: dict[str, Any] = await json_body(request, required=False, checked=("task_id",))
         view = await claims.complete(services, machine, job_id, body.get("result"), _task_id(body))
         return success("Job concluido com sucesso", view.as_dict(services.settings.tz))
 
@@ -143,14 +157,16 @@ async def fail(request: Request) -> Response:
     services, machine = await machine_key_of(request)
     async with key_first(services, machine):
         job_id = _job_id(request)
-        body = await json_body(request)
+        body = await json_body(request, checked=("error", "exc_type", "traceback"))
         exc_type = body.get("exc_type")
         traceback = body.get("traceback")
         if exc_type is not None and not isinstance(exc_type, str):
             raise BadInput("exc_type", "exc_type deve ser texto")
         if traceback is not None and not isinstance(traceback, str):
             raise BadInput("traceback", "traceback deve ser texto")
-        view = await claims.fail(services, machine, job_id, body.get("error"), exc_type, traceback)
+        view = await claims.fail(
+            services, machine, job_id, body.get("error"), exc_type, traceback, _task_id(body)
+        )
         return success("Falha registrada", view.as_dict(services.settings.tz))
 
 
@@ -160,7 +176,7 @@ async def lost(request: Request) -> Response:
     "worker_lost", "task_id": ...}``): the job is queued again or failed, as recovery decides."""
     services, machine = await machine_of(request)
     job_id = _job_id(request)
-    body = await json_body(request)
+    body = await json_body(request, checked=("fault", "task_id"))
     view = await recovery.recover_lost(services, machine, job_id, body.get("fault"), _task_id(body))
     return success("Execucao perdida registrada", view.as_dict(services.settings.tz))
 

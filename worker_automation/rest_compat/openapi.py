@@ -16,7 +16,7 @@ from starlette.routing import BaseRoute, Route
 
 from worker_automation.models import JobStatus
 from worker_automation.resolvers.dispatch import MAX_BATCH
-from worker_automation.rest_compat.api_table import OPERATIONS, Operation, Param
+from worker_automation.rest_compat.api_table import NO_NUL, OPERATIONS, Operation, Param
 from worker_automation.settings import Settings
 from worker_automation.worker.registry import AUTOMATION_REGISTRY
 
@@ -29,6 +29,8 @@ _STATUS_CODES: dict[int, str] = {
     403: "Sem o escopo ou o perfil exigido",
     404: "Nao encontrado",
     409: "Operacao ilegal no estado atual; nada foi alterado",
+    408: "O corpo da requisicao nao chegou a tempo (WA_BODY_READ_TIMEOUT_SECONDS)",
+    413: "Corpo da requisicao maior que WA_MAX_BODY_BYTES",
     422: "Parametro ou corpo invalido; data.field nomeia o campo",
     503: "Broker (Redis) indisponivel",
 }
@@ -60,6 +62,8 @@ def _int(minimum: int | None = None, maximum: int | None = None) -> dict[str, An
 
 
 _STR: dict[str, Any] = {"type": "string"}
+# Text a caller sends: no NUL character (refused with 422 naming the field).
+_IN: dict[str, Any] = {"type": "string", "pattern": NO_NUL}
 _TIME: dict[str, Any] = {"type": "string", "format": "date-time", "nullable": True}
 _COUNTS: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "integer"}}
 
@@ -209,18 +213,23 @@ def _schemas(queues: list[str]) -> dict[str, Any]:
             ["jobs"],
             jobs={"type": "array", "minItems": 1, "maxItems": MAX_BATCH, "items": _ref("DispatchBody")},
         ),
-        "StartBody": {"type": "object", "properties": {"task_id": _STR}},
+        "StartBody": {"type": "object", "properties": {"task_id": _IN}},
         "ProgressBody": _obj(
-            ["progress"], progress={"type": "number", "minimum": 0, "maximum": 100}, message=_STR
+            ["progress"], progress={"type": "number", "minimum": 0, "maximum": 100}, message=_IN
         ),
         "CompleteBody": {
             "type": "object",
             "properties": {
                 "result": {"description": "Valor devolvido"},
-                "task_id": {**_STR, "description": "A execucao relatada (recusa 409 stale_task se outra)"},
+                "task_id": {**_IN, "description": "A execucao relatada (recusa 409 stale_task se outra)"},
             },
         },
-        "FailBody": _obj(["error"], error={**_STR, "minLength": 1}, exc_type=_STR, traceback=_STR),
+        "FailBody": _obj(
+            ["error"], error={**_IN, "minLength": 1}, exc_type=_IN, traceback=_IN, task_id=_IN
+        ),
+        "LostBody": _obj(
+            ["fault"], fault={"type": "string", "enum": ["worker_lost", "not_started"]}, task_id=_IN
+        ),
     }
 
 
@@ -233,6 +242,20 @@ def _param_schema(param: Param, queues: list[str]) -> dict[str, Any]:
     elif param.enum == "automation":
         schema["enum"] = sorted(AUTOMATION_REGISTRY)
     return schema
+
+
+def _parameter(op: Operation, param: Param, queues: list[str]) -> dict[str, Any]:
+    document: dict[str, Any] = {
+        "name": param.name,
+        "in": param.location,
+        "required": param.location == "path" or param.required,
+        "description": param.description,
+        "schema": _param_schema(param, queues),
+    }
+    if op.method == "GET" and param.location == "query" and not param.required:
+        # A read's filter left empty (``?queue=``) is no filter, as the seed's routes read it.
+        document["allowEmptyValue"] = True
+    return document
 
 
 def _operation(op: Operation, queues: list[str]) -> dict[str, Any]:
@@ -248,7 +271,8 @@ def _operation(op: Operation, queues: list[str]) -> dict[str, Any]:
             "content": {"application/json": {"schema": envelope}},
         }
     }
-    for code in sorted({401, 403, 422, *op.errors}):
+    body_errors = (408, 413) if op.body is not None else ()
+    for code in sorted({401, 403, 422, *op.errors, *body_errors}):
         responses[str(code)] = {
             "description": _STATUS_CODES[code],
             "content": {"application/json": {"schema": _ref("ErrorEnvelope")}},
@@ -258,16 +282,7 @@ def _operation(op: Operation, queues: list[str]) -> dict[str, Any]:
         "summary": op.summary,
         "tags": [op.tag],
         "security": _SECURITY[op.auth],
-        "parameters": [
-            {
-                "name": p.name,
-                "in": p.location,
-                "required": p.location == "path" or p.required,
-                "description": p.description,
-                "schema": _param_schema(p, queues),
-            }
-            for p in op.params
-        ],
+        "parameters": [_parameter(op, p, queues) for p in op.params],
         "responses": responses,
     }
     if op.description:

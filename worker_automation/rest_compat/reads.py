@@ -19,7 +19,7 @@ from worker_automation.models import JobStatus
 from worker_automation.resolvers import live
 from worker_automation.resolvers import reads as read_ops
 from worker_automation.resolvers.automations import all_effective
-from worker_automation.resolvers.pagination import Page
+from worker_automation.resolvers.pagination import MAX_PER_PAGE, Page
 from worker_automation.resolvers.search import search_automations
 from worker_automation.resolvers.views import WorkerView
 from worker_automation.rest_compat.http import int_param, read_route, success, text_param
@@ -55,7 +55,7 @@ def worker_id_of(request: Request) -> int:
 
 def page_args(query: QueryParams) -> tuple[int | None, int | None]:
     page = int_param(query.get("page"), "page", minimum=1, maximum=INT32_MAX)
-    per_page = int_param(query.get("per_page"), "per_page", minimum=1)
+    per_page = int_param(query.get("per_page"), "per_page", minimum=1, maximum=MAX_PER_PAGE)
     return page, per_page
 
 

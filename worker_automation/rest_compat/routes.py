@@ -22,12 +22,16 @@ class ApiFallback:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
-        allowed: set[str] = set()
+        literal: set[str] = set()
+        templated: set[str] = set()
         for route in request.app.router.routes:
             if isinstance(route, Route) and route.endpoint is not self:
                 match, _ = route.matches(scope)
                 if match is Match.PARTIAL and route.methods:
-                    allowed |= route.methods
+                    (templated if route.param_convertors else literal).update(route.methods)
+        # A literal path (``/sync-orphans``) is that route alone, even though ``/{worker_id}``
+        # would match its text: only its own methods are allowed there.
+        allowed = literal or templated
         if allowed:
             methods = ", ".join(sorted(allowed))
             response = error(MSG_METHOD.format(method=request.method, allowed=methods), 405)

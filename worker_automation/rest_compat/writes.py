@@ -46,7 +46,7 @@ async def retry_route(request: Request) -> Response:
 async def move_route(request: Request) -> Response:
     services, principal = await principal_of(request, SCOPE_WRITE)
     worker_id = worker_id_of(request)
-    body = await json_body(request)
+    body = await json_body(request, checked=("target_queue",))
     if body.get("target_queue") is None:
         raise BadInput("target_queue", "target_queue e obrigatorio")
     view = await operations.move(services, principal.actor, worker_id, body["target_queue"])
@@ -57,7 +57,7 @@ async def move_route(request: Request) -> Response:
 async def reorder_route(request: Request) -> Response:
     services, principal = await principal_of(request, SCOPE_WRITE)
     worker_id = worker_id_of(request)
-    body = await json_body(request)
+    body = await json_body(request, checked=("new_priority",))
     if body.get("new_priority") is None:
         raise BadInput("new_priority", "new_priority e obrigatorio")
     view = await operations.reorder(services, principal.actor, worker_id, body["new_priority"])
@@ -68,6 +68,11 @@ async def reorder_route(request: Request) -> Response:
 async def clear_queue_route(request: Request) -> Response:
     services, principal = await principal_of(request, SCOPE_WRITE, manager=True)
     query = request.query_params
+    for name in ("scope", "queue"):
+        given = query.get(name)
+        if given is not None and not given.strip():
+            # Present but empty is a mistake, not "everything": this call cancels jobs.
+            raise BadInput(name, f"{name} nao pode ser vazio (omita-o para todos)")
     scope = text_param(query.get("scope"), "scope")
     queue = text_param(query.get("queue"), "queue")
     result = await maintenance.clear_queue(services, principal.actor, scope, queue)

@@ -1,4 +1,5 @@
-"""Guards of the GraphQL endpoint: document size, tokens, depth, aliases and introspection.
+"""Guards of the GraphQL endpoint: document size, tokens, depth, cost, aliases, introspection and
+text no database can store (NUL, lone surrogates) in arguments or variables.
 
 Every limit comes from the settings. Tokens are counted while parsing (a document with too many is
 abandoned before it is fully read); size, depth and aliases are validation rules, so a refused
@@ -15,12 +16,22 @@ from functools import partial
 from typing import Any
 
 from graphql import ASTValidationRule, GraphQLError, ValidationRule, parse
-from graphql.language import DocumentNode
+from graphql.language import (
+    ArgumentNode,
+    DocumentNode,
+    ObjectFieldNode,
+    OperationDefinitionNode,
+    StringValueNode,
+)
 from graphql.validation import NoSchemaIntrospectionCustomRule
 from strawberry.extensions import SchemaExtension
 from strawberry.extensions.max_aliases import create_validator as aliases_rule
-from strawberry.extensions.query_depth_limiter import create_validator as depth_rule
+from strawberry.types.graphql import OperationType
 
+from worker_automation.errors import BadInput
+from worker_automation.limits import check_storable, text_problem
+from worker_automation.schema.cost import bounds_rule
+from worker_automation.schema.response_budget import current_budget, response_budget
 from worker_automation.settings import Settings
 
 # Large enough for any hand-written or generated operation of this API, small enough that parsing
@@ -43,6 +54,50 @@ def document_size_rule(max_bytes: int) -> type[ValidationRule]:
                 )
 
     return DocumentSizeRule
+
+
+def _named_by(ancestors: Any) -> str:
+    """The argument (``filter.q``) a literal belongs to, from the nodes above it."""
+    names = [node.name.value for node in ancestors if isinstance(node, ArgumentNode | ObjectFieldNode)]
+    return ".".join(names) or "query"
+
+
+class StorableTextRule(ValidationRule):
+    """Reports string literals a database could not store, naming their argument."""
+
+    def enter_string_value(
+        self, node: StringValueNode, _key: Any, parent: Any, _path: Any, ancestors: Any
+    ) -> None:
+        problem = text_problem(node.value)
+        if problem is not None:
+            field = _named_by([*ancestors, parent])
+            self.report_error(
+                GraphQLError(
+                    f"{field} {problem}", [node], extensions={"code": "BAD_USER_INPUT", "field": field}
+                )
+            )
+
+
+def variables_error(variables: dict[str, Any] | None) -> GraphQLError | None:
+    """The error for variable values a database could not store (naming the innermost field)."""
+    if not variables:
+        return None
+    try:
+        check_storable(variables, "")
+    except BadInput as exc:
+        return GraphQLError(exc.message, extensions={"code": "BAD_USER_INPUT", "field": exc.field})
+    return None
+
+
+def _ambiguous(document: DocumentNode | None, operation_name: str | None) -> GraphQLError | None:
+    """Several operations and no ``operationName``: which one to run is the caller's to say."""
+    if document is None or operation_name:
+        return None
+    operations = sum(isinstance(d, OperationDefinitionNode) for d in document.definitions)
+    if operations < 2:
+        return None
+    message = f"O documento tem {operations} operacoes: diga qual executar em operationName."
+    return GraphQLError(message, extensions={"code": "BAD_USER_INPUT", "field": "operationName"})
 
 
 class DocumentCache:
@@ -85,11 +140,23 @@ class DocumentCache:
 
 class Guards(SchemaExtension):
     """Applies the token limit to parsing and the guard rules to validation, reusing the parse and
-    the validation of documents seen before."""
+    the validation of documents seen before; bounds the answer of a query or mutation run outside
+    HTTP (over a websocket), whose transport opens no budget of its own."""
 
-    def __init__(self, rules: tuple[type[ASTValidationRule], ...], cache: DocumentCache) -> None:
+    def __init__(
+        self, rules: tuple[type[ASTValidationRule], ...], cache: DocumentCache, max_response_bytes: int
+    ) -> None:
         self.rules = rules
         self.cache = cache
+        self.max_response_bytes = max_response_bytes
+
+    def on_execute(self) -> Iterator[None]:
+        context = self.execution_context
+        if current_budget() is not None or context.operation_type is OperationType.SUBSCRIPTION:
+            yield  # HTTP has its budget already; a subscription's payloads are one row each
+            return
+        with response_budget(self.max_response_bytes):
+            yield
 
     def on_operation(self) -> Iterator[None]:
         context = self.execution_context
@@ -105,6 +172,16 @@ class Guards(SchemaExtension):
 
     def on_validate(self) -> Iterator[None]:
         context = self.execution_context
+        refused = variables_error(context.variables) or _ambiguous(
+            context.graphql_document,
+            # What the caller sent: Strawberry's operation_name falls back to the first operation.
+            getattr(context, "_provided_operation_name", None),
+        )
+        if refused is not None:
+            # Set before validation runs: Strawberry then skips it and answers with this error.
+            context.pre_execution_errors = [refused]
+            yield
+            return
         query = context.query or ""
         known = self.cache.is_valid(query, context.graphql_document)
         if known:
@@ -121,8 +198,9 @@ def guard_rules(
     """The validation rules ``settings`` ask for."""
     rules: list[type[ASTValidationRule]] = [
         document_size_rule(max_document_bytes),
-        depth_rule(settings.max_query_depth, None),
+        bounds_rule(settings.max_query_depth, settings.graphql_max_cost),
         aliases_rule(settings.max_query_aliases),
+        StorableTextRule,
     ]
     if not settings.introspection:
         rules.append(NoSchemaIntrospectionCustomRule)
@@ -133,4 +211,6 @@ def guard_extension(settings: Settings, max_document_bytes: int = MAX_DOCUMENT_B
     """A factory of the guard extension (Strawberry wants a new instance per operation); the rules
     and the document cache are built once, here, for one schema."""
     cache = DocumentCache(settings.max_query_tokens, max_chars=max_document_bytes)
-    return partial(Guards, guard_rules(settings, max_document_bytes), cache)
+    return partial(
+        Guards, guard_rules(settings, max_document_bytes), cache, settings.graphql_max_response_bytes
+    )

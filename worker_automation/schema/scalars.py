@@ -8,6 +8,8 @@ from typing import Any, NewType
 import strawberry
 from strawberry.types.scalar import ScalarDefinition
 
+from worker_automation.schema.response_budget import spend_json
+
 JSON = NewType("JSON", object)
 DateTime = NewType("DateTime", str)
 
@@ -38,7 +40,8 @@ JSON_SCALAR: ScalarDefinition = strawberry.scalar(
     name="JSON",
     description="Any JSON value (object, array, string, number, boolean or null), passed through as is.",
     specified_by_url="https://ecma-international.org/publications-and-standards/standards/ecma-404/",
-    serialize=_identity,
+    # Counted against the answer's size budget (see response_budget) as it is built.
+    serialize=spend_json,
     parse_value=_identity,
 )
 

@@ -8,6 +8,7 @@ payload so loaders never serve data cached by an earlier payload.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import strawberry
@@ -17,6 +18,8 @@ from worker_automation.errors import BadInput
 from worker_automation.resolvers import live
 from worker_automation.resolvers.automations import registered
 from worker_automation.resolvers.claims import pending_jobs
+from worker_automation.resolvers.machines import MachineView
+from worker_automation.resolvers.visibility import PUBLIC_JOB_FIELDS, may_claim
 from worker_automation.schema.context import GraphQLContext, Info, selects
 from worker_automation.schema.fields import subscription
 from worker_automation.schema.inputs import WorkerEventFilter
@@ -54,6 +57,15 @@ def _replaced(task_id: str, event: Event) -> TaskStatus:
         progress=worker.progress,
         worker=worker,
     )
+
+
+def _for_machine(machine: MachineView, job: dict[str, Any]) -> Worker:
+    """The job as ``machine`` may read it: a job it cannot claim keeps its id, automation and
+    queue, and the fields the type cannot leave empty (status, timestamps, display name)."""
+    if may_claim(machine, job.get("automation_type"), job.get("queue")):
+        return Worker.from_dict(job)
+    shown = {name: job.get(name) for name in (*PUBLIC_JOB_FIELDS, "status", "created_at", "updated_at")}
+    return Worker.from_dict(shown)
 
 
 async def _task_status(context: GraphQLContext, task_id: str) -> TaskStatus:
@@ -182,12 +194,12 @@ class Subscription:
                         missed = []
                     for view in missed:
                         context.begin_operation()
-                        yield Worker.from_view(view, context.tz)
+                        yield _for_machine(me, view.as_dict(context.tz))
                 elif event.kind is EventKind.CREATED and (
                     automation is None or event.worker.get("automation_type") == automation
                 ):
                     context.begin_operation()
-                    yield Worker.from_dict(event.worker)
+                    yield _for_machine(me, event.worker)
         except FeedClosed:
             return
         finally:

@@ -12,10 +12,10 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from datetime import timedelta
 from importlib import resources
-from typing import cast
+from typing import Any, cast
 
-from cross_web import HTTPException
-from starlette.requests import Request
+from cross_web import AsyncHTTPRequestAdapter, HTTPException
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
@@ -23,11 +23,16 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry import Schema
 from strawberry.asgi import GraphQL
-from strawberry.exceptions import ConnectionRejectionError
+from strawberry.exceptions import ConnectionRejectionError, MissingQueryError
+from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
+from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
+from strawberry.types import ExecutionResult
+from strawberry.types.graphql import OperationType
 from strawberry.types.unset import UNSET, UnsetType
 
 from worker_automation.errors import RETRY_AFTER_SECONDS, DomainError
-from worker_automation.json_codec import dumps_text
+from worker_automation.json_codec import dumps, dumps_text
+from worker_automation.memory import MemoryReleaser
 from worker_automation.models.database import database_unavailable
 from worker_automation.resolvers.auth import MSG_MISSING, authenticate, key_from_headers
 from worker_automation.resolvers.machines import authenticate_machine
@@ -37,6 +42,12 @@ from worker_automation.schema.context import GraphQLContext
 from worker_automation.schema.errors import DATABASE_DOWN_MESSAGE, UNAVAILABLE_CODE, code_of
 from worker_automation.schema.errors import INTERNAL_CODE as INTERNAL
 from worker_automation.schema.live_views import LiveViews
+from worker_automation.schema.response_budget import (
+    TOO_LARGE_CODE,
+    current_budget,
+    response_budget,
+    too_large_message,
+)
 from worker_automation.schema.shared_queries import sharing_key
 from worker_automation.schema.ws_handlers import LegacyWSHandler, TransportWSHandler
 
@@ -70,6 +81,8 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
             connection_init_wait_timeout=timedelta(seconds=10),
         )
         self.runtime = runtime
+        self.max_response_bytes = runtime.settings.graphql_max_response_bytes
+        self.memory = MemoryReleaser()
         self._ide_html = (STATIC_DIR / "graphiql.html").read_text(encoding="utf-8")
         self._encoded = RecentEncodings()
         self.live_views = LiveViews(cast(Schema, self.schema))
@@ -87,20 +100,96 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
             except HTTPException as exc:
                 # Strawberry answers these in plain text; clients (GraphiQL included) expect JSON.
                 response = _http_error(exc.status_code, exc.reason)
+            except ClientDisconnect:
+                return  # the caller left before its body arrived: nobody to answer
             except Exception as exc:
                 # Before execution (authentication, say): an outage is the caller's to wait out.
                 if not database_unavailable(exc):
                     raise
                 response = _http_error(503, DATABASE_DOWN_MESSAGE)
         await response(scope, receive, send)
+        self.memory.answered(len(getattr(response, "body", b"")))
+
+    def decode_json(self, data: str | bytes) -> object:
+        """A request body: UTF-8 JSON, an object (batches are refused later, by Strawberry)."""
+        try:
+            text = data.decode("utf-8") if isinstance(data, bytes) else data
+            decoded = json.loads(text, parse_constant=_refuse_constant)
+        except UnicodeDecodeError:
+            raise HTTPException(400, "Corpo da requisicao nao e UTF-8 valido") from None
+        except (ValueError, RecursionError):
+            raise HTTPException(400, "Corpo da requisicao nao e um JSON valido") from None
+        if not isinstance(decoded, dict | list):
+            raise HTTPException(400, "Corpo da requisicao deve ser um objeto JSON")
+        return decoded
+
+    async def execute_single(
+        self,
+        request: Request,
+        request_adapter: AsyncHTTPRequestAdapter,
+        sub_response: Response,
+        context: GraphQLContext,
+        root_value: None,
+        request_data: GraphQLRequestData,
+    ) -> ExecutionResult:
+        """One operation over plain HTTP: subscriptions belong to the websocket (a 400 here)."""
+        allowed = OperationType.from_http(request_adapter.method) - {OperationType.SUBSCRIPTION}
+        if request_adapter.method == "GET" and not self.allow_queries_via_get:
+            allowed -= {OperationType.QUERY}
+        try:
+            return await self.schema.execute(
+                request_data.query,
+                root_value=root_value,
+                variable_values=request_data.variables,
+                context_value=context,
+                operation_name=request_data.operation_name,
+                allowed_operation_types=allowed,
+                operation_extensions=request_data.extensions,
+            )
+        except CannotGetOperationTypeError as exc:
+            raise HTTPException(400, exc.as_http_error_reason()) from exc
+        except InvalidOperationTypeError as exc:
+            raise HTTPException(400, exc.as_http_error_reason(request_adapter.method)) from exc
+        except MissingQueryError as exc:
+            raise HTTPException(400, "No GraphQL query found in the request") from exc
+
+    def create_response(
+        self, response_data: GraphQLHTTPResponse | list[GraphQLHTTPResponse], sub_response: Response
+    ) -> Response:
+        """The answer, unless it passes ``WA_GRAPHQL_MAX_RESPONSE_BYTES``: then one error saying so
+        (the JSON values stopped being added at the limit, see ``response_budget``)."""
+        budget = current_budget()
+        body = None if budget is not None and budget.exceeded else dumps(response_data)
+        if body is None or len(body) > self.max_response_bytes:
+            error = {
+                "message": too_large_message(self.max_response_bytes),
+                "extensions": {"code": TOO_LARGE_CODE},
+            }
+            return JSONResponse({"data": None, "errors": [error]}, status_code=200)
+        response = Response(body, status_code=200, media_type="application/json")
+        response.headers.raw.extend(sub_response.headers.raw)
+        if sub_response.background:
+            response.background = sub_response.background
+        if sub_response.status_code:
+            response.status_code = sub_response.status_code
+        return response
 
     async def _answer(self, request: Request) -> Response:
         """Run the request, or join the next run of the same query (see ``shared_queries``)."""
         key = await self._sharing_key(request)
         if key is None:
-            return await self.run(request)
+            return await self._bounded_run(request)
         services = await self.runtime.services()
-        return await services.db.shared.run(key, lambda: self.run(request))
+        return await services.db.shared.run(key, lambda: self._bounded_run(request))
+
+    async def _bounded_run(self, request: Request) -> Response:
+        """Run the request with a budget for its answer's size (one per run, shared or not)."""
+        with response_budget(self.max_response_bytes) as budget:
+            try:
+                return await self.run(request)
+            finally:
+                # Counts data built and then refused for its size as much as data sent.
+                self.memory.answered(budget.spent)
 
     async def _sharing_key(self, request: Request) -> Hashable | None:
         """Authenticate a POST sent with an operator key (once for the whole request) and tell
@@ -173,6 +262,10 @@ class RecentEncodings:
         if len(self._items) > self._keep:
             self._items.popitem(last=False)
         return encoded
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def _declared_length(scope: Scope) -> int:

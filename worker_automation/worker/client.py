@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from worker_automation.limits import result_refusal
 from worker_automation.worker.http import ApiUnreachable, HttpClient, HttpReply
 
 log = logging.getLogger(__name__)
@@ -42,8 +43,11 @@ class Claim:
 class WorkerApiClient:
     """``/api/v1/jobs`` calls authenticated with ``X-Worker-Api-Key``."""
 
-    def __init__(self, api_url: str, api_key: str, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self, api_url: str, api_key: str, *, timeout: float = 30.0, max_result_bytes: int = 1024 * 1024
+    ) -> None:
         self._http = HttpClient(api_url, {"X-Worker-Api-Key": api_key}, timeout=timeout)
+        self._max_result_bytes = max_result_bytes
 
     async def close(self) -> None:
         await self._http.close()
@@ -56,8 +60,9 @@ class WorkerApiClient:
         params: dict[str, Any] | None = None,
         json: Any = None,
         on_sent: Callable[[], None] | None = None,
+        retry: bool = True,
     ) -> HttpReply:
-        for attempt, delay in enumerate((*_RETRY_DELAYS, None)):
+        for attempt, delay in enumerate((*(_RETRY_DELAYS if retry else ()), None)):
             try:
                 return await self._http.request(method, path, params=params, json_body=json, on_sent=on_sent)
             except ApiUnreachable as exc:
@@ -84,9 +89,16 @@ class WorkerApiClient:
         data = self._data(await self._call("GET", "/api/v1/jobs/pending", params=params))
         return list(data or [])
 
-    async def start(self, job_id: int, task_id: str | None = None) -> Claim:
+    async def start(
+        self, job_id: int, task_id: str | None = None, on_sent: Callable[[], None] | None = None
+    ) -> Claim:
+        """Claim ``job_id`` (its run ``task_id``). Tried once: callers wait for an unreachable API
+        themselves (``patience.patiently``), so that a shutdown can end the wait. ``on_sent``:
+        see HttpClient."""
         body = {"task_id": task_id} if task_id else {}
-        response = await self._call("POST", f"/api/v1/jobs/{job_id}/start", json=body)
+        response = await self._call(
+            "POST", f"/api/v1/jobs/{job_id}/start", json=body, on_sent=on_sent, retry=False
+        )
         if response.status_code == 409:
             payload = response.json()
             data = payload.get("data") or {}
@@ -100,7 +112,9 @@ class WorkerApiClient:
         body: dict[str, Any] = {"progress": percent}
         if message:
             body["message"] = message
-        response = await self._call("POST", f"/api/v1/jobs/{job_id}/progress", json=body)
+        # Tried once: a progress report lost to an outage is overtaken by the next one, and
+        # retrying would hold back the job's completion (sent after the last progress).
+        response = await self._call("POST", f"/api/v1/jobs/{job_id}/progress", json=body, retry=False)
         if response.status_code == 409:
             return False
         self._data(response)
@@ -114,7 +128,17 @@ class WorkerApiClient:
         task_id: str | None = None,
     ) -> bool:
         """Report the job done; False when it is no longer ours (or, with ``task_id``, no longer
-        in that run). ``on_sent``: see HttpClient."""
+        in that run). ``on_sent``: see HttpClient. A result the API would refuse (over
+        ``WA_MAX_RESULT_BYTES``, or text no database stores) is reported as the job's failure
+        instead: a body that large might not even be read, and the job must not stay running."""
+        refusal = result_refusal(result, self._max_result_bytes)
+        if refusal is not None:
+            failure = {"error": refusal.message, "exc_type": "ResultRejected", "traceback": None}
+            response = await self._call("POST", f"/api/v1/jobs/{job_id}/fail", json=failure, on_sent=on_sent)
+            if response.status_code == 409:
+                return False
+            self._data(response)
+            return True
         body: dict[str, Any] = {"result": result}
         if task_id is not None:
             body["task_id"] = task_id
@@ -125,11 +149,36 @@ class WorkerApiClient:
         return True
 
     async def fail(
-        self, job_id: int, error: str, exc_type: str | None = None, traceback: str | None = None
+        self,
+        job_id: int,
+        error: str,
+        exc_type: str | None = None,
+        traceback: str | None = None,
+        task_id: str | None = None,
     ) -> bool:
-        body = {"error": error or "erro sem mensagem", "exc_type": exc_type, "traceback": traceback}
+        """Report the job failed; False when it is no longer ours. ``task_id`` names the run."""
+        body: dict[str, Any] = {
+            "error": error or "erro sem mensagem",
+            "exc_type": exc_type,
+            "traceback": traceback,
+        }
+        if task_id is not None:
+            body["task_id"] = task_id
         response = await self._call("POST", f"/api/v1/jobs/{job_id}/fail", json=body)
         if response.status_code == 409:
+            return False
+        self._data(response)
+        return True
+
+    async def lost(self, job_id: int, fault: str, task_id: str | None = None) -> bool:
+        """Say that this machine's run ``task_id`` of ``job_id`` ended without a report (its process
+        died): the API ends or re-queues it. False when there is nothing to do (409: this machine
+        does not hold that run; 404: no such job). Tried once, like :meth:`start`."""
+        body: dict[str, Any] = {"fault": fault}
+        if task_id is not None:
+            body["task_id"] = task_id
+        response = await self._call("POST", f"/api/v1/jobs/{job_id}/lost", json=body, retry=False)
+        if response.status_code in (404, 409):
             return False
         self._data(response)
         return True

@@ -58,6 +58,9 @@ class EmbeddedPool:
                 WA_WORKER_API_KEY=await self._key_for(queue),
                 WA_SHUTDOWN_GRACE_SECONDS=str(grace),
                 WA_TIMEZONE=settings.timezone,
+                # Killed with serve, however serve ends (kill -9 included): a worker outliving
+                # it would go on with jobs the next serve marks failed and runs again.
+                WA_EXIT_WITH_PARENT=str(os.getpid()),
             )
             command = [sys.executable, "-m", "worker_automation.cli", "worker", "-Q", queue, "-c", str(count)]
             # A session of its own: Ctrl-C in the terminal reaches serve, which stops them in order.

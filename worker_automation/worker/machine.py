@@ -2,6 +2,12 @@
 
 It needs only ``WA_API_URL`` and ``WA_WORKER_API_KEY``: jobs are heard through the ``jobCreated``
 GraphQL subscription and claimed, reported and swept over ``/api/v1/jobs``.
+
+Cut off from the API (restarting, its database down, the network), it keeps what it has: claims
+wait with capped backoff, reports of jobs' ends wait in the outbox, and the subscription is
+opened again with capped backoff, each new connection followed by a sweep (events published
+while it was away are lost, the rows are not). At start it sends what a previous process of the
+same machine left unreported and reports the jobs that process held as ``worker_lost``.
 """
 
 from __future__ import annotations
@@ -18,7 +24,10 @@ import websockets
 from worker_automation.settings import Settings
 from worker_automation.worker.client import WorkerApiClient
 from worker_automation.worker.contract import AutomationFn
+from worker_automation.worker.held import HeldJobs
 from worker_automation.worker.implementations import load_implementations
+from worker_automation.worker.outbox import Outbox
+from worker_automation.worker.patience import Stopped, delays, sleep_unless
 from worker_automation.worker.pipeline import SHUTDOWN_MESSAGE, JobPipeline
 
 log = logging.getLogger(__name__)
@@ -28,6 +37,9 @@ JOB_CREATED = "subscription JobCreated($automation: String) { jobCreated(automat
 SWEEP_INTERVAL = 30.0
 # While jobs wait for the automation's concurrency limit, look again sooner.
 DEFERRED_SWEEP_INTERVAL = 2.0
+# Refusals that end by themselves soon (a slot frees up, the queue is resumed): looked at again
+# at the shorter interval. Others (machine off, dev mode) wait for the periodic sweep.
+DEFERRED_REFUSALS = frozenset({"concurrency_limit", "queue_paused"})
 
 
 def websocket_url(api_url: str) -> str:
@@ -54,15 +66,27 @@ class MachineRunner:
             )
         self.settings = settings
         self.automation = automation
-        self.client = WorkerApiClient(settings.api_url, settings.worker_api_key)
-        self.pipeline = JobPipeline(self.client, implementations or load_implementations())
-        self.slots = asyncio.Semaphore(max(1, concurrency))
+        self.client = WorkerApiClient(
+            settings.api_url, settings.worker_api_key, max_result_bytes=settings.max_result_bytes
+        )
         self.stopping = asyncio.Event()
+        self.pipeline = JobPipeline(
+            self.client,
+            implementations or load_implementations(),
+            outbox=Outbox.for_machine(settings.worker_api_key),
+            held=HeldJobs.for_machine(settings.worker_api_key),
+            stopping=self.stopping,
+            answer_in_background=False,
+        )
+        self.slots = asyncio.Semaphore(max(1, concurrency))
         self.subscribed = asyncio.Event()
         self.wanted: set[int] = set()
         self.executing: dict[int, asyncio.Task[Any]] = {}
+        self.task_ids: dict[int, str | None] = {}
         self.deferred: set[int] = set()
         self._sweep_now = asyncio.Event()
+        # A sweep that must happen whatever else is going on: at start and after a reconnect.
+        self._sweep_due = True
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def submit(self, job_id: int) -> None:
@@ -79,20 +103,24 @@ class MachineRunner:
             async with self.slots:
                 if self.stopping.is_set():
                     return
-                claim = await self.client.start(job_id)
+                claim = await self.pipeline.claim(job_id)
                 if not claim.claimed or claim.job is None:
                     log.info("job %s not claimed: %s", job_id, claim.reason)
-                    if claim.reason == "concurrency_limit":
+                    if claim.reason in DEFERRED_REFUSALS:
                         self.deferred.add(job_id)
                     return
                 self.deferred.discard(job_id)
                 run = asyncio.create_task(self.pipeline.execute(claim.job))
                 self.executing[job_id] = run
+                self.task_ids[job_id] = claim.job.get("task_id")
                 try:
                     result = await asyncio.shield(run)
                     log.info("job %s %s", job_id, result.outcome.value)
                 finally:
                     self.executing.pop(job_id, None)
+                    self.task_ids.pop(job_id, None)
+        except Stopped:
+            log.info("job %s: stopped before the API answered its claim", job_id)
         except Exception:
             log.exception("job %s: unexpected error in the worker", job_id)
         finally:
@@ -108,23 +136,31 @@ class MachineRunner:
         return len(jobs)
 
     async def _sweeper(self) -> None:
+        """Sweeps at start, after each reconnect, while refused jobs wait, and every
+        SWEEP_INTERVAL; a sweep that gets no answer is tried again with capped backoff."""
+        waits = delays()
         while not self.stopping.is_set():
-            interval = DEFERRED_SWEEP_INTERVAL if self.deferred else SWEEP_INTERVAL
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._sweep_now.wait(), interval)
-            self._sweep_now.clear()
-            if self.stopping.is_set():
-                return
-            if self.deferred or not self.wanted:
+            if self._sweep_due or self.deferred or not self.wanted:
+                due, self._sweep_due = self._sweep_due, False
                 self.deferred.clear()
                 try:
                     await self.sweep()
                 except Exception as exc:
-                    log.warning("sweep failed: %s", exc)
+                    self._sweep_due = self._sweep_due or due
+                    delay = next(waits)
+                    log.warning("sweep failed (%s); again in %.1fs", exc, delay)
+                    if not await sleep_unless(self.stopping, delay):
+                        return
+                    continue
+                waits = delays()
+            interval = DEFERRED_SWEEP_INTERVAL if self.deferred else SWEEP_INTERVAL
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._sweep_now.wait(), interval)
+            self._sweep_now.clear()
 
     async def _listen(self) -> None:
         """The jobCreated subscription, reconnecting with backoff; a sweep follows each connect."""
-        delay = 0.5
+        waits = delays()
         url = websocket_url(self.settings.api_url)
         while not self.stopping.is_set():
             try:
@@ -153,8 +189,10 @@ class MachineRunner:
                         )
                     )
                     self.subscribed.set()
-                    delay = 0.5
-                    self._sweep_now.set()  # jobs created between the sweep and the subscription
+                    waits = delays()
+                    # Jobs created while it was not subscribed (before, or cut off) are swept.
+                    self._sweep_due = True
+                    self._sweep_now.set()
                     async for raw in ws:
                         message = json.loads(raw)
                         kind = message.get("type")
@@ -172,9 +210,10 @@ class MachineRunner:
                 self.subscribed.clear()
                 if self.stopping.is_set():
                     return
+                delay = next(waits)
                 log.warning("jobCreated subscription lost (%s); reconnecting in %.1fs", exc, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 10.0)
+                if not await sleep_unless(self.stopping, delay):
+                    return
 
     async def run(self) -> None:
         """Sweep, subscribe, run jobs until asked to stop, then drain within the grace period."""
@@ -183,8 +222,11 @@ class MachineRunner:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self.stopping.set)
         log.info("machine for %s starting (api %s)", self.automation, self.settings.api_url)
-        await self.sweep()
-        background = [asyncio.create_task(self._listen()), asyncio.create_task(self._sweeper())]
+        background = [
+            asyncio.create_task(self._recover()),
+            asyncio.create_task(self._listen()),
+            asyncio.create_task(self._sweeper()),
+        ]
         try:
             await self.stopping.wait()
         finally:
@@ -192,7 +234,19 @@ class MachineRunner:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
             await self.drain()
+            await self.pipeline.close()
             await self.client.close()
+
+    async def _recover(self) -> None:
+        """What a previous process of this machine left: its unanswered reports are sent, the
+        jobs it held reported lost (kept and tried again while the API does not answer)."""
+        try:
+            sent, reported = await self.pipeline.recover_left_behind()
+        except Exception as exc:
+            log.error("reports and jobs left behind not sent: %s", exc)
+            return
+        if sent or reported:
+            log.info("left behind: %d report(s) sent, %d job(s) reported lost", sent, reported)
 
     async def drain(self) -> None:
         """Stop taking work, wait the grace period, then report what still runs as failed."""
@@ -209,10 +263,16 @@ class MachineRunner:
             if task.done():
                 continue
             task.cancel()
+            outbox = self.pipeline.reports.outbox
+            if outbox is not None and outbox.holds(job_id):
+                # Its end is kept, waiting for the API: the next process sends it.
+                continue
             with contextlib.suppress(BaseException):
                 await task
             try:
-                await self.client.fail(job_id, SHUTDOWN_MESSAGE, "WorkerShutdown")
+                await self.pipeline.report_failure(
+                    job_id, SHUTDOWN_MESSAGE, "WorkerShutdown", None, self.task_ids.get(job_id)
+                )
                 log.warning("job %s reported failed: shutdown", job_id)
             except Exception as exc:
                 log.error("job %s: shutdown failure not reported: %s", job_id, exc)

@@ -1,130 +1,139 @@
-"""Completions sent but not yet answered, kept on disk until the API answers them.
+"""Reports of a job's end (its completion or its failure) kept on disk until the API answers.
 
 A pool process reports a job's completion without waiting for the answer (``JobPipeline``), so
 a process killed between the request and its answer could take the report with it: the API
-drops a request whose client is gone before it was read. Each completion is therefore written
-here before it is sent and removed once answered; a process of the same machine starting later
-sends again whatever a dead process left behind. Sending one twice is harmless: the API answers
-the second with a conflict (the job is no longer running), and nothing changes.
+drops a request whose client is gone before it was read. And while the API is down no report
+is answered at all. Each report is therefore written here before it is sent and removed once
+answered; the process sends again what it keeps once the API answers, and a process of the same
+machine starting later sends whatever a dead process left behind. Sending one twice is harmless:
+the API answers the second with a conflict (the job is no longer running), and nothing changes.
 
-Entries are named after their owner, a token of the process that holds an exclusive ``flock``
-on ``<token>.lock`` for as long as it lives: an owner is gone when its lock can be taken, which
-holds across pid reuse and container restarts (locks end with their process).
+Entries are ``<owner token>-<job id>.json`` files owned as :mod:`worker_automation.worker.owners`
+describes.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import json
 import logging
-import os
-import tempfile
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
+
+from worker_automation.worker.owners import OwnedDirectory, machine_directory
 
 log = logging.getLogger(__name__)
 
 
+class Kind(StrEnum):
+    """Which report an entry keeps."""
+
+    COMPLETE = "complete"
+    FAIL = "fail"
+
+
 @dataclass(frozen=True)
 class Entry:
-    """One completion waiting for its answer."""
+    """One report waiting for its answer: a completion (``result``) or a failure (``error``,
+    ``exc_type``, ``traceback``) of ``job_id``'s run ``task_id``."""
 
     path: Path
     job_id: int
-    result: Any
+    result: Any = None
     task_id: str | None = None
+    kind: Kind = Kind.COMPLETE
+    error: str | None = None
+    exc_type: str | None = None
+    traceback: str | None = None
+
+    def as_json(self) -> str:
+        body: dict[str, Any] = {"kind": self.kind.value, "job_id": self.job_id, "task_id": self.task_id}
+        if self.kind is Kind.COMPLETE:
+            body["result"] = self.result
+        else:
+            body.update(error=self.error, exc_type=self.exc_type, traceback=self.traceback)
+        return json.dumps(body)
 
 
-def _owner_gone(lock_path: Path) -> bool:
-    """True when nobody holds the lock at ``lock_path`` (or it is not there any more)."""
-    try:
-        fd = os.open(lock_path, os.O_RDWR)
-    except FileNotFoundError:
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)  # releases the lock just taken, if any
-    return True
+def _read(path: Path, job_id: int) -> Entry:
+    stored = json.loads(path.read_text())
+    # Entries written before reports had kinds are completions.
+    kind = Kind(stored.get("kind", Kind.COMPLETE.value))
+    return Entry(
+        path,
+        int(stored["job_id"]),
+        stored.get("result"),
+        stored.get("task_id"),
+        kind,
+        stored.get("error"),
+        stored.get("exc_type"),
+        stored.get("traceback"),
+    )
 
 
 class Outbox:
-    """A directory of unanswered completions, one file per job: ``<owner token>-<job id>.json``."""
+    """A directory of unanswered reports, one file per job: ``<owner token>-<job id>.json``."""
 
     def __init__(self, directory: Path) -> None:
+        self._owned = OwnedDirectory(directory)
         self.directory = directory
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.token = f"{os.getpid()}.{uuid.uuid4().hex[:12]}"
-        # Held until this process ends (the descriptor is not inherited by programs it starts);
-        # locked before it gets its name, so a lock file under a name is always held while its
-        # owner lives.
-        self._lock_path = directory / f"{self.token}.lock"
-        unnamed = directory / f".{self.token}.new"
-        self._lock_fd = os.open(unnamed, os.O_RDWR | os.O_CREAT, 0o600)
-        fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        unnamed.rename(self._lock_path)
+        self.token = self._owned.token
 
     @classmethod
     def for_machine(cls, api_key: str) -> Outbox:
         """The outbox of the machine with ``api_key``, under the system's temporary directory."""
-        digest = hashlib.sha256(api_key.encode()).hexdigest()[:16]
-        return cls(Path(tempfile.gettempdir()) / "worker-automation" / f"outbox-{digest}")
+        return cls(machine_directory("outbox", api_key))
 
     def hold(self, job_id: int, result: Any, task_id: str | None = None) -> Entry:
         """Keep the completion of ``job_id``'s run ``task_id`` until :meth:`release` (no fsync: it
         guards against a process dying, not the machine). OSError when it cannot be written."""
-        path = self.directory / f"{self.token}-{job_id}.json"
-        path.write_text(json.dumps({"job_id": job_id, "result": result, "task_id": task_id}))
-        return Entry(path, job_id, result, task_id)
+        return self._write(Entry(self._owned.path_for(job_id), job_id, result, task_id))
+
+    def hold_failure(
+        self,
+        job_id: int,
+        error: str,
+        exc_type: str | None,
+        traceback: str | None,
+        task_id: str | None = None,
+    ) -> Entry:
+        """Keep the failure of ``job_id``'s run until :meth:`release` (as :meth:`hold`)."""
+        entry = Entry(
+            self._owned.path_for(job_id), job_id, None, task_id, Kind.FAIL, error, exc_type, traceback
+        )
+        return self._write(entry)
+
+    @staticmethod
+    def _write(entry: Entry) -> Entry:
+        entry.path.write_text(entry.as_json())
+        return entry
 
     def release(self, entry: Entry) -> None:
         with contextlib.suppress(FileNotFoundError):
             entry.path.unlink()
 
+    def holds(self, job_id: int) -> bool:
+        """Whether this process keeps a report about ``job_id``."""
+        return self._owned.path_for(job_id).exists()
+
+    def keeps(self, job_id: int) -> bool:
+        """Whether any process, alive or gone, keeps a report about ``job_id`` here."""
+        return self._owned.has_entry_for(job_id)
+
     def left_behind(self) -> Iterator[Entry]:
-        """Completions whose owner ended before they were answered, taken over by this process
-        (renamed to its token: a process starting alongside skips them, and should this one die
-        too, the next one finds them again)."""
-        gone = {
-            lock.stem
-            for lock in self.directory.glob("*.lock")
-            if lock != self._lock_path and _owner_gone(lock)
-        }
-        for path in sorted(self.directory.glob("*-*.json")):
-            owner, _, job = path.stem.rpartition("-")
-            if owner == self.token or not job.isdigit():
-                continue
-            if owner not in gone and not _owner_gone(self.directory / f"{owner}.lock"):
-                continue
-            gone.add(owner)
-            mine = self.directory / f"{self.token}-{job}.json"
+        """Reports whose owner ended before they were answered, taken over by this process."""
+        for path, job_id in self._owned.take_over():
             try:
-                path.rename(mine)
-                stored = json.loads(mine.read_text())
-                yield Entry(mine, int(stored["job_id"]), stored.get("result"), stored.get("task_id"))
-            except FileNotFoundError:  # another process took it first
+                yield _read(path, job_id)
+            except FileNotFoundError:
                 continue
             except (ValueError, KeyError, TypeError) as exc:
-                log.warning("unreadable completion %s dropped: %s", path.name, exc)
-                self.release(Entry(mine, int(job), None))
-        for owner in gone:
-            with contextlib.suppress(FileNotFoundError):
-                (self.directory / f"{owner}.lock").unlink()
+                log.warning("unreadable report %s dropped: %s", path.name, exc)
+                self.release(Entry(path, job_id))
 
     def close(self) -> None:
-        """Give up this process's lock (its entries, if any, are then someone else's to send)."""
-        if self._lock_fd < 0:
-            return
-        with contextlib.suppress(FileNotFoundError):
-            self._lock_path.unlink()
-        os.close(self._lock_fd)
-        self._lock_fd = -1
-        with contextlib.suppress(OSError):  # not empty: someone else's entries or locks
-            self.directory.rmdir()
+        """Give up this process's lock (its entries, if any, are then the next process's)."""
+        self._owned.close()

@@ -15,14 +15,18 @@ import traceback as tb
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
-from worker_automation.worker.client import ApiError, WorkerApiClient
+from worker_automation.worker.client import ApiError, Claim, WorkerApiClient
 from worker_automation.worker.contract import AutomationFn
+from worker_automation.worker.held import HeldJobs
 from worker_automation.worker.http import ApiTimeout, ApiUnreachable
 from worker_automation.worker.implementations import MissingImplementation
-from worker_automation.worker.outbox import Entry, Outbox
+from worker_automation.worker.outbox import Entry, Kind, Outbox
+from worker_automation.worker.patience import patiently, unanswered
 from worker_automation.worker.progress import use_reporter
+from worker_automation.worker.reports import UNANSWERED, Reports
 
 log = logging.getLogger(__name__)
 # Progress is sent at most this often; the last value is always sent.
@@ -106,24 +110,20 @@ class _ProgressPump:
             await self._flush()
 
 
-# What sending a completion may raise; of these, only an API error below 500 is an answer.
-UNANSWERED = (ApiUnreachable, ApiTimeout, ApiError)
-
-
-def _answered(exc: Exception) -> bool:
-    return isinstance(exc, ApiError) and exc.status_code < 500
-
-
 class JobPipeline:
     """Claims, runs and reports jobs with the implementations this worker has installed.
 
-    With an ``outbox`` (a pool process, one job at a time) a completion is reported without
-    waiting for the API's answer: :meth:`run` returns once the request has been sent, so the API
-    records the job while Celery acknowledges it and hands over the next one, and the answer is
-    read by the next :meth:`run` (or :meth:`settle`) before it claims anything. The next claim
-    therefore never races the previous completion (concurrency limits count the same). The
-    completion stays in the outbox until answered, so a process killed in between leaves it for
-    the next one to send (:meth:`resend_left_behind`).
+    With an ``outbox`` and ``answer_in_background`` (a pool process, one job at a time) a
+    completion is reported without waiting for the API's answer: :meth:`run` returns once the
+    request has been sent, so the API records the job while Celery acknowledges it and hands over
+    the next one, and the answer is read by the next :meth:`run` (or :meth:`settle`) before it
+    claims anything. The next claim therefore never races the previous completion (concurrency
+    limits count the same). Reports stay in the outbox until answered, so a process killed in
+    between leaves them for the next one to send (:meth:`resend_left_behind`), and those the API
+    did not answer are sent again until it does (see ``Reports``).
+
+    A claim the API does not answer (down, restarting, 5xx) is asked again with capped backoff
+    until it is answered or ``stopping`` is set (``patience.Stopped`` is raised then).
     """
 
     def __init__(
@@ -132,59 +132,27 @@ class JobPipeline:
         implementations: dict[str, AutomationFn],
         *,
         outbox: Outbox | None = None,
+        held: HeldJobs | None = None,
+        stopping: asyncio.Event | None = None,
+        answer_in_background: bool = True,
     ) -> None:
         self.client = client
         self.implementations = implementations
-        self._outbox = outbox
+        self.reports = Reports(client, outbox, held, stopping)
+        self.stopping = stopping
+        self._background = answer_in_background and outbox is not None
         self._unanswered: asyncio.Task[bool] | None = None
-        # Completions whose sending got no answer (API down): kept on disk, sent before the next
-        # claim.
-        self._kept: list[Entry] = []
 
     async def resend_left_behind(self) -> int:
-        """Send the completions that processes which died before their answer left in the
-        outbox; how many were answered (a conflict means it had been recorded after all)."""
-        if self._outbox is None:
-            return 0
-        return await self._send_kept(list(self._outbox.left_behind()))
+        """Send the reports that processes which died before their answer left in the outbox;
+        how many were answered (a conflict means it had been recorded after all)."""
+        return await self.reports.resend_left_behind()
 
-    async def _send_kept(self, entries: list[Entry]) -> int:
-        """Send completions kept in the outbox; those still without an answer stay kept."""
-        answered = 0
-        for entry in entries:
-            try:
-                recorded = await self._deliver(entry)
-            except UNANSWERED as exc:
-                if not _answered(exc):
-                    log.warning("job %s: completion still not recorded: %s", entry.job_id, exc)
-                    continue
-                log.error("job %s: completion refused: %s", entry.job_id, exc)
-            else:
-                outcome = "recorded" if recorded else "no longer ours"
-                log.info("job %s: completion sent again (%s)", entry.job_id, outcome)
-            answered += 1
-        return answered
-
-    async def _send_kept_again(self) -> None:
-        kept, self._kept = self._kept, []
-        await self._send_kept(kept)
-
-    async def _deliver(self, entry: Entry, on_sent: Callable[[], None] | None = None) -> bool:
-        """Send a kept completion; out of the outbox once answered (whatever the answer), kept for
-        the next try when no answer came. Raises what the client raised."""
-        assert self._outbox is not None
-        try:
-            still_ours = await self.client.complete(
-                entry.job_id, entry.result, on_sent=on_sent, task_id=entry.task_id
-            )
-        except UNANSWERED as exc:
-            if _answered(exc):
-                self._outbox.release(entry)
-            else:
-                self._kept.append(entry)
-            raise
-        self._outbox.release(entry)
-        return still_ours
+    async def recover_left_behind(self) -> tuple[int, int]:
+        """At a process's start: the reports dead processes of this machine left are sent, then
+        the jobs they held and never reported are reported lost. (sent, reported)."""
+        sent = await self.reports.resend_left_behind()
+        return sent, await self.reports.report_held_left_behind()
 
     async def settle(self) -> None:
         """Wait for the answer to the completion still in flight, if any (logged, never raised)."""
@@ -198,18 +166,13 @@ class JobPipeline:
 
     async def close(self) -> None:
         """Before the process exits: read the last answer, try what is kept once more, and let
-        the outbox go (what is still in it is then the next process's to send)."""
+        the outbox and the ledger go (what is still in them is then the next process's)."""
         await self.settle()
-        if self._outbox is None:
-            return
-        await self._send_kept_again()
-        self._outbox.close()
+        await self.reports.close()
 
     async def run(self, job_id: int, task_id: str | None = None) -> RunResult:
         await self.settle()
-        if self._kept:
-            await self._send_kept_again()
-        claim = await self.client.start(job_id, task_id)
+        claim = await self.claim(job_id, task_id)
         if not claim.claimed:
             # Refusals are an expected outcome (another machine won, limits, dev mode).
             log.info("job %s not claimed: %s", job_id, claim.reason)
@@ -217,14 +180,52 @@ class JobPipeline:
         assert claim.job is not None
         return await self.execute(claim.job)
 
+    async def claim(self, job_id: int, task_id: str | None = None) -> Claim:
+        """Claim ``job_id``, first sending the reports kept for lack of an answer (they free the
+        slots this claim is counted against); waits while the API does not answer."""
+        self.reports.holding(job_id, task_id)
+        # Whether a claim left this process and its answer never came back (the API may have
+        # acted on it): refused afterwards as "already claimed", the run may be ours.
+        ambiguous = False
+
+        async def attempt() -> Claim:
+            nonlocal ambiguous
+            if not await self.reports.answered():
+                raise ApiUnreachable("reports kept from before are not answered yet")
+            sent: list[bool] = []
+            try:
+                return await self.client.start(job_id, task_id, on_sent=lambda: sent.append(True))
+            except (ApiUnreachable, ApiTimeout):
+                ambiguous = ambiguous or bool(sent)
+                raise
+
+        claim = await patiently(attempt, f"job {job_id}: claim", self.stopping)
+        if claim.claimed:
+            assert claim.job is not None
+            if claim.job.get("task_id") != task_id:
+                # A machine claims without a task id: the ledger names the run it now holds.
+                self.reports.holding(job_id, claim.job.get("task_id"))
+            return claim
+        if claim.reason == "already_claimed" and ambiguous:
+            # An earlier attempt may have gone through without its answer reaching us: if the
+            # run is ours, nobody will run it, so it is reported (the API ends or re-queues it).
+            try:
+                await self.reports.report_own_lost(job_id, task_id)
+            except ApiError as exc:
+                log.error("job %s: claim without answer not reported: %s", job_id, exc)
+        else:
+            self.reports.not_held(job_id)
+        return claim
+
     async def execute(self, job: dict[str, Any]) -> RunResult:
         """Run a job this worker has claimed and report how it ended."""
         job_id = int(job["id"])
         automation = str(job["automation_type"])
+        task_id = job.get("task_id")
         fn = self.implementations.get(automation)
         if fn is None:
             error = MissingImplementation(automation)
-            await self._report_failure(job_id, error.message, type(error).__name__, None)
+            await self._report_failure(job_id, error.message, type(error).__name__, None, task_id)
             return RunResult(Outcome.FAILED, error.message)
         lost = asyncio.Event()
         pump = _ProgressPump(self.client, job_id, lost)
@@ -235,6 +236,7 @@ class JobPipeline:
             if work not in done:
                 work.cancel()
                 log.info("job %s was taken away while running (cancelled or moved); stopped", job_id)
+                self.reports.not_held(job_id)
                 return RunResult(Outcome.LOST)
             try:
                 result = _json_safe(work.result())
@@ -243,15 +245,15 @@ class JobPipeline:
             except (TypeError, ValueError) as exc:
                 if isinstance(exc, TypeError) and "JSON serializable" in str(exc):
                     message = f"Resultado da automacao nao e serializavel em JSON: {exc}"
-                    await self._report_failure(job_id, message, "ResultNotSerializable", None)
+                    await self._report_failure(job_id, message, "ResultNotSerializable", None, task_id)
                     return RunResult(Outcome.FAILED, message)
-                return await self._failed(job_id, exc)
+                return await self._failed(job_id, exc, task_id)
             except Exception as exc:
-                return await self._failed(job_id, exc)
+                return await self._failed(job_id, exc, task_id)
             # The automation's last word on progress ("Concluido", say) is kept, not dropped by
             # the throttle; a job that reported nothing costs no extra request.
             await pump.close(flush=True)
-            return await self._complete(job_id, result, job.get("task_id"))
+            return await self._complete(job_id, result, task_id)
         except asyncio.CancelledError:
             work.cancel()
             raise
@@ -260,11 +262,12 @@ class JobPipeline:
             await pump.close()
 
     async def _complete(self, job_id: int, result: Any, task_id: str | None) -> RunResult:
-        entry = self._hold(job_id, result, task_id)
+        entry = self.reports.keep_completion(job_id, result, task_id)
         if entry is None:
-            if not await self.client.complete(job_id, result, task_id=task_id):
-                return RunResult(Outcome.LOST)
-            return RunResult(Outcome.COMPLETED)
+            still_ours = await self.reports.send(Entry(Path(), job_id, result, task_id))
+            return RunResult(Outcome.COMPLETED if still_ours else Outcome.LOST)
+        if not self._background:
+            return await self._awaited(entry)
         sent = asyncio.Event()
         report = asyncio.create_task(self._report_completion(entry, sent.set))
         self._unanswered = report
@@ -274,24 +277,32 @@ class JobPipeline:
         finally:
             waiter.cancel()
         if report.done():
-            # Answered (or failed) before it was sent: end as without the background answer.
+            # Answered (or not) before it was sent: end as without the background answer.
             self._unanswered = None
-            if not report.result():  # raises what the report raised
-                return RunResult(Outcome.LOST)
+            error = report.exception()
+            return await self._ended(entry, error, error is None and report.result())
         return RunResult(Outcome.COMPLETED)
 
-    def _hold(self, job_id: int, result: Any, task_id: str | None) -> Entry | None:
-        """The completion kept in the outbox; None without one (then its answer is awaited)."""
-        if self._outbox is None:
-            return None
+    async def _awaited(self, entry: Entry) -> RunResult:
         try:
-            return self._outbox.hold(job_id, result, task_id)
-        except (OSError, TypeError, ValueError) as exc:
-            log.warning("job %s: completion not kept in the outbox (%s); awaiting its answer", job_id, exc)
-            return None
+            still_ours = await self._report_completion(entry, None)
+        except UNANSWERED as exc:
+            return await self._ended(entry, exc, False)
+        return await self._ended(entry, None, still_ours)
 
-    async def _report_completion(self, entry: Entry, on_sent: Callable[[], None]) -> bool:
-        still_ours = await self._deliver(entry, on_sent)
+    async def _ended(self, entry: Entry, error: BaseException | None, still_ours: bool) -> RunResult:
+        """How a completion kept in the outbox ended: answered, or (the API did not answer) sent
+        again until it is, before the job's run is over for this process."""
+        if error is not None:
+            if not unanswered(error):
+                raise error
+            log.warning("job %s: completion kept until the API answers (%s)", entry.job_id, error)
+            await self.reports.flush()
+            return RunResult(Outcome.COMPLETED)
+        return RunResult(Outcome.COMPLETED if still_ours else Outcome.LOST)
+
+    async def _report_completion(self, entry: Entry, on_sent: Callable[[], None] | None) -> bool:
+        still_ours = await self.reports.deliver(entry, on_sent)
         if not still_ours:
             log.info("job %s was taken away before its completion was recorded", entry.job_id)
         return still_ours
@@ -308,12 +319,33 @@ class JobPipeline:
                 return await result
             return result
 
-    async def _failed(self, job_id: int, exc: BaseException) -> RunResult:
+    async def _failed(self, job_id: int, exc: BaseException, task_id: str | None) -> RunResult:
         message = str(exc) or type(exc).__name__
         summary = "".join(tb.format_exception(exc)[-6:])
-        await self._report_failure(job_id, message, type(exc).__name__, summary)
+        await self._report_failure(job_id, message, type(exc).__name__, summary, task_id)
         return RunResult(Outcome.FAILED, message)
 
-    async def _report_failure(self, job_id: int, message: str, exc_type: str, summary: str | None) -> None:
-        if not await self.client.fail(job_id, message, exc_type, summary):
+    async def report_failure(
+        self, job_id: int, message: str, exc_type: str, summary: str | None, task_id: str | None
+    ) -> None:
+        """Report the job failed, kept in the outbox until the API answers (when there is one)."""
+        await self._report_failure(job_id, message, exc_type, summary, task_id)
+
+    async def _report_failure(
+        self, job_id: int, message: str, exc_type: str, summary: str | None, task_id: str | None
+    ) -> None:
+        entry = self.reports.keep_failure(job_id, message, exc_type, summary, task_id)
+        try:
+            if entry is None:
+                failure = Entry(Path(), job_id, None, task_id, Kind.FAIL, message, exc_type, summary)
+                still_ours = await self.reports.send(failure)
+            else:
+                still_ours = await self.reports.deliver(entry)
+        except UNANSWERED as exc:
+            if entry is None or not unanswered(exc):
+                raise
+            log.warning("job %s: failure kept until the API answers (%s)", job_id, exc)
+            await self.reports.flush()
+            return
+        if not still_ours:
             log.info("job %s: failure not recorded, the job is no longer ours", job_id)

@@ -3,11 +3,31 @@
 Every pool worker is a registered machine serving one queue: it claims through the API with its
 ``X-Worker-Api-Key`` like any dedicated machine, so the same rules (atomic claim, limits,
 dev mode) hold. It never touches the database.
+
+What each fault does to a task message and to its job (``task_acks_late=True``,
+``task_reject_on_worker_lost=False``, the Redis ``visibility_timeout`` of two hours; see
+``broker/celery_app.py``):
+
+- The API unreachable or answering 5xx at the claim: the task waits in its process with capped
+  backoff, its message unacknowledged, until the API answers; a warm shutdown meanwhile hands the
+  message back to the queue (``Reject(requeue=True)``). Reports of jobs' ends wait in the outbox.
+- A pool process dies (OOM killer, ``kill -9``): its Celery worker sees ``WorkerLostError`` and
+  reports the run lost (``/lost``: the API ends it FALHA ``worker_lost``, or queues it again when
+  its automation is idempotent), or sends its task again when it had not been claimed
+  yet (the late-acked message is acknowledged as failed, not requeued: the claim decides).
+- The Celery worker's main process is killed (``kill -9``): its pool processes end with it
+  (``PR_SET_PDEATHSIG``), so nothing keeps running a job. The messages it had received stay in
+  Redis's ``unacked`` hash, out of every queue, until the visibility timeout (two hours, longer
+  than the longest job) puts them back; meanwhile the API's reconciler sends the AGENDADO jobs
+  again with a new task id, and the claim refuses the old message when it comes back (stale
+  task). The jobs it was running are reported ``worker_lost`` by the next worker process of the
+  same machine at its start (the held-jobs ledger), or found by the reconciler.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import random
@@ -20,11 +40,12 @@ from typing import Any, Final, TypeVar
 
 import httpx
 from celery import Celery, Task
-from celery.exceptions import WorkerLostError
+from celery.exceptions import Reject, WorkerLostError
 from celery.signals import (
     task_failure,
     worker_process_init,
     worker_process_shutdown,
+    worker_ready,
     worker_shutting_down,
 )
 from celery.worker import state as worker_state
@@ -32,14 +53,21 @@ from celery.worker import state as worker_state
 from worker_automation.broker.celery_app import make_celery
 from worker_automation.settings import Settings
 from worker_automation.worker.client import WorkerApiClient
+from worker_automation.worker.held import HeldJobs, drop_left_behind
 from worker_automation.worker.implementations import load_implementations
+from worker_automation.worker.lifetime import exit_with_parent
 from worker_automation.worker.outbox import Outbox
+from worker_automation.worker.patience import Stopped
 from worker_automation.worker.pipeline import SHUTDOWN_MESSAGE, JobPipeline, Outcome
+from worker_automation.worker.reports import WORKER_LOST
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 # How long a pool process leaving (warm shutdown, recycling) spends on its last answers.
 SETTLE_TIMEOUT_SECONDS: Final = 30.0
+# What a Celery worker sends its pool processes when it shuts down: a claim waiting for the API
+# gives its message back instead of keeping the shutdown waiting.
+STOP_SIGNAL: Final = signal.SIGUSR2
 
 
 class _ProcessState:
@@ -53,10 +81,22 @@ class _ProcessState:
         self.settings = settings
         self.pid = os.getpid()
         key = settings.worker_api_key or ""
-        self.client = WorkerApiClient(settings.api_url, key)
-        self.pipeline = JobPipeline(self.client, load_implementations(), outbox=Outbox.for_machine(key))
+        self.client = WorkerApiClient(settings.api_url, key, max_result_bytes=settings.max_result_bytes)
+        self.stopping = asyncio.Event()
+        self.pipeline = JobPipeline(
+            self.client,
+            load_implementations(),
+            outbox=Outbox.for_machine(key),
+            held=HeldJobs.for_machine(key, supervisor=os.getppid()),
+            stopping=self.stopping,
+        )
         self.loop = asyncio.new_event_loop()
         threading.Thread(target=self.loop.run_forever, name="job-pipeline", daemon=True).start()
+
+    def stop(self) -> None:
+        """The worker is shutting down: a claim waiting for the API stops waiting (safe to call
+        from a signal handler)."""
+        self.loop.call_soon_threadsafe(self.stopping.set)
 
     def run(self, work: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         future = asyncio.run_coroutine_threadsafe(work, self.loop)
@@ -92,9 +132,7 @@ def _process_state(settings: Settings) -> _ProcessState:
 # Refusals that end by themselves (a slot frees up, the machine is turned back on, the automation
 # leaves dev mode): the message is kept and tried again later instead of being consumed, so the
 # job runs without anyone acting. Every other refusal means someone else has the job.
-RETRIED_REFUSALS: Final = frozenset({"concurrency_limit", "machine_off", "dev_mode"})
-# What a job whose process died under it (OOM killer, a crash, kill -9) is failed with.
-LOST_MESSAGE: Final = "O processo do worker terminou inesperadamente durante a execucao."
+RETRIED_REFUSALS: Final = frozenset({"concurrency_limit", "machine_off", "dev_mode", "queue_paused"})
 # A job's status before its claim (JobStatus.AGENDADO, spelled out: pool workers do not load the
 # database models).
 UNCLAIMED_STATUS: Final = "AGENDADO"
@@ -111,7 +149,13 @@ def register_tasks(app: Celery, settings: Settings) -> None:
 
     def run_job(task: Task, job_id: int) -> dict[str, Any]:
         state = _process_state(settings)
-        result = state.run(state.pipeline.run(int(job_id), task.request.id))
+        try:
+            result = state.run(state.pipeline.run(int(job_id), task.request.id))
+        except Stopped:
+            # Shutting down while the API did not answer the claim: the message goes back to
+            # the queue, unacknowledged, for whichever worker comes next.
+            log.warning("job %s: shutting down before the API answered its claim; task handed back", job_id)
+            raise Reject("shutdown before the claim was answered", requeue=True) from None
         if result.outcome is Outcome.REFUSED and result.reason in RETRIED_REFUSALS:
             # The job stays AGENDADO; try again later without anyone acting.
             raise task.retry(countdown=retry_delay(task.request.retries or 0), max_retries=None)
@@ -121,37 +165,59 @@ def register_tasks(app: Celery, settings: Settings) -> None:
         app.task(name=automation.task_name, bind=True, acks_late=True, max_retries=None)(run_job)
     worker_process_shutdown.connect(_settle_before_exit, weak=False)
 
+    supervisor = os.getpid()
+
     @worker_process_init.connect(weak=False)  # type: ignore[untyped-decorator]
     def _on_process_start(**_kw: Any) -> None:
-        # In the background: a pool process must come up at once, whether the API answers or not.
+        if os.getpid() != supervisor:  # a pool process, not the worker itself (solo pool)
+            # Killed with its Celery worker, never left running a job someone else takes over.
+            # Celery's own initializer asks for this too; this also ends a process whose worker
+            # ended before the request took effect.
+            exit_with_parent(supervisor)
         state = _process_state(settings)
-        resent = asyncio.run_coroutine_threadsafe(state.pipeline.resend_left_behind(), state.loop)
-        resent.add_done_callback(_log_failure)
+        signal.signal(STOP_SIGNAL, lambda _sig, _frame: state.stop())
+        # In the background: a pool process must come up at once, whether the API answers or not.
+        recovered = asyncio.run_coroutine_threadsafe(state.pipeline.recover_left_behind(), state.loop)
+        recovered.add_done_callback(_log_failure)
 
 
 def _log_failure(done: Future[Any]) -> None:
     if not done.cancelled() and done.exception() is not None:
-        log.error("completions left behind not sent: %s", done.exception())
+        log.error("reports and jobs left behind not sent: %s", done.exception())
 
 
-def _report_failed(settings: Settings, job_ids: list[Any], message: str, exc_type: str) -> list[Any]:
-    """Report ``job_ids`` failed from the worker's main process (it has no event loop), over one
-    connection; a job no longer this machine's answers 409 and is left as it is. Returns the jobs
-    that were not claimed yet (the process died before its claim): they are still AGENDADO."""
-    headers = {"X-Worker-Api-Key": settings.worker_api_key or ""}
+def _report_failed(
+    settings: Settings, job_ids: list[Any], message: str, exc_type: str
+) -> tuple[list[Any], list[Any]]:
+    """Report ``job_ids`` failed from the worker's main process (it has no event loop); see
+    :func:`_report_from_main`."""
     body = {"error": message, "exc_type": exc_type}
+    return _report_from_main(settings, [(job_id, "fail", body) for job_id in job_ids], exc_type)
+
+
+def _report_from_main(
+    settings: Settings, reports: list[tuple[Any, str, dict[str, Any]]], what: str
+) -> tuple[list[Any], list[Any]]:
+    """Send each ``(job id, route, body)`` to ``/api/v1/jobs/{id}/{route}`` over one connection;
+    a job no longer this machine's answers 409 and is left as it is. Returns the jobs the API
+    answered for (below 500), and those that were not claimed yet (the process died before its
+    claim): they are still AGENDADO."""
+    headers = {"X-Worker-Api-Key": settings.worker_api_key or ""}
+    answered: list[Any] = []
     unclaimed: list[Any] = []
     with httpx.Client(base_url=settings.api_url, headers=headers, timeout=10) as http:
-        for job_id in job_ids:
+        for job_id, route, body in reports:
             try:
-                answer = http.post(f"/api/v1/jobs/{job_id}/fail", json=body)
+                answer = http.post(f"/api/v1/jobs/{job_id}/{route}", json=body)
             except httpx.HTTPError as exc:
-                log.error("job %s: failure (%s) not reported: %s", job_id, exc_type, exc)
+                log.error("job %s: %s not reported: %s", job_id, what, exc)
                 continue
-            log.warning("job %s reported failed (%s): %s", job_id, exc_type, answer.status_code)
+            log.warning("job %s reported (%s): %s", job_id, what, answer.status_code)
+            if answer.status_code < 500:
+                answered.append(job_id)
             if answer.status_code == 409 and _status_in(answer) == UNCLAIMED_STATUS:
                 unclaimed.append(job_id)
-    return unclaimed
+    return answered, unclaimed
 
 
 def _status_in(answer: httpx.Response) -> str | None:
@@ -164,11 +230,18 @@ def _status_in(answer: httpx.Response) -> str | None:
 
 
 def report_lost(task: Task, task_id: str, job_id: Any, settings: Settings) -> None:
-    """The pool process holding ``job_id``'s task died: fail the job if it ran, or, when it had
+    """The pool process holding ``job_id``'s task died: report its run lost if it ran (the API
+    ends it FALHA, or queues it again when its automation is safe to run again), or, when it had
     not been claimed yet, queue its task again (its message was consumed with the process)."""
-    if _report_failed(settings, [job_id], LOST_MESSAGE, "WorkerLostError"):
+    body = {"fault": WORKER_LOST, "task_id": task_id}
+    answered, unclaimed = _report_from_main(settings, [(job_id, "lost", body)], WORKER_LOST)
+    if unclaimed:
         log.warning("job %s was not claimed yet: its task is queued again", job_id)
         task.apply_async(args=[job_id], task_id=task_id)
+    if answered:
+        # What the dead process wrote in the held-jobs ledger is reported now; without an answer
+        # it stays, for the next worker process of this machine that starts after this one.
+        drop_left_behind(settings.worker_api_key or "", int(job_id))
 
 
 def _fail_running_after_grace(settings: Settings) -> None:
@@ -204,6 +277,18 @@ def _report_lost_jobs(settings: Settings) -> None:
             report_lost(sender, task_id, args[0], settings)
 
 
+def _stop_pool_processes(pool: Any) -> None:
+    """Tell the pool processes the worker is shutting down (see ``STOP_SIGNAL``)."""
+    try:
+        pids = list(pool.info.get("processes") or []) if pool is not None else []
+    except Exception as exc:  # the pool is already going away
+        log.info("pool processes not told about the shutdown: %s", exc)
+        return
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, STOP_SIGNAL)
+
+
 def build_pool_app(settings: Settings) -> Celery:
     if not settings.redis_url:
         raise SystemExit("worker: WA_REDIS_URL is required (the broker the API sends tasks to)")
@@ -218,12 +303,24 @@ def run_pool_worker(settings: Settings, *, queue: str, concurrency: int | None, 
         raise SystemExit(f"worker: unknown queue {queue!r} (configured: {', '.join(settings.queues)})")
     if not settings.worker_api_key:
         raise SystemExit("worker: WA_WORKER_API_KEY is required (machines register --queue QUEUE)")
+    if settings.exit_with_parent is not None:
+        # Started by an embedded serve: ends with it (its pool processes end with this one).
+        exit_with_parent(settings.exit_with_parent)
+    # Pool processes inherit this until they set their own handler: the stop signal can never
+    # kill one that is still starting.
+    signal.signal(STOP_SIGNAL, signal.SIG_IGN)
     app = build_pool_app(settings)
     workers = concurrency or settings.queues[queue]
     _report_lost_jobs(settings)
+    pool_of: dict[str, Any] = {}
 
-    @worker_shutting_down.connect  # type: ignore[untyped-decorator]
+    @worker_ready.connect(weak=False)  # type: ignore[untyped-decorator]
+    def _on_ready(sender: Any = None, **_kw: Any) -> None:
+        pool_of["pool"] = getattr(sender, "pool", None)
+
+    @worker_shutting_down.connect(weak=False)  # type: ignore[untyped-decorator]
     def _on_shutdown(sig: str = "", how: str = "", exitcode: int = 0, **_kw: Any) -> None:
+        _stop_pool_processes(pool_of.get("pool"))
         if how == "Warm":
             _fail_running_after_grace(settings)
 

@@ -1,0 +1,67 @@
+"""``serve``'s HTTP protocol closes a connection whose request headers do not arrive in time, and
+still serves requests that arrive whole."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator
+
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+
+from worker_automation import http_timeouts
+from worker_automation.http_timeouts import server_options
+
+
+async def ok(_request: Request) -> PlainTextResponse:
+    return PlainTextResponse("ok")
+
+
+@contextlib.asynccontextmanager
+async def serving() -> AsyncIterator[int]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    app = Starlette(routes=[Route("/", ok)])
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", lifespan="off", **server_options()
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    for _ in range(500):
+        if server.started:
+            break
+        await asyncio.sleep(0.01)
+    try:
+        yield port
+    finally:
+        server.should_exit = True
+        await task
+
+
+async def test_slow_headers_are_cut_and_whole_requests_served(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(http_timeouts, "HEADERS_TIMEOUT_SECONDS", 0.3)
+    async with serving() as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n")  # and nothing more
+        await writer.drain()
+        assert await asyncio.wait_for(reader.read(), timeout=5) == b""  # closed by the server
+        writer.close()
+
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        await writer.drain()
+        first = await asyncio.wait_for(reader.readuntil(b"\r\n\r\nok"), timeout=5)
+        assert first.startswith(b"HTTP/1.1 200")
+        await asyncio.sleep(0.5)  # past the headers deadline, while the answered connection idles
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(4096), timeout=5)
+        assert answer.startswith(b"HTTP/1.1 200")  # an idle kept-alive connection is not cut
+        writer.close()

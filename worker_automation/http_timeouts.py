@@ -1,0 +1,106 @@
+"""uvicorn's HTTP protocols with a deadline for request headers.
+
+uvicorn closes a connection left idle after a response (``timeout_keep_alive``) but waits forever
+for the headers of a request that has begun to arrive, or for the first bytes of a new
+connection: a client trickling a byte at a time holds a connection and its buffers as long as it
+likes. These subclasses close a connection whose request headers are not complete within
+:data:`HEADERS_TIMEOUT_SECONDS`; the body has its own deadline (see :mod:`body_limit`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Final
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+HEADERS_TIMEOUT_SECONDS: Final = 10.0
+
+
+class _HeaderDeadline:
+    """Arms a timer while the connection waits for a request's headers."""
+
+    transport: asyncio.Transport
+    loop: asyncio.AbstractEventLoop
+    cycle: Any
+    _headers_timer: asyncio.TimerHandle | None = None
+
+    def _waiting_for_headers(self) -> bool:
+        return self.cycle is None or bool(self.cycle.response_complete)
+
+    def _arm(self) -> None:
+        if self._headers_timer is None:
+            self._headers_timer = self.loop.call_later(HEADERS_TIMEOUT_SECONDS, self._expired)
+
+    def _disarm(self) -> None:
+        if self._headers_timer is not None:
+            self._headers_timer.cancel()
+            self._headers_timer = None
+
+    def _expired(self) -> None:
+        self._headers_timer = None
+        if self._waiting_for_headers() and not self.transport.is_closing():
+            self.transport.close()
+
+
+class H11WithDeadline(_HeaderDeadline, H11Protocol):
+    """uvicorn's h11 protocol with a headers deadline."""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        if self._waiting_for_headers():
+            self._arm()
+        super().data_received(data)
+        if not self._waiting_for_headers():
+            self._disarm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+
+try:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+except ImportError:  # httptools is optional: h11 then
+    HttpToolsProtocol = None  # type: ignore[assignment,misc]
+
+if HttpToolsProtocol is not None:
+
+    class HttpToolsWithDeadline(_HeaderDeadline, HttpToolsProtocol):
+        """uvicorn's httptools protocol with a headers deadline."""
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            if self._waiting_for_headers():
+                self._arm()
+            super().data_received(data)
+            if not self._waiting_for_headers():
+                self._disarm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+
+def http_protocol() -> type[asyncio.Protocol]:
+    """The protocol uvicorn would pick ("auto": httptools when installed), with the deadline."""
+    if HttpToolsProtocol is not None:
+        return HttpToolsWithDeadline
+    return H11WithDeadline
+
+
+def server_options() -> dict[str, Any]:
+    """uvicorn options bounding what a slow or oversized request can hold."""
+    return {
+        "http": http_protocol(),
+        # Idle connections after a response are closed after this (uvicorn's default, said here).
+        "timeout_keep_alive": 5,
+        # Largest request line plus headers h11 buffers (when h11 is the protocol in use).
+        "h11_max_incomplete_event_size": 16 * 1024,
+    }
