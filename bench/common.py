@@ -334,6 +334,7 @@ def start_api(
     source: Path | None = None,
     name: str = "serve",
     workers: int = 1,
+    extra_env: Mapping[str, str] | None = None,
 ) -> Api:
     """``serve`` against ``database`` and the benchmarks' Redis; waits for /readyz.
 
@@ -342,6 +343,7 @@ def start_api(
     """
     port = port or free_port()
     env = service_env(database)
+    env.update(extra_env or {})
     url = f"http://127.0.0.1:{port}"
     env["WA_API_URL"] = url
     if source is not None:

@@ -8,7 +8,8 @@ each phase. ``GET /stats`` is measured the same way as a reference read. The aut
 ``max_concurrent_jobs`` is raised first, so that every claim succeeds.
 
     python -m bench.endpoints --jobs 1000
-    python -m bench.baseline --out /tmp/wa_base && python -m bench.endpoints --baseline /tmp/wa_base
+    python -m bench.baseline --commit fd62805 --out /tmp/wa_base
+    python -m bench.endpoints --baseline /tmp/wa_base
 """
 
 from __future__ import annotations

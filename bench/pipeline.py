@@ -1,13 +1,20 @@
-"""Job pipeline throughput: dispatch -> claim -> complete of no-op jobs vs raw Celery no-op tasks.
+"""Job pipeline throughput: ours next to raw Celery (the limit) and the peer, in one run.
 
-In one run, alternating: (a) ``--jobs`` ``demo.echo`` jobs created through ``POST /api/v1/jobs``
-(``--in-flight`` requests at a time) and run to CONCLUIDO by a pool worker
-(``worker-automation worker -Q scan -c 2``, a registered machine claiming and reporting through
-the API); (b) the same number of no-op tasks of a bare Celery app built with the service's Celery
-configuration (``bench/raw_celery_app.py``), same Redis, same prefork concurrency. Workers are
-started before and stopped after each measured round, so only one set consumes at a time.
+Variants, round by round, each side's workers running only during its own round:
 
-    python -m bench.pipeline --jobs 10000
+- ours: ``--jobs`` ``demo.echo`` jobs created through ``POST /api/v1/jobs`` (``--in-flight``
+  requests at a time; with ``--batch 1,100`` also 100 per ``POST /api/v1/jobs/batch``) and run
+  to CONCLUIDO by a pool worker (``worker-automation worker -Q scan -c 2``, a registered machine
+  claiming and reporting through the API);
+- raw Celery: the same number of no-op tasks of a bare app built with the service's Celery
+  configuration (``bench/raw_celery_app.py``), Redis results, same prefork concurrency;
+- the peer (``bench/peer_celery_app.py``): what a Celery user runs for records and a live view,
+  the same no-op task with Celery's database result backend on the same PostgreSQL, task events
+  on and Flower consuming them (Flower from its own virtualenv, ``--flower``);
+- with ``--drain``, also ours and raw Celery with every job queued first, timing only the
+  workers' drain.
+
+    python -m bench.pipeline --jobs 10000 --batch 1,100 --drain
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import redis
@@ -30,10 +38,12 @@ from bench.common import (
     REDIS_DB,
     ROOT,
     Api,
+    Proc,
     Procs,
     bench_env,
     cpu_seconds,
     fmt,
+    free_port,
     median,
     percentile,
     pg_url,
@@ -51,6 +61,12 @@ from worker_automation.worker.http import HttpClient
 QUEUE = "scan"
 AUTOMATION = "demo.echo"
 TIMEOUT_SECONDS = 900.0
+RAW = "raw Celery"
+PEER = "peer: Celery + db results + events + Flower"
+RAW_DRAIN = RAW + ", drain"
+PEER_DATABASE = "wa_bench_pipeline_peer"
+# Jobs per request when ``--drain`` queues the jobs before the workers start (not timed).
+DRAIN_BATCH = 100
 
 
 @dataclass
@@ -59,6 +75,8 @@ class Round:
 
     variant: str
     jobs: int
+    # What each variant's figures are compared with: "raw" (live dispatch) or "raw drain".
+    mode: str = "live"
     done: int = 0
     dispatch_s: float = 0.0
     total_s: float = 0.0
@@ -174,10 +192,11 @@ class Ours:
     key: str
     machine_key: str
     source: Path | None
+    drain: bool = False
 
 
 def run_ours(procs: Procs, ours: Ours, args: argparse.Namespace, profile: str | None) -> Round:
-    result = Round(ours.label, args.jobs)
+    result = Round(ours.label, args.jobs, "drain" if ours.drain else "live")
     purge(QUEUE)
     api = ours.api
     first = asyncio.run(last_id(ours.database))
@@ -186,7 +205,7 @@ def run_ours(procs: Procs, ours: Ours, args: argparse.Namespace, profile: str | 
     def dispatch() -> tuple[float, float, int]:
         return asyncio.run(dispatch_all(api.url, ours.key, args.jobs, in_flight, ours.batch))
 
-    if args.drain:  # every job queued before the worker starts: its drain alone is timed
+    if ours.drain:  # every job queued before the worker starts: its drain alone is timed
         _, result.dispatch_s, result.errors = dispatch()
     worker = start_pool_worker(procs, api, ours.machine_key, queue=QUEUE, concurrency=args.concurrency)
     kind = "raw" if profile and profile.endswith(".txt") else "speedscope"
@@ -194,7 +213,7 @@ def run_ours(procs: Procs, ours: Ours, args: argparse.Namespace, profile: str | 
     try:
         api_cpu0 = cpu_seconds(ours.api.proc.pid, with_children=True)
         worker_cpu0 = cpu_seconds(worker.pid, with_children=True)
-        if args.drain:
+        if ours.drain:
             started, errors = time.time(), result.errors
         else:
             started, result.dispatch_s, errors = dispatch()
@@ -216,55 +235,134 @@ def run_ours(procs: Procs, ours: Ours, args: argparse.Namespace, profile: str | 
 # ---------------------------------------------------------------- raw Celery
 
 
-def run_raw(procs: Procs, args: argparse.Namespace) -> Round:
+def run_raw(procs: Procs, args: argparse.Namespace, *, drain: bool = False) -> Round:
     from bench.raw_celery_app import QUEUE as RAW_QUEUE
     from bench.raw_celery_app import TASK_NAME, app
 
-    result = Round("raw Celery", args.jobs)
+    result = Round(RAW_DRAIN if drain else RAW, args.jobs, "drain" if drain else "live")
     purge(RAW_QUEUE)
     ids = [str(uuid.uuid4()) for _ in range(args.jobs)]
+    sent_at = send_tasks(app, TASK_NAME, RAW_QUEUE, ids) if drain else {}
+    if drain:
+        result.dispatch_s = max(sent_at.values()) - min(sent_at.values())
+    env = bench_env(BENCH_RAW_BROKER_URL=redis_url())
+    worker = start_celery_worker(procs, "raw-celery", "bench.raw_celery_app", RAW_QUEUE, env, args)
+    try:
+        wait_ping(app, worker)
+        worker_cpu0 = cpu_seconds(worker.pid, with_children=True)
+        started = time.time()
+        if not drain:
+            sent_at = send_tasks(app, TASK_NAME, RAW_QUEUE, ids)
+            result.dispatch_s = max(sent_at.values()) - started
+        done_at = wait_results(ids, app.backend.client)
+        result.worker_cpu_s = cpu_seconds(worker.pid, with_children=True) - worker_cpu0
+    finally:
+        worker.stop(timeout=30)
+    result.done = len(done_at)
+    if done_at:
+        result.total_s = max(done_at.values()) - started
+        result.latencies_ms = [(done_at[i] - sent_at[i]) * 1000 for i in done_at]
+    return result
+
+
+def send_tasks(app: Any, task_name: str, queue: str, ids: list[str]) -> dict[str, float]:
+    """Send one no-op task per id from 4 threads (as a web app's request handlers would, one
+    send each); task id -> when it was sent."""
     sent_at: dict[str, float] = {}
 
     def send(chunk: list[str]) -> None:
         for task_id in chunk:
             sent_at[task_id] = time.time()
-            app.send_task(TASK_NAME, args=[0], queue=RAW_QUEUE, task_id=task_id)
+            app.send_task(task_name, args=[0], queue=queue, task_id=task_id)
 
-    def send_all() -> float:
-        """Send every task from 4 threads; the wall time of the sends."""
-        t0 = time.perf_counter()
-        threads = 4
-        with ThreadPoolExecutor(threads) as pool:
-            list(pool.map(send, [ids[i::threads] for i in range(threads)]))
-        return time.perf_counter() - t0
+    threads = 4
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(send, [ids[i::threads] for i in range(threads)]))
+    return sent_at
 
-    if args.drain:
-        result.dispatch_s = send_all()
-    env = bench_env(BENCH_RAW_BROKER_URL=redis_url())
-    worker = procs.start(
-        "raw-celery",
+
+def start_celery_worker(
+    procs: Procs, name: str, module: str, queue: str, env: dict[str, str], args: argparse.Namespace
+) -> Proc:
+    return procs.start(
+        name,
         [
-            sys.executable, "-m", "celery", "-A", "bench.raw_celery_app", "worker", "-Q", RAW_QUEUE,
+            sys.executable, "-m", "celery", "-A", module, "worker", "-Q", queue,
             "-c", str(args.concurrency), "-P", "prefork", "-E", "--without-mingle", "--without-gossip",
-            "-n", f"raw-{uuid.uuid4().hex[:6]}@bench", "-l", "WARNING",
+            "-n", f"{name}-{uuid.uuid4().hex[:6]}@bench", "-l", "WARNING",
         ],
         env,
         cwd=ROOT,
     )  # fmt: skip
+
+
+def wait_ping(app: Any, worker: Proc) -> None:
+    """The worker logs nothing at WARNING when ready: a ping through the broker says it is."""
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not app.control.ping(timeout=0.5):
+        if not worker.alive():
+            raise SystemExit(f"{worker.name} exited:\n{worker.output()[-3000:]}")
+
+
+# ---------------------------------------------------------------- the peer
+
+
+async def peer_results(ids: set[str]) -> dict[str, float]:
+    """Task id -> date_done of the peer's tasks stored as SUCCESS, polled until all are there."""
+    conn = await asyncpg.connect(pg_url(PEER_DATABASE))
     try:
-        # The worker logs nothing at WARNING when ready: a ping through the broker says it is.
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and not app.control.ping(timeout=0.5):
-            if not worker.alive():
-                raise SystemExit(f"raw Celery worker exited:\n{worker.output()[-3000:]}")
+        deadline = time.monotonic() + TIMEOUT_SECONDS
+        while time.monotonic() < deadline:
+            done = int(await conn.fetchval("SELECT count(*) FROM celery_taskmeta WHERE status = 'SUCCESS'"))
+            if done >= len(ids):
+                break
+            await asyncio.sleep(0.25)
+        # date_done is written in UTC (Celery's clock) into a column without time zone.
+        rows = await conn.fetch(
+            "SELECT task_id, extract(epoch FROM date_done AT TIME ZONE 'UTC') AS at "
+            "FROM celery_taskmeta WHERE status = 'SUCCESS'"
+        )
+        return {r["task_id"]: float(r["at"]) for r in rows if r["task_id"] in ids}
+    finally:
+        await conn.close()
+
+
+async def clear_peer_results() -> None:
+    conn = await asyncpg.connect(pg_url(PEER_DATABASE))
+    try:
+        await conn.execute("TRUNCATE celery_taskmeta")
+    finally:
+        await conn.close()
+
+
+def run_peer(procs: Procs, args: argparse.Namespace) -> Round:
+    """The peer's round: Flower and the worker started, tasks sent, every result stored."""
+    # Imported here: flower_compare imports this module.
+    from bench.flower_compare import start_flower
+    from bench.peer_celery_app import QUEUE as PEER_QUEUE
+    from bench.peer_celery_app import TASK_NAME, app
+
+    result = Round(PEER, args.jobs)
+    purge(PEER_QUEUE)
+    app.backend  # noqa: B018 - creates the results table before the first round
+    asyncio.run(clear_peer_results())
+    ids = [str(uuid.uuid4()) for _ in range(args.jobs)]
+    flower = start_flower(procs, Path(args.flower), free_port()).proc
+    env = bench_env(BENCH_PEER_BROKER_URL=redis_url())
+    worker = start_celery_worker(procs, "peer-celery", "bench.peer_celery_app", PEER_QUEUE, env, args)
+    try:
+        wait_ping(app, worker)
         worker_cpu0 = cpu_seconds(worker.pid, with_children=True)
+        flower_cpu0 = cpu_seconds(flower.pid, with_children=True)
         started = time.time()
-        if not args.drain:
-            result.dispatch_s = send_all()
-        done_at = wait_results(ids, app.backend.client)
+        sent_at = send_tasks(app, TASK_NAME, PEER_QUEUE, ids)
+        result.dispatch_s = max(sent_at.values()) - started
+        done_at = asyncio.run(peer_results(set(ids)))
         result.worker_cpu_s = cpu_seconds(worker.pid, with_children=True) - worker_cpu0
+        result.api_cpu_s = cpu_seconds(flower.pid, with_children=True) - flower_cpu0
     finally:
         worker.stop(timeout=30)
+        flower.stop(timeout=15)
     result.done = len(done_at)
     if done_at:
         result.total_s = max(done_at.values()) - started
@@ -301,7 +399,7 @@ def wait_results(ids: list[str], client: redis.Redis) -> dict[str, float]:
 
 
 def row(r: Round, reference: float | None) -> list[str]:
-    ratio = f"{r.rate / reference * 100:.0f}%" if reference else "100%"
+    ratio = f"{r.rate / reference * 100:.0f}%" if reference else "-"
     return [
         r.variant,
         fmt(r.done),
@@ -325,7 +423,7 @@ HEADERS = [
     "per s",
     "latency p50 ms",
     "latency p99 ms",
-    "API CPU ms/job",
+    "API (peer: Flower) CPU ms/job",
     "worker CPU ms/job",
     "errors",
     "vs raw",
@@ -345,6 +443,38 @@ def batched(ours: Ours, batch: int) -> Ours:
     return replace(ours, label=f"{ours.label}, batches of {batch}", batch=batch)
 
 
+Variant = Ours | str  # ours, or RAW / PEER / RAW + ", drain"
+
+
+def run_variant(procs: Procs, variant: Variant, args: argparse.Namespace, first_round: bool) -> Round:
+    if variant == RAW:
+        return run_raw(procs, args)
+    if variant == RAW_DRAIN:
+        return run_raw(procs, args, drain=True)
+    if variant == PEER:
+        return run_peer(procs, args)
+    assert isinstance(variant, Ours)
+    profile = args.profile if (args.profile and variant.label == "current" and first_round) else None
+    return run_ours(procs, variant, args, profile)
+
+
+def variants_of(procs: Procs, args: argparse.Namespace) -> list[Variant]:
+    current = setup_ours(procs, "current", args.database, None, args.api_workers)
+    variants: list[Variant] = [RAW]
+    if not args.no_peer:
+        if not Path(args.flower).exists():
+            raise SystemExit(f"{args.flower} not found: see bench/README.md (Flower in its own virtualenv)")
+        asyncio.run(recreate_database(PEER_DATABASE))
+        variants.append(PEER)
+    variants += [current if size == 1 else batched(current, size) for size in args.batch]
+    if args.baseline:
+        variants.append(setup_ours(procs, "baseline", f"{args.database}_base", Path(args.baseline)))
+    if args.drain:
+        drained = replace(current, label="current, drain", batch=DRAIN_BATCH, drain=True)
+        variants += [RAW_DRAIN, drained]
+    return variants
+
+
 def run(args: argparse.Namespace) -> None:
     if args.wait_quiet:
         wait_for_quiet()
@@ -352,55 +482,58 @@ def run(args: argparse.Namespace) -> None:
     procs = Procs("pipeline")
     rounds: list[Round] = []
     try:
-        current = setup_ours(procs, "current", args.database, None, args.api_workers)
-        variants = [current if size == 1 else batched(current, size) for size in args.batch]
-        if args.baseline:
-            variants.append(setup_ours(procs, "baseline", f"{args.database}_base", Path(args.baseline)))
+        variants = variants_of(procs, args)
         for n in range(args.runs):
-            order: list[Ours | None] = [None, *variants]
-            if n % 2:
-                order.reverse()
+            order = variants if n % 2 == 0 else list(reversed(variants))
             for variant in order:
-                if variant is None:
-                    rounds.append(run_raw(procs, args))
-                else:
-                    profile = (
-                        args.profile if (args.profile and variant.label == "current" and n == 0) else None
-                    )
-                    rounds.append(run_ours(procs, variant, args, profile))
+                rounds.append(run_variant(procs, variant, args, n == 0))
                 print(
                     f"  run {n + 1}: {rounds[-1].variant}: {rounds[-1].done} in {rounds[-1].total_s:.1f} s",
                     flush=True,
                 )
     finally:
         procs.close()
-    raw_rate = median([r.rate for r in rounds if r.variant == "raw Celery"])
+    report(rounds, args)
+
+
+def report(rounds: list[Round], args: argparse.Namespace) -> None:
+    def rate_of(variant: str) -> float:
+        return median([r.rate for r in rounds if r.variant == variant])
+
+    raw = {"live": rate_of(RAW), "drain": rate_of(RAW_DRAIN)}
+    peer = rate_of(PEER)
     print()
     print(
         f"{args.jobs:,} no-op jobs per round, {args.runs} round(s) per variant, "
         f"prefork -c {args.concurrency}, API processes {args.api_workers}, "
         f"{args.in_flight} dispatch requests in flight ({args.batch_in_flight} for batches), "
-        f"{'drain of jobs queued first (from the worker start), ' if args.drain else ''}"
-        f"Redis db {REDIS_DB}; latency = dispatch -> "
-        f"completion (ours: data_fim - created_at; raw: date_done - send)"
+        f"drain rounds timed from the worker start, Redis db {REDIS_DB}; latency = dispatch -> "
+        f"completion (ours: data_fim - created_at; raw and peer: date_done - send); "
+        f"the peer's API column is Flower's CPU"
     )
-    print(table(HEADERS, [row(r, raw_rate) for r in rounds]))
+    print(table(HEADERS, [row(r, raw[r.mode]) for r in rounds]))
     print()
     summary = []
     for variant in dict.fromkeys(r.variant for r in rounds):
         mine = [r for r in rounds if r.variant == variant]
         rate = median([r.rate for r in mine])
+        reference = raw[mine[0].mode]
+        ours = variant not in (RAW, RAW_DRAIN, PEER)
         summary.append(
             [
                 variant,
                 fmt(rate, 0),
                 fmt(median([percentile(r.latencies_ms, 50) for r in mine]), 0),
                 fmt(median([percentile(r.latencies_ms, 99) for r in mine]), 0),
-                f"{rate / raw_rate * 100:.0f}%" if raw_rate else "-",
+                f"{rate / reference:.2f}x" if reference == reference and reference else "-",
+                f"{rate / peer:.2f}x" if ours and mine[0].mode == "live" and peer == peer and peer else "-",
             ]
         )
-    print("medians over rounds (target: ours >= 50% of raw Celery):")
-    print(table(["variant", "per s", "latency p50 ms", "latency p99 ms", "vs raw"], summary))
+    print(
+        "medians over rounds (targets: ours one job per request >= 1.0x the peer; "
+        "batched and drain >= 0.5x raw Celery; drain rounds compare with raw Celery's drain):"
+    )
+    print(table(["variant", "per s", "latency p50 ms", "latency p99 ms", "vs raw", "vs peer"], summary))
     if args.profile:
         print(f"API profile (first round of current) written to {args.profile}")
 
@@ -433,8 +566,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--drain",
         action="store_true",
-        help="queue every job first, then start the workers and time their drain alone",
+        help="also rounds of ours and raw Celery with every job queued first, timing the workers' drain",
     )
+    parser.add_argument(
+        "--flower",
+        default="/tmp/flowerenv/bin/celery",
+        help="the celery command of a virtualenv with Flower (the peer's live view)",
+    )
+    parser.add_argument("--no-peer", action="store_true", help="leave the peer's rounds out")
     parser.add_argument("--wait-quiet", action="store_true", help="wait for load average < 1.5 first")
     return parser.parse_args(argv)
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from bench.common import redis_url
 from worker_automation.broker.celery_app import make_celery
 from worker_automation.settings import Settings
 
 QUEUE = "bench_noop"
 TASK_NAME = "bench.noop"
-BROKER_URL = os.environ.get("BENCH_RAW_BROKER_URL", "redis://127.0.0.1:6379/12")
+BROKER_URL = os.environ.get("BENCH_RAW_BROKER_URL", redis_url())
 
 app = make_celery(Settings(redis_url=BROKER_URL, database_url="sqlite://"), BROKER_URL, name="bench_raw")
 

@@ -54,8 +54,29 @@ QUEUE_LIVE_QUERY = (
     f"activeTasks {{ {WORKER_FIELDS} dataInicio }} pendingTasks {{ {WORKER_FIELDS} createdAt }} }} "
     "summary { totalActive totalPending totalCompletedToday totalErrorsToday } } }"
 )
+# History over the last 24 hours (the default range), hourly buckets; run times of one automation.
+THROUGHPUT_QUERY = "{ throughput(bucketMinutes: 60) { bucketStart completed failed cancelled } }"
+DURATIONS_QUERY = '{ durations(automationType: "cnd_federal") { count p50Ms p95Ms p99Ms maxMs } }'
+
+# The loaded rows stand for a busy day, not for runs in progress: EXECUTANDO rows have no process
+# and AGENDADO rows no message. The reconciler of ``serve`` would set about them (sending
+# thousands of tasks, rewriting rows and so the visibility map index-only scans rely on), and
+# the database would drift from one sitting to the next; read benchmarks run without it.
+READ_ONLY_ENV = {"WA_RECOVERY_SECONDS": "0"}
 AGGREGATE_TARGET_MS = 100.0
 LIST_TARGET_MS = 50.0
+
+
+SPREAD_PAGES = 500
+LIST_FILTER = '{status: CONCLUIDO, queue: "scan"}'
+GRAPHQL_PAGE_QUERY = (
+    f"query($page: Int!) {{ workers(filter: {LIST_FILTER}, page: $page, perPage: 20) "
+    f"{{ total page pages items {{ {WORKER_FIELDS} createdAt }} }} }}"
+)
+GRAPHQL_CURSOR_QUERY = (
+    f"query($after: String) {{ workers(filter: {LIST_FILTER}, first: 20, after: $after) "
+    f"{{ total items {{ {WORKER_FIELDS} createdAt }} pageInfo {{ endCursor hasNextPage }} }} }}"
+)
 
 
 @dataclass(frozen=True)
@@ -65,14 +86,38 @@ class Endpoint:
     target_ms: float
     graphql: str | None = None
     first_page: int | None = None
+    # Pages 1..SPREAD_PAGES spread over the clients: client c asks for pages c+1, c+1+clients, ...
+    # so no two requests in flight are alike and every depth is visited.
+    spread: bool = False
+    # GraphQL by cursor: the page's ``after`` cursor, from ``cursors`` (found once per run).
+    by_cursor: bool = False
 
-    async def call(self, conn: HttpClient, client: int = 0) -> HttpReply:
-        """One request. With ``first_page`` each client asks for its own page (``first_page`` +
-        its index), so no two requests in flight are identical and none can share an answer."""
+    def page_for(self, client: int, sent: int, clients: int) -> int:
+        if self.spread:
+            return (client + sent * clients) % SPREAD_PAGES + 1
+        return (self.first_page or 1) + client
+
+    async def call(
+        self,
+        conn: HttpClient,
+        client: int = 0,
+        sent: int = 0,
+        clients: int = 1,
+        cursors: list[str | None] | None = None,
+    ) -> HttpReply:
+        """One request. With ``first_page`` or ``spread`` each client asks for a page of its own,
+        so no two requests in flight are identical and none can share an answer."""
+        paged = self.first_page is not None or self.spread
+        page = self.page_for(client, sent, clients)
         if self.graphql is not None:
-            return await conn.request("POST", self.path, json_body={"query": self.graphql})
-        if self.first_page is not None:
-            return await conn.request("GET", f"{self.path}&page={self.first_page + client}")
+            body: dict[str, object] = {"query": self.graphql}
+            if self.by_cursor:
+                body["variables"] = {"after": (cursors or [None])[(page - 1) % len(cursors or [None])]}
+            elif paged:
+                body["variables"] = {"page": page}
+            return await conn.request("POST", self.path, json_body=body)
+        if paged:
+            return await conn.request("GET", f"{self.path}&page={page}")
         return await conn.request("GET", self.path)
 
     def ok(self, reply: HttpReply, *, thorough: bool = False) -> bool:
@@ -94,6 +139,8 @@ ENDPOINTS = (
     Endpoint("REST /queue-live-status", f"{REST}/queue-live-status", AGGREGATE_TARGET_MS),
     Endpoint("GraphQL dashboard", "/graphql", AGGREGATE_TARGET_MS, DASHBOARD_QUERY),
     Endpoint("GraphQL queueLiveStatus", "/graphql", AGGREGATE_TARGET_MS, QUEUE_LIVE_QUERY),
+    Endpoint("GraphQL throughput", "/graphql", AGGREGATE_TARGET_MS, THROUGHPUT_QUERY),
+    Endpoint("GraphQL durations", "/graphql", AGGREGATE_TARGET_MS, DURATIONS_QUERY),
     Endpoint("REST list CONCLUIDO+scan p1", f"{REST}/?status=CONCLUIDO&queue=scan&page=1", LIST_TARGET_MS),
     Endpoint(
         "REST list CONCLUIDO+scan p500", f"{REST}/?status=CONCLUIDO&queue=scan&page=500", LIST_TARGET_MS
@@ -101,7 +148,35 @@ ENDPOINTS = (
     # Every client on a page of its own (1-32, then 469-500): nothing for requests to share.
     Endpoint("REST list p1-32, one per client", SCAN_DONE, LIST_TARGET_MS, first_page=1),
     Endpoint("REST list p469-500, one per client", SCAN_DONE, LIST_TARGET_MS, first_page=469),
+    # Pages 1-500 spread over the clients, no two requests alike: offset pages (REST, GraphQL)
+    # and the same depths by cursor (GraphQL first/after).
+    Endpoint("REST list p1-500 spread", SCAN_DONE, LIST_TARGET_MS, spread=True),
+    Endpoint("GraphQL workers p1-500 spread", "/graphql", LIST_TARGET_MS, GRAPHQL_PAGE_QUERY, spread=True),
+    Endpoint(
+        "GraphQL workers cursor p1-500 spread",
+        "/graphql",
+        LIST_TARGET_MS,
+        GRAPHQL_CURSOR_QUERY,
+        spread=True,
+        by_cursor=True,
+    ),
 )
+
+
+async def find_cursors(conn: HttpClient, pages: int = SPREAD_PAGES) -> list[str | None]:
+    """The ``after`` cursor of each page 1..``pages`` of the cursor endpoints' list (None for the
+    first), found by walking it once; empty when the API has no cursor pagination."""
+    cursors: list[str | None] = [None]
+    while len(cursors) < pages:
+        body = {"query": GRAPHQL_CURSOR_QUERY, "variables": {"after": cursors[-1]}}
+        reply = (await conn.request("POST", "/graphql", json_body=body)).json()
+        if reply.get("errors"):
+            return []
+        info = reply["data"]["workers"]["pageInfo"]
+        if not info["hasNextPage"]:
+            break
+        cursors.append(info["endCursor"])
+    return cursors
 
 
 @dataclass
@@ -120,19 +195,27 @@ class Sample:
 
 
 async def closed_loop(
-    connect: Callable[[], HttpClient], endpoint: Endpoint, requests: int, concurrency: int
+    connect: Callable[[], HttpClient],
+    endpoint: Endpoint,
+    requests: int,
+    concurrency: int,
+    cursors: list[str | None] | None = None,
+    stride: int | None = None,
 ) -> Sample:
-    """``concurrency`` clients, each on its own keep-alive connection, ``requests`` in all."""
+    """``concurrency`` clients, each on its own keep-alive connection, ``requests`` in all
+    (spread pages step by ``stride``, the loaded run's client count, at any concurrency)."""
     sample = Sample()
     remaining = requests
     conns = [connect() for _ in range(concurrency)]
 
     async def one_client(index: int, conn: HttpClient) -> None:
         nonlocal remaining
+        sent = 0
         while remaining > 0:
             remaining -= 1
             t0 = time.perf_counter()
-            reply = await endpoint.call(conn, index)
+            reply = await endpoint.call(conn, index, sent, stride or concurrency, cursors)
+            sent += 1
             elapsed = (time.perf_counter() - t0) * 1000
             if endpoint.ok(reply):
                 sample.latencies_ms.append(elapsed)
@@ -166,6 +249,8 @@ class Result:
         errors = sum(s.errors for s in self.loaded + self.single)
         p99 = median(p99s)
         verdict = "yes" if p99 < self.endpoint.target_ms else "NO"
+        if not self.loaded:
+            verdict = "not offered"
         return [
             self.endpoint.name,
             fmt(percentile(single, 50)),
@@ -220,11 +305,18 @@ async def measure(targets: list[Target], args: argparse.Namespace) -> dict[str, 
     def connector(target: Target) -> Callable[[], HttpClient]:
         return lambda: HttpClient(target.url, {"X-API-Key": target.key})
 
+    cursors: dict[str, list[str | None]] = {}
     for target in targets:
         conn = connector(target)()
         try:
+            if any(e.by_cursor for e in chosen):
+                # Each API's own walk: a package without cursor pagination finds none and its
+                # cursor rows are left out.
+                cursors[target.label] = await find_cursors(conn)
             for endpoint in chosen:
-                first = await endpoint.call(conn)
+                if endpoint.by_cursor and not cursors[target.label]:
+                    continue
+                first = await endpoint.call(conn, cursors=cursors.get(target.label))
                 if not endpoint.ok(first, thorough=True):
                     detail = f"{first.status_code} {first.content[:500]!r}"
                     raise SystemExit(f"{target.label} {endpoint.name}: {detail}")
@@ -235,14 +327,20 @@ async def measure(targets: list[Target], args: argparse.Namespace) -> dict[str, 
         for index in range(len(chosen)):
             for target in order:
                 result = results[target.label][index]
+                found = cursors.get(target.label)
+                if result.endpoint.by_cursor and not found:
+                    continue
                 if args.verbose:
                     print(f"  run {run + 1} {target.label} {result.endpoint.name}", flush=True)
                 connect = connector(target)
-                await closed_loop(connect, result.endpoint, args.warmup, args.concurrency)
-                result.single.append(await closed_loop(connect, result.endpoint, args.single, 1))
+                clients = args.concurrency
+                await closed_loop(connect, result.endpoint, args.warmup, clients, found)
+                result.single.append(
+                    await closed_loop(connect, result.endpoint, args.single, 1, found, clients)
+                )
                 cpu0 = cpu_seconds(target.pid, with_children=True) if target.pid else 0.0
                 client0 = time.process_time()
-                sample = await closed_loop(connect, result.endpoint, args.requests, args.concurrency)
+                sample = await closed_loop(connect, result.endpoint, args.requests, clients, found)
                 if target.pid:
                     sample.server_cpu_s = cpu_seconds(target.pid, with_children=True) - cpu0
                 sample.client_cpu_s = time.process_time() - client0
@@ -262,10 +360,10 @@ def comparison(baseline: list[Result], current: list[Result]) -> str:
                 before.endpoint.name,
                 fmt(p99_before),
                 fmt(p99_after),
-                f"{p99_after / p99_before:.2f}" if p99_before else "-",
+                f"{p99_after / p99_before:.2f}" if p99_before == p99_before else "-",
                 fmt(rate_before, 0),
                 fmt(rate_after, 0),
-                f"{rate_after / rate_before:.2f}" if rate_before else "-",
+                f"{rate_after / rate_before:.2f}" if rate_before == rate_before and rate_before else "-",
             ]
         )
     headers = [
@@ -314,11 +412,19 @@ def run(args: argparse.Namespace) -> None:
             if not asyncio.run(database_exists(args.database)):
                 raise SystemExit(f"{args.database} does not exist: run python -m bench.load_rows first")
             if args.baseline:
-                base = start_api(procs, args.database, source=Path(args.baseline), name="serve-baseline")
+                base = start_api(
+                    procs,
+                    args.database,
+                    source=Path(args.baseline),
+                    name="serve-baseline",
+                    extra_env=READ_ONLY_ENV,
+                )
                 targets.append(Target("baseline", base.url, base.operator_key(), base.proc.pid))
             for workers in args.api_workers:
                 label = "current" if len(args.api_workers) == 1 else f"current, serve --workers {workers}"
-                api = start_api(procs, args.database, workers=workers, name=f"serve-w{workers}")
+                api = start_api(
+                    procs, args.database, workers=workers, name=f"serve-w{workers}", extra_env=READ_ONLY_ENV
+                )
                 targets.append(Target(label, api.url, api.operator_key(), api.proc.pid))
         current = targets[-1]
         if args.profile and current.pid:

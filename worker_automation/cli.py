@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import copy
 import json
 import logging
 import os
@@ -12,13 +11,22 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from pydantic import ValidationError
+
 from worker_automation.errors import DomainError, Unavailable
+from worker_automation.logs import configure, log_config
+from worker_automation.operator_cli import add_operator_commands
 from worker_automation.settings import Settings
 
 log = logging.getLogger("worker_automation")
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-# Libraries whose INFO lines say nothing a user of these commands needs.
-QUIET_LOGGERS = ("alembic", "httpx", "httpcore")
+DESCRIPTION = (
+    "Control plane for automation workers: the API (REST, GraphQL, MCP), Celery pool workers, "
+    "dedicated worker machines, migrations and admin chores. Configured from WA_* environment "
+    "variables; with none set, serve runs everything in one process on a SQLite file in the "
+    "working directory."
+)
+# seed-demo prints its progress every this many rows (when asked for more than that).
+SEED_PROGRESS_EVERY = 10_000
 
 
 def _settings(**overrides: Any) -> Settings:
@@ -60,9 +68,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "ws_per_message_deflate": False,
         # Deadlines for slow headers and idle connections, and a bound on header size.
         **server_options(),
+        # Each process (a fresh interpreter with --workers) sets up uvicorn's loggers and ours.
+        "log_config": log_config(settings.log_format, verbose=args.verbose),
     }
     if args.workers > 1:
-        return _serve_processes(settings, args.workers, options, verbose=args.verbose)
+        return _serve_processes(settings, args.workers, options)
     lock = None
     if settings.redis_url is None:
         from worker_automation.embedded_state import DirectoryLock, ServeAlreadyRunning
@@ -88,11 +98,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve_processes(settings: Settings, workers: int, options: dict[str, Any], *, verbose: bool) -> int:
+def _serve_processes(settings: Settings, workers: int, options: dict[str, Any]) -> int:
     """``workers`` API processes on one socket (replicas on one host); distributed mode only."""
     import uvicorn
     from sqlalchemy.exc import SQLAlchemyError
 
+    from worker_automation.metrics_export import make_multiprocess_dir, remove_multiprocess_dir
     from worker_automation.resolvers.automations import ensure_settings_rows
     from worker_automation.services import Services
 
@@ -118,33 +129,15 @@ def _serve_processes(settings: Settings, workers: int, options: dict[str, Any], 
     except (OSError, SQLAlchemyError) as exc:
         print(f"error: the database cannot be prepared: {exc}", file=sys.stderr)
         return 1
-    # Each process builds its app from the environment, in a fresh interpreter: this command's
-    # logging set-up has to travel with uvicorn's.
+    # Each process builds its app from the environment, in a fresh interpreter. Their metrics
+    # meet in a directory of this serve's own, so that a scrape of any of them counts them all.
     os.environ["WA_API_URL"] = settings.api_url
-    uvicorn.run(
-        "worker_automation.app:create_app",
-        factory=True,
-        workers=workers,
-        log_config=_process_log_config(verbose),
-        **options,
-    )
+    metrics_dir = make_multiprocess_dir()
+    try:
+        uvicorn.run("worker_automation.app:create_app", factory=True, workers=workers, **options)
+    finally:
+        remove_multiprocess_dir(metrics_dir)
     return 0
-
-
-def _process_log_config(verbose: bool) -> dict[str, Any]:
-    """uvicorn's logging configuration plus the root logger :func:`main` sets up."""
-    from uvicorn.config import LOGGING_CONFIG
-
-    config: dict[str, Any] = copy.deepcopy(LOGGING_CONFIG)
-    config["formatters"]["app"] = {"format": LOG_FORMAT}
-    config["handlers"]["app"] = {
-        "class": "logging.StreamHandler",
-        "formatter": "app",
-        "stream": "ext://sys.stderr",
-    }
-    config["root"] = {"handlers": ["app"], "level": "DEBUG" if verbose else "INFO"}
-    config["loggers"].update({name: {"level": "WARNING"} for name in QUIET_LOGGERS})
-    return config
 
 
 def _connect_host(host: str) -> str:
@@ -335,8 +328,12 @@ def cmd_reconcile(_args: argparse.Namespace) -> int:
 def cmd_seed_demo(args: argparse.Namespace) -> int:
     from worker_automation.seed import seed_demo
 
+    def progress(done: int) -> None:
+        if args.jobs > SEED_PROGRESS_EVERY and (done % SEED_PROGRESS_EVERY == 0 or done == args.jobs):
+            print(f"{done}/{args.jobs} jobs", file=sys.stderr, flush=True)
+
     async def run(db: Any) -> int:
-        summary = await seed_demo(db, jobs=args.jobs, clientes=args.clientes)
+        summary = await seed_demo(db, jobs=args.jobs, clientes=args.clientes, progress=progress)
         print(f"added {summary.clientes} clientes, {summary.usuarios} usuarios, {summary.jobs} jobs")
         return 0
 
@@ -355,6 +352,62 @@ def cmd_machine_run(args: argparse.Namespace) -> int:
     return run_machine(_settings(), automation=args.automation, concurrency=args.concurrency)
 
 
+def cmd_bootstrap(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from worker_automation.bootstrap import provision_pool_keys
+
+    queues = _settings().queues
+
+    async def run(db: Any) -> int:
+        for done in await provision_pool_keys(db, queues, Path(args.keys_dir)):
+            print(f"queue {done.queue}: machine {done.machine_id} {done.action}, key in {done.path}")
+        return 0
+
+    return asyncio.run(_with_db(run))
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from worker_automation.mcp_server import run_stdio
+
+    overrides = _broker_overrides()
+    if overrides is None:
+        print(
+            "error: mcp needs WA_REDIS_URL, or a serve running in this directory (its embedded broker)",
+            file=sys.stderr,
+        )
+        return 2
+    return run_stdio(_settings(**overrides), args.api_key)
+
+
+def _bounded(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer in [minimum, maximum]."""
+
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
+        if number < minimum or (maximum is not None and number > maximum):
+            upper = f" and at most {maximum}" if maximum is not None else ""
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}{upper}, not {number}")
+        return number
+
+    return parse
+
+
+_positive = _bounded(1)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("worker-automation")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
 def _port(value: str) -> int:
     try:
         number = int(value)
@@ -365,24 +418,25 @@ def _port(value: str) -> int:
     return number
 
 
-def _positive(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, not {number}")
-    return number
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="worker-automation", description=__doc__)
+    from worker_automation.seed import MAX_CLIENTES, MAX_JOBS
+
+    parser = argparse.ArgumentParser(prog="worker-automation", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = sub.add_parser(
         "serve", help="run the API (embedded broker and workers when WA_REDIS_URL is unset)"
     )
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=_port, default=8000)
-    serve.add_argument("--log-level", default="info")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s)")
+    serve.add_argument("--port", type=_port, default=8000, help="port to listen on (default %(default)s)")
+    serve.add_argument(
+        "--log-level",
+        default="info",
+        choices=["critical", "error", "warning", "info", "debug", "trace"],
+        help="the HTTP server's log level (default %(default)s)",
+    )
     serve.add_argument(
         "--workers",
         type=_positive,
@@ -392,75 +446,121 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(fn=cmd_serve)
 
     worker = sub.add_parser("worker", help="run a Celery pool worker for one queue")
-    worker.add_argument("-Q", "--queue", required=True)
-    worker.add_argument("-c", "--concurrency", type=int, default=None)
-    worker.add_argument("-n", "--name", default=None, help="Celery node name")
+    worker.add_argument("-Q", "--queue", required=True, help="the queue to consume (certidao, scan, ...)")
+    worker.add_argument(
+        "-c",
+        "--concurrency",
+        type=_positive,
+        default=None,
+        help="jobs run at once (default: the queue's configured worker count)",
+    )
+    worker.add_argument("-n", "--name", default=None, help="Celery node name (default QUEUE-PID@HOST)")
     worker.set_defaults(fn=cmd_worker)
 
     machine = sub.add_parser("machine", help="dedicated worker machines")
-    machine_sub = machine.add_subparsers(dest="machine_command", required=True)
+    machine_sub = machine.add_subparsers(dest="machine_command", required=True, metavar="COMMAND")
     run = machine_sub.add_parser("run", help="run the worker process for one automation")
-    run.add_argument("--automation", required=True)
-    run.add_argument("-c", "--concurrency", type=int, default=1)
+    run.add_argument("--automation", required=True, help="the automation this machine serves")
+    run.add_argument("-c", "--concurrency", type=_positive, default=1, help="jobs run at once (default 1)")
     run.set_defaults(fn=cmd_machine_run)
 
     sub.add_parser("migrate", help="apply database migrations").set_defaults(fn=cmd_migrate)
 
+    bootstrap = sub.add_parser(
+        "bootstrap", help="migrate, and give each queue's pool workers a machine and a key file"
+    )
+    bootstrap.add_argument(
+        "--keys-dir", required=True, help="where to write QUEUE.key (a working key is kept)"
+    )
+    bootstrap.set_defaults(fn=cmd_bootstrap)
+
+    mcp = sub.add_parser(
+        "mcp", help="serve the MCP tools over stdio (for a desktop LLM client)"
+    )
+    mcp.add_argument(
+        "--api-key",
+        default=None,
+        help="the operator API key the tools act with (default: WA_API_KEY)",
+    )
+    mcp.set_defaults(fn=cmd_mcp)
+
     keys = sub.add_parser("keys", help="operator API keys")
-    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True, metavar="COMMAND")
     create = keys_sub.add_parser("create", help="create a key (printed once, as the last line)")
     create.add_argument("--perfil", required=True, help="administrador | diretoria | funcionario")
     create.add_argument("--scopes", required=True, help="comma-separated, e.g. worker_automation:read")
-    create.add_argument("--name", default="cli")
+    create.add_argument("--name", default="cli", help="a label shown in the audit log (default %(default)s)")
     create.set_defaults(fn=cmd_keys_create)
     revoke = keys_sub.add_parser("revoke", help="revoke a key by id")
-    revoke.add_argument("id", type=int)
+    revoke.add_argument("id", type=int, help="the key's id (shown when it was created)")
     revoke.set_defaults(fn=cmd_keys_revoke)
 
     clientes = sub.add_parser("clientes", help="client companies")
-    clientes_sub = clientes.add_subparsers(dest="clientes_command", required=True)
+    clientes_sub = clientes.add_subparsers(dest="clientes_command", required=True, metavar="COMMAND")
     add = clientes_sub.add_parser("add", help="add a client (its id is the last line)")
-    add.add_argument("--razao-social", required=True)
-    add.add_argument("--cnpj", default=None)
+    add.add_argument("--razao-social", required=True, help="the company's legal name")
+    add.add_argument("--cnpj", default=None, help="14 digits, punctuation allowed (optional)")
     add.set_defaults(fn=cmd_clientes_add)
 
     machines = sub.add_parser("machines", help="registered worker machines")
-    machines_sub = machines.add_subparsers(dest="machines_command", required=True)
+    machines_sub = machines.add_subparsers(dest="machines_command", required=True, metavar="COMMAND")
     register = machines_sub.add_parser("register", help="register a machine (its key is the last line)")
-    register.add_argument("--name", required=True)
+    register.add_argument("--name", required=True, help="a unique name for the machine")
     target = register.add_mutually_exclusive_group(required=True)
-    target.add_argument("--automation")
-    target.add_argument("--queue")
+    target.add_argument("--automation", help="the one automation a dedicated machine serves")
+    target.add_argument("--queue", help="the queue a Celery pool worker serves")
     register.set_defaults(fn=cmd_machines_register)
     machines_sub.add_parser("list", help="list machines").set_defaults(fn=cmd_machines_list)
     for action in ("on", "off"):
         switch = machines_sub.add_parser(action, help=f"turn a machine {action}")
-        switch.add_argument("id", type=int)
+        switch.add_argument("id", type=int, help="the machine's id (see machines list)")
         switch.set_defaults(fn=cmd_machines_switch, action=action)
 
     dispatch = sub.add_parser("dispatch", help="create a job (its id is the last line)")
-    dispatch.add_argument("automation")
-    dispatch.add_argument("--cliente", type=int, default=None)
-    dispatch.add_argument("--context", default="{}", help="JSON object")
-    dispatch.add_argument("--priority", type=int, default=0)
+    dispatch.add_argument("automation", help="the automation's key, e.g. demo.sleep")
+    dispatch.add_argument("--cliente", type=int, default=None, help="the client's id (optional)")
+    dispatch.add_argument("--context", default="{}", help="the job's input, a JSON object (default {})")
+    dispatch.add_argument(
+        "--priority", type=_bounded(0, 9), default=0, help="0 (runs first) to 9 (default %(default)s)"
+    )
     dispatch.set_defaults(fn=cmd_dispatch)
 
     sub.add_parser(
         "reconcile", help="put right now the jobs no message will run or no process runs"
     ).set_defaults(fn=cmd_reconcile)
 
-    seed = sub.add_parser("seed-demo", help="fill the database with demo clients and jobs")
-    seed.add_argument("--jobs", type=int, default=3000)
-    seed.add_argument("--clientes", type=int, default=60)
+    seed = sub.add_parser(
+        "seed-demo", help="add demo clients and finished or queued jobs (none running)"
+    )
+    seed.add_argument(
+        "--jobs",
+        type=_bounded(0, MAX_JOBS),
+        default=3000,
+        help=f"job rows to add, 0 to {MAX_JOBS} (default %(default)s)",
+    )
+    seed.add_argument(
+        "--clientes",
+        type=_bounded(0, MAX_CLIENTES),
+        default=60,
+        help="clients to have in all; only the missing ones are added (default %(default)s)",
+    )
     seed.set_defaults(fn=cmd_seed_demo)
+    add_operator_commands(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format=LOG_FORMAT)
-    for noisy in QUIET_LOGGERS:
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            (f"WA_{'_'.join(map(str, e['loc'])).upper()}: " if e["loc"] else "") + e["msg"]
+            for e in exc.errors()
+        )
+        print(f"error: configuration: {problems}", file=sys.stderr)
+        return 2
+    configure(settings.log_format, verbose=args.verbose)
     try:
         code: int = args.fn(args)
     except DomainError as exc:

@@ -47,8 +47,10 @@ class Periodic:
 def _periodic() -> tuple[Periodic, ...]:
     # Imported here: the work itself lives with the operations, which import much more.
     from worker_automation.resolvers.recovery import reconcile_periodic
+    from worker_automation.resolvers.retention import retention_periodic
+    from worker_automation.resolvers.schedule_firing import schedules_periodic
 
-    return (reconcile_periodic(),)
+    return (reconcile_periodic(), retention_periodic(), schedules_periodic())
 
 
 class Leadership:

@@ -1,59 +1,98 @@
-"""Prometheus metrics: job counts by status and queue, broker queue lengths, event bus state."""
+"""Prometheus metric families of the service and the small functions that count into them.
+
+Counted where things happen (job transitions when they are announced, claim refusals when they
+are made, HTTP requests in the request middleware, recoveries in the reconciler) and exported by
+:mod:`worker_automation.metrics_export`. With ``serve --workers N`` every process writes its
+values to the shared multiprocess directory that ``serve`` sets up, and a scrape of any process
+adds them all up. Labels take values from closed sets only (automations, queues, statuses,
+refusal reasons, route templates), so the number of series stays bounded.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any, Final, Protocol
 
-from worker_automation.errors import Unavailable
-from worker_automation.resolvers.counts import counters
-from worker_automation.services import Services
+from prometheus_client import Counter, Gauge, Histogram
 
-# Counted where things happen (not refreshed at scrape time), for the life of the process.
-_EVENTS = CollectorRegistry()
-_RECOVERED = Counter(
-    "wa_jobs_recovered", "Jobs the reconciler put right, by the fault it found", ["fault"], registry=_EVENTS
+# Terminal transitions end a run: its duration is observed then.
+FINISHED: Final = frozenset({"CONCLUIDO", "FALHA"})
+
+JOB_TRANSITIONS: Final = Counter(
+    "wa_job_transitions",
+    "Job state changes, by automation, queue and the status entered",
+    ["automation", "queue", "status"],
+)
+JOB_DURATION: Final = Histogram(
+    "wa_job_duration_seconds",
+    "Run time of finished jobs (claim to completion or failure), by automation",
+    ["automation"],
+    buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200),
+)
+CLAIMS_REFUSED: Final = Counter("wa_claims_refused", "Claims refused, by machine-readable reason", ["reason"])
+JOBS_RECOVERED: Final = Counter(
+    "wa_jobs_recovered", "Jobs the reconciler resolved after a fault, by fault", ["fault"]
+)
+SUBSCRIBERS: Final = Gauge(
+    "wa_subscribers",
+    "GraphQL subscriptions running on websockets, all API processes",
+    multiprocess_mode="livesum",
+)
+HTTP_DURATION: Final = Histogram(
+    "wa_http_request_duration_seconds",
+    "HTTP request latency, by route template, method and status code",
+    ["route", "method", "status"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
 
 
+class JobLike(Protocol):
+    """What a transition is counted from (a job view)."""
+
+    @property
+    def automation_type(self) -> str: ...
+    @property
+    def queue(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def data_inicio(self) -> datetime | None: ...
+    @property
+    def data_fim(self) -> datetime | None: ...
+
+
+# Labelled children, looked up on every transition (a claim's hot path): the label values come
+# from closed sets, so these stay small.
+_transitions: dict[tuple[str, str, str], Any] = {}
+_durations: dict[str, Any] = {}
+
+
+def count_transitions(jobs: Iterable[JobLike]) -> None:
+    """Count each job's entry into its current status; observe the run time of finished ones."""
+    for job in jobs:
+        key = (job.automation_type, job.queue, job.status)
+        series = _transitions.get(key)
+        if series is None:
+            series = _transitions.setdefault(key, JOB_TRANSITIONS.labels(*key))
+        series.inc()
+        start = job.data_inicio
+        if job.status in FINISHED and start is not None:
+            now = datetime.now(UTC)
+            end = job.data_fim or (now if start.tzinfo is not None else now.replace(tzinfo=None))
+            automation = job.automation_type
+            duration = _durations.get(automation)
+            if duration is None:
+                duration = _durations.setdefault(automation, JOB_DURATION.labels(automation))
+            duration.observe(max(0.0, (end - start).total_seconds()))
+
+
+def count_refused(reason: str) -> None:
+    """A claim was refused for ``reason``."""
+    CLAIMS_REFUSED.labels(reason).inc()
+
+
 def count_recovered(fault: str, n: int = 1) -> None:
-    """Count ``n`` jobs recovered from ``fault`` (a small fixed set of names)."""
-    _RECOVERED.labels(fault=fault).inc(n)
-
-
-class Metrics:
-    """One registry per app, refreshed from the database and the broker at each scrape."""
-
-    content_type = CONTENT_TYPE_LATEST
-
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        self.jobs = Gauge(
-            "worker_automation_jobs",
-            "Job rows by status and queue",
-            ["status", "queue"],
-            registry=self.registry,
-        )
-        self.broker_queue = Gauge(
-            "worker_automation_broker_queue_length",
-            "Messages waiting in each broker queue (all priorities)",
-            ["queue"],
-            registry=self.registry,
-        )
-        self.broker_up = Gauge(
-            "worker_automation_broker_up", "1 when the broker answers", registry=self.registry
-        )
-
-    async def render(self, services: Services) -> bytes:
-        async with services.db.reader() as session:
-            counts = await counters(session)
-            self.jobs.clear()
-            for (queue, status), count in counts.items():
-                self.jobs.labels(status=status, queue=queue).set(count)
-        try:
-            lengths = await services.broker.queue_lengths()
-            self.broker_up.set(1)
-            for queue, length in lengths.items():
-                self.broker_queue.labels(queue=queue).set(length)
-        except Unavailable:
-            self.broker_up.set(0)
-        return generate_latest(self.registry) + generate_latest(_EVENTS)
+    """``n`` jobs were resolved by the reconciler after ``fault`` (``worker_lost``, ...)."""
+    if n > 0:
+        JOBS_RECOVERED.labels(fault).inc(n)

@@ -1,14 +1,19 @@
-"""Realistic demo data: client companies and a few thousand jobs across states and queues."""
+"""Realistic demo data: client companies and a few thousand finished or queued jobs.
+
+No job is seeded EXECUTANDO: nothing would run it, so it would look stuck forever. Clients are
+topped up to the number asked for, so running the command again adds jobs, not clients.
+"""
 
 from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import func, insert, select
 
 from worker_automation.models import Cliente, JobStatus, Usuario, Worker, utcnow
 from worker_automation.models.database import Database
@@ -40,6 +45,10 @@ _FIRST = [
     "Academia Corpo em Forma",
 ]
 _SUFFIX = ["Ltda", "ME", "EIRELI", "S.A.", "EPP"]
+BATCH_ROWS = 1000
+# What the command accepts: enough for the 1M-row benchmarks, bounded so a typo cannot fill a disk.
+MAX_JOBS = 2_000_000
+MAX_CLIENTES = 100_000
 _ERRORS = [
     "Portal da Receita indisponivel (HTTP 503)",
     "Captcha nao resolvido apos 3 tentativas",
@@ -73,7 +82,7 @@ class SeedSummary:
     jobs: int
 
 
-def _job_row(rng: random.Random, cliente_ids: list[int], usuario_ids: list[int]) -> dict[str, Any]:
+def _job_row(rng: random.Random, cliente_ids: list[int | None], usuario_ids: list[int]) -> dict[str, Any]:
     from worker_automation.worker.registry import AUTOMATION_REGISTRY
 
     automations = [a for a in AUTOMATION_REGISTRY.values() if not a.key.startswith("demo.")]
@@ -81,8 +90,8 @@ def _job_row(rng: random.Random, cliente_ids: list[int], usuario_ids: list[int])
     now = utcnow()
     created = now - timedelta(minutes=rng.randrange(0, 60 * 24 * 14))
     status = rng.choices(
-        [JobStatus.CONCLUIDO, JobStatus.FALHA, JobStatus.CANCELADO, JobStatus.AGENDADO, JobStatus.EXECUTANDO],
-        weights=[80, 8, 4, 6, 2],
+        [JobStatus.CONCLUIDO, JobStatus.FALHA, JobStatus.CANCELADO, JobStatus.AGENDADO],
+        weights=[80, 8, 4, 6],
     )[0]
     start = created + timedelta(seconds=rng.randrange(1, 600))
     row: dict[str, Any] = {
@@ -110,8 +119,6 @@ def _job_row(rng: random.Random, cliente_ids: list[int], usuario_ids: list[int])
     }
     if status is not JobStatus.AGENDADO:
         row["data_inicio"] = min(start, now)
-    if status is JobStatus.EXECUTANDO:
-        row["progress"] = rng.randrange(1, 99)
     if status in (JobStatus.CONCLUIDO, JobStatus.FALHA, JobStatus.CANCELADO):
         row["data_fim"] = min(start + timedelta(seconds=rng.randrange(5, 900)), now)
         row["updated_at"] = row["data_fim"]
@@ -132,17 +139,28 @@ def _job_row(rng: random.Random, cliente_ids: list[int], usuario_ids: list[int])
 
 
 async def seed_demo(
-    db: Database, *, jobs: int = 3000, clientes: int = 60, seed: int | None = None
+    db: Database,
+    *,
+    jobs: int = 3000,
+    clientes: int = 60,
+    seed: int | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> SeedSummary:
-    """Insert demo clients, users and ``jobs`` job rows in batches (not row by row)."""
+    """Top the clients up to ``clientes``, add the demo users once and insert ``jobs`` job rows
+    in batches (not row by row); ``progress`` is told the rows inserted so far after each batch."""
+    if not 0 <= jobs <= MAX_JOBS:
+        raise ValueError(f"jobs must be between 0 and {MAX_JOBS}")
+    if not 0 <= clientes <= MAX_CLIENTES:
+        raise ValueError(f"clientes must be between 0 and {MAX_CLIENTES}")
     rng = random.Random(seed)
     async with db.session() as session:
         existing = set((await session.scalars(select(Cliente.cnpj))).all())
+        present = int(await session.scalar(select(func.count()).select_from(Cliente)) or 0)
         new_clients = []
-        for i in range(clientes):
+        for i in range(present, clientes):
             cnpj = fake_cnpj(rng)
-            if cnpj in existing:
-                continue
+            while cnpj in existing:  # 10^8 CNPJs to draw from: a redraw is rare and ends soon
+                cnpj = fake_cnpj(rng)
             existing.add(cnpj)
             name = f"{_FIRST[i % len(_FIRST)]} {rng.choice(_SUFFIX)}"
             if i >= len(_FIRST):
@@ -162,14 +180,14 @@ async def seed_demo(
             await session.execute(insert(Usuario), users)
         else:
             users = []
-        cliente_ids = list((await session.scalars(select(Cliente.id))).all())
+        # With no client at all, jobs point at none (the rows allow it).
+        cliente_ids: list[int | None] = list((await session.scalars(select(Cliente.id))).all()) or [None]
         usuario_ids = list((await session.scalars(select(Usuario.id))).all())
-        batch: list[dict[str, Any]] = []
-        for _ in range(jobs):
-            batch.append(_job_row(rng, cliente_ids, usuario_ids))
-            if len(batch) >= 1000:
-                await session.execute(insert(Worker), batch)
-                batch = []
-        if batch:
+        done = 0
+        while done < jobs:
+            batch = [_job_row(rng, cliente_ids, usuario_ids) for _ in range(min(BATCH_ROWS, jobs - done))]
             await session.execute(insert(Worker), batch)
+            done += len(batch)
+            if progress is not None:
+                progress(done)
     return SeedSummary(len(new_clients), len(users), jobs)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from functools import cached_property
 from pathlib import Path
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo
 
-from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_QUEUES: dict[str, int] = {
     "certidao": 2,
@@ -42,6 +44,11 @@ class Settings(BaseSettings):
     shutdown_grace_seconds: float = 120.0
     api_url: str = "http://127.0.0.1:8000"
     worker_api_key: str | None = None
+    # The operator key `worker-automation mcp` acts with (or its --api-key).
+    api_key: str | None = None
+    # A file holding the worker key (a mounted secret or a volume written at deployment): read
+    # once at start-up when WA_WORKER_API_KEY itself is not given.
+    worker_api_key_file: Path | None = None
     inspect_timeout_seconds: float = 3.0
     orphan_age_seconds: float = 7200.0
     # How soon after a fault a job nobody will run (its message lost, its process dead) is put
@@ -63,6 +70,15 @@ class Settings(BaseSettings):
     # Start Celery pool workers with the embedded `serve` (turned off by tests that bring their own).
     embedded_workers: bool = True
     require_services: bool = False
+    # Log lines as text for people or one JSON object per line for log collectors.
+    log_format: Literal["text", "json"] = "text"
+    # Browser origins allowed to call the API (HTTP CORS and websocket handshakes alike): a
+    # comma-separated list or a JSON list; none by default (same-origin pages and non-browser
+    # clients need nothing).
+    cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Finished jobs (CONCLUIDO, FALHA, CANCELADO) older than this many days are deleted, with their
+    # attempts, by the periodic housekeeping of `serve`; 0 keeps everything.
+    retention_days: int = Field(default=90, ge=0)
     # A pool worker started by an embedded `serve` gets serve's pid here: it ends when serve does.
     exit_with_parent: int | None = None
 
@@ -75,6 +91,30 @@ class Settings(BaseSettings):
         if value.startswith("sqlite://") and not value.startswith("sqlite+aiosqlite://"):
             return "sqlite+aiosqlite://" + value.split("://", 1)[1]
         return value
+
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _origin_list(cls, value: Any) -> Any:
+        """``https://a.example,https://b.example`` or ``["https://a.example"]``; no trailing slash."""
+        if isinstance(value, str):
+            text = value.strip()
+            items = json.loads(text) if text.startswith("[") else text.split(",")
+            if not isinstance(items, list):
+                raise ValueError("WA_CORS_ORIGINS must be a list of origins")
+            value = items
+        if isinstance(value, list):
+            return [str(item).strip().rstrip("/") for item in value if str(item).strip()]
+        return value
+
+    @model_validator(mode="after")
+    def _key_from_file(self) -> Settings:
+        if self.worker_api_key is None and self.worker_api_key_file is not None:
+            try:
+                key = self.worker_api_key_file.read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise ValueError(f"WA_WORKER_API_KEY_FILE cannot be read: {exc}") from exc
+            self.worker_api_key = key or None
+        return self
 
     @field_validator("queues")
     @classmethod

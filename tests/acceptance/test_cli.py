@@ -203,9 +203,18 @@ def test_seed_demo(tmp_path: Path) -> None:
 
     assert "200" in lines[-1]
     assert count(tmp_path, Worker) == 200
-    assert count(tmp_path, Cliente) > 0
+    clientes = count(tmp_path, Cliente)
+    assert clientes > 0
     ok(tmp_path, "seed-demo", "--jobs", "200")
     assert count(tmp_path, Worker) == 400
+    assert count(tmp_path, Cliente) == clientes  # a second run adds jobs, not clients
+
+
+def test_seed_demo_refuses_a_negative_job_count(tmp_path: Path) -> None:
+    done = run(tmp_path, "seed-demo", "--jobs", "-5")
+
+    assert done.returncode == 2
+    assert "--jobs" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_machines_register_list_and_switch(tmp_path: Path) -> None:

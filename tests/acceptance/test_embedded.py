@@ -191,6 +191,12 @@ def test_restarting_serve_keeps_queued_jobs_and_ends_the_ones_it_was_running(
     assert user.stored_status(sleeper) == "FALHA"
     assert [user.stored_status(job) for job in waiting] == ["AGENDADO", "AGENDADO"]
     assert not (workdir / ".worker-automation.lock").exists()
+    # One line per event: no Celery banner or task list, no warning per pool process, and no
+    # advice to press Ctrl-C again (the pool workers' grace ended in a cold shutdown here).
+    output = serve.output()
+    assert "[tasks]" not in output and "SecurityWarning" not in output
+    assert "Ctrl+C again" not in output
+    assert "Warm shutdown" in output
 
     serve = processes.start("serve-again", command, user.env, workdir)
     wait_ready(user.url, serve, READY_TIMEOUT)

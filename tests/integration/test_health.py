@@ -24,10 +24,10 @@ async def test_health_ready_and_metrics(pg_database_url: str, redis_url: str, ma
         assert metrics.status_code == 200
         assert metrics.headers["content-type"].startswith("text/plain")
         text = metrics.text
-        assert 'worker_automation_jobs{queue="certidao",status="AGENDADO"} 2.0' in text
-        assert 'worker_automation_jobs{queue="certidao",status="CONCLUIDO"} 1.0' in text
-        assert "worker_automation_broker_up 1.0" in text
-        assert 'worker_automation_broker_queue_length{queue="scan"} 0.0' in text
+        assert 'wa_jobs{queue="certidao",status="AGENDADO"} 2.0' in text
+        assert 'wa_jobs{queue="certidao",status="CONCLUIDO"} 1.0' in text
+        assert "wa_broker_up 1.0" in text
+        assert 'wa_queue_length{queue="scan"} 0.0' in text
 
 
 async def test_readyz_names_the_broker_when_redis_is_down(pg_database_url: str, make_settings: Any) -> None:
@@ -36,4 +36,4 @@ async def test_readyz_names_the_broker_when_redis_is_down(pg_database_url: str, 
         ready = await api.call("GET", "/readyz", kind=None)
         assert ready.status_code == 503
         assert ready.json()["down"] == ["broker"]
-        assert "worker_automation_broker_up 0.0" in (await api.call("GET", "/metrics", kind=None)).text
+        assert "wa_broker_up 0.0" in (await api.call("GET", "/metrics", kind=None)).text

@@ -106,12 +106,13 @@ def test_services_talk_to_each_other(services: dict[str, dict[str, Any]]) -> Non
     keys = []
     for name, _parsed in worker_services(services).values():
         env = services[name].get("environment") or {}
-        assert env.get("WA_WORKER_API_KEY"), f"{name} has no machine key"
+        key = env.get("WA_WORKER_API_KEY") or env.get("WA_WORKER_API_KEY_FILE")
+        assert key, f"{name} has no machine key"
         assert str(env.get("WA_API_URL", "")).startswith("http://api"), name
         assert "redis" in str(env.get("WA_REDIS_URL", "")), name
         # Pool workers claim through the API: they are never given database credentials.
         assert "WA_DATABASE_URL" not in env, name
-        keys.append(str(env["WA_WORKER_API_KEY"]))
+        keys.append(str(key))
     # One machine per queue: each worker service has a key of its own.
     assert len(set(keys)) == len(keys)
 
@@ -131,6 +132,57 @@ def test_health_checks(services: dict[str, dict[str, Any]]) -> None:
     for queue, (name, _parsed) in worker_services(services).items():
         depends = services[name].get("depends_on") or {}
         assert "api" in depends, f"worker for {queue} does not wait for the API"
+        assert depends.get("bootstrap", {}).get("condition") == "service_completed_successfully", name
+    assert services["api"]["depends_on"]["bootstrap"]["condition"] == "service_completed_successfully"
+
+
+def test_compose_loads_without_any_variable_set() -> None:
+    """The first run needs no .env: nothing is interpolated that a user must provide first."""
+    text = COMPOSE.read_text(encoding="utf-8")
+    assert not re.search(r"\$\{[^}]*:\?", text), "a variable compose refuses to start without"
+    assert "${" not in text
+
+
+def test_one_image_built_once(services: dict[str, dict[str, Any]]) -> None:
+    built = [name for name, service in services.items() if "build" in service]
+    assert built == ["bootstrap"]
+    image = services["bootstrap"]["image"]
+    ours = [name for name, service in services.items() if cli_args(command_of(service)) is not None]
+    assert {"bootstrap", "api"} <= set(ours)
+    for name in ours:
+        assert services[name]["image"] == image, name
+        if name != "bootstrap":
+            assert services[name].get("pull_policy") == "never", name
+
+
+def test_bootstrap_writes_the_keys_the_workers_read(services: dict[str, dict[str, Any]]) -> None:
+    args = cli_args(command_of(services["bootstrap"]))
+    assert args is not None
+    parsed = parses(args)
+    assert parsed.command == "bootstrap"
+    volume = next(v for v in services["bootstrap"]["volumes"] if v.endswith(":" + parsed.keys_dir))
+    for queue, (name, _parsed) in worker_services(services).items():
+        env = services[name]["environment"]
+        assert env["WA_WORKER_API_KEY_FILE"] == f"{parsed.keys_dir}/{queue}.key", name
+        mounts = [str(v) for v in services[name].get("volumes") or []]
+        assert any(m.split(":")[0] == volume.split(":")[0] for m in mounts), f"{name} lacks the keys volume"
+
+
+def test_redis_persists_its_data(services: dict[str, dict[str, Any]]) -> None:
+    command = command_of(services["redis"])
+    assert command[command.index("--appendonly") + 1] == "yes"
+    assert any(str(v).endswith(":/data") for v in services["redis"].get("volumes") or [])
+
+
+def test_dockerfile_runs_as_a_user_owning_its_data_directory() -> None:
+    user = dockerfile_instruction("USER")
+    assert user not in ("root", "0")
+    workdir = dockerfile_instruction("WORKDIR")
+    text = DOCKERFILE.read_text(encoding="utf-8").replace("\\\n", " ")
+    assert re.search(rf"chown\s+{user}(:{user})?\s+[^&]*{re.escape(workdir)}", text), (
+        "workdir not owned by the user"
+    )
+    assert workdir in dockerfile_instruction("VOLUME")
 
 
 def test_grace_period_fits_in_the_stop_timeout(services: dict[str, dict[str, Any]]) -> None:

@@ -29,7 +29,7 @@ EVERY_WORKER_FIELD = """
 """
 CONSOLE = {
     "jobs page of 100, every field": (
-        "query Jobs($f: WorkerFilterInput, $p: Int!) { workers(filter: $f, page: $p, perPage: 100) "
+        "query Jobs($f: WorkerFilter, $p: Int!) { workers(filter: $f, page: $p, perPage: 100) "
         f"{{ total page perPage pages items {{ {EVERY_WORKER_FIELD} }} }} }}"
     ),
     "one job": f"query Job($id: Int!) {{ worker(id: $id) {{ {EVERY_WORKER_FIELD} }} }}",

@@ -50,7 +50,10 @@ async def test_seed_covers_every_status_and_the_five_queues(db: Database) -> Non
 
     assert result.total == 1200
     assert set(result.by_status) == {s.value for s in JobStatus}
-    assert all(n > 0 for n in result.by_status.values()), result.by_status
+    # Nothing runs seeded jobs: none is seeded running (it would look stuck forever).
+    assert result.by_status[JobStatus.EXECUTANDO.value] == 0
+    others = {s: n for s, n in result.by_status.items() if s != JobStatus.EXECUTANDO.value}
+    assert all(n > 0 for n in others.values()), result.by_status
     assert set(result.by_queue) == {"certidao", "scraping", "scan", "observer", "ui_automation"}
     assert all(n > 0 for n in result.by_queue.values()), result.by_queue
 
@@ -93,25 +96,26 @@ async def test_seeded_rows_are_enriched_with_client_names(db: Database) -> None:
     assert all(w.display_name == AUTOMATION_REGISTRY[w.automation_type].display_name for w in page.items)
 
 
-async def test_seed_twice_adds_more(db: Database) -> None:
+async def test_seed_twice_adds_jobs_not_clients(db: Database) -> None:
     await seed_demo(db, jobs=300, clientes=12, seed=5)
     second = await seed_demo(db, jobs=300, clientes=12)
 
+    assert second.clientes == 0
     assert await count(db, Worker) == 600
     assert await count(db, Usuario) == 3  # the demo users are added once
-    assert await count(db, Cliente) == 12 + second.clientes
+    assert await count(db, Cliente) == 12
     async with db.session() as session:
         cnpjs = (await session.scalars(select(Cliente.cnpj))).all()
     assert len(cnpjs) == len(set(cnpjs))
 
 
-async def test_seed_twice_with_the_same_seed_skips_existing_clients(db: Database) -> None:
+async def test_seed_twice_with_the_same_seed_tops_clients_up(db: Database) -> None:
     await seed_demo(db, jobs=50, clientes=12, seed=5)
-    again = await seed_demo(db, jobs=50, clientes=12, seed=5)
+    again = await seed_demo(db, jobs=50, clientes=15, seed=5)
 
-    # The same seed draws the same CNPJs first: those clients are skipped, never duplicated,
-    # and the jobs are added (task ids stay unique).
-    assert again.clientes < 12
+    # Clients are topped up to the number asked for, never duplicated (same seed, same CNPJs
+    # drawn first), and the jobs are added (task ids stay unique).
+    assert again.clientes == 3
     assert await count(db, Cliente) == 12 + again.clientes
     assert await count(db, Worker) == 100
     async with db.session() as session:
@@ -127,6 +131,20 @@ async def test_seed_with_no_jobs(db: Database) -> None:
     assert summary.jobs == 0
     assert await count(db, Worker) == 0
     assert await count(db, Cliente) == 2
+
+
+async def test_seed_reports_progress_per_batch(db: Database) -> None:
+    seen: list[int] = []
+    await seed_demo(db, jobs=2500, clientes=3, seed=2, progress=seen.append)
+
+    assert seen == [1000, 2000, 2500]
+
+
+@pytest.mark.parametrize("jobs", [-5, 10**9])
+async def test_seed_refuses_a_job_count_out_of_range(db: Database, jobs: int) -> None:
+    with pytest.raises(ValueError, match="jobs"):
+        await seed_demo(db, jobs=jobs, clientes=1)
+    assert await count(db, Cliente) == 0
 
 
 def test_cnpj_check_digits_known_value() -> None:

@@ -210,6 +210,15 @@ class BrokerGateway:
         except (*BROKER_ERRORS, TimeoutError):
             return False
 
+    async def revoke_many(self, task_ids: list[str], *, terminate: bool) -> None:
+        """:meth:`revoke` for many tasks in one broadcast (bulk actions)."""
+        if not task_ids:
+            return
+        try:
+            await self._in_thread(self.app.control.revoke, list(task_ids), terminate=terminate)
+        except BROKER_ERRORS as exc:
+            raise Unavailable(UNAVAILABLE_MESSAGE, reason=str(exc)) from exc
+
     async def close(self) -> None:
         """Release the Redis client, Celery's connection pools and the threads."""
         await self.redis.aclose()

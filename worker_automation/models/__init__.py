@@ -1,9 +1,12 @@
 """SQLAlchemy models, the async engine and the migrations."""
 
 from worker_automation.models.access import ApiKey, Machine, MachineStatus
+from worker_automation.models.attempt import Attempt, AttemptOutcome
 from worker_automation.models.base import Base, utcnow
 from worker_automation.models.directory import MANAGER_PERFIS, Cliente, Perfil, Usuario
 from worker_automation.models.operations import AuditEntry, AutomationSetting
+from worker_automation.models.queue_pause import QueuePause
+from worker_automation.models.schedule import Schedule
 from worker_automation.models.worker import (
     CELERY_STATE,
     OPEN_STATUSES,
@@ -19,6 +22,8 @@ __all__ = [
     "OPEN_STATUSES",
     "TERMINAL_STATUSES",
     "ApiKey",
+    "Attempt",
+    "AttemptOutcome",
     "AuditEntry",
     "AutomationSetting",
     "Base",
@@ -27,6 +32,8 @@ __all__ = [
     "Machine",
     "MachineStatus",
     "Perfil",
+    "QueuePause",
+    "Schedule",
     "Usuario",
     "Worker",
     "WorkerCount",

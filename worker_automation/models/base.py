@@ -41,6 +41,13 @@ class UtcDateTime(TypeDecorator[datetime]):
         value = value.astimezone(UTC)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
+    def result_processor(self, dialect: Dialect, coltype: Any) -> Any:
+        # asyncpg already returns timestamptz values aware and in UTC: no call per value (lists
+        # and live views read four timestamps a row).
+        if dialect.name == "postgresql" and dialect.driver == "asyncpg":
+            return None
+        return super().result_processor(dialect, coltype)
+
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:
             return None

@@ -41,4 +41,8 @@ class AuditEntry(Base):
     result: Mapped[str] = mapped_column(String(20))
     detail: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
 
-    __table_args__ = (Index("ix_audit_log_at", "at"),)
+    __table_args__ = (
+        Index("ix_audit_log_at", "at"),
+        # auditLog filtered by action, newest first.
+        Index("ix_audit_log_action_id", "action", "id"),
+    )

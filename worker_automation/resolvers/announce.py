@@ -7,19 +7,34 @@ from collections.abc import Iterable
 
 from worker_automation.broker.events import Event, EventKind
 from worker_automation.errors import Unavailable
+from worker_automation.metrics import count_transitions
 from worker_automation.resolvers.views import WorkerView
 from worker_automation.services import Services
 
 log = logging.getLogger(__name__)
+# Events that put a job in a (new) status; progress, reorder and delete leave it where it was.
+TRANSITIONS = frozenset(
+    {
+        EventKind.CREATED,
+        EventKind.CLAIMED,
+        EventKind.COMPLETED,
+        EventKind.FAILED,
+        EventKind.CANCELLED,
+        EventKind.MOVED,
+    }
+)
 
 
 async def announce(services: Services, kind: EventKind, views: Iterable[WorkerView]) -> None:
     """Publish one event per changed row. The database already holds the change, so a Redis
     outage costs only the live notification (subscribers re-read state when it comes back)."""
     tz = services.settings.tz
-    events = [Event(kind, view.as_dict(tz)) for view in views]
-    if not events:
+    views = list(views)
+    if not views:
         return
+    if kind in TRANSITIONS:
+        count_transitions(views)
+    events = [Event(kind, view.as_dict(tz)) for view in views]
     try:
         if len(events) == 1:
             await services.events.publish(events[0])

@@ -6,7 +6,7 @@ import hashlib
 import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import bindparam, select, update
@@ -177,3 +177,27 @@ def key_from_headers(headers: Mapping[str, Any]) -> str | None:
     if auth.lower().startswith("bearer "):
         return auth[7:].strip() or None
     return None
+
+
+@dataclass(frozen=True)
+class KeyView:
+    """An API key as listed: never its secret nor its hash, only the prefix it starts with."""
+
+    id: int
+    name: str
+    prefix: str
+    perfil: str
+    scopes: str
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
+async def list_keys(db: Database) -> list[KeyView]:
+    """Every key, revoked ones included, oldest first."""
+    async with db.reader() as session:
+        rows = (await session.scalars(select(ApiKey).order_by(ApiKey.id))).all()
+    return [
+        KeyView(r.id, r.name, r.prefix, r.perfil, r.scopes, r.created_at, r.last_used_at, r.revoked_at)
+        for r in rows
+    ]

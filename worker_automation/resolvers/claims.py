@@ -17,7 +17,8 @@ from sqlalchemy.orm import aliased
 from worker_automation.broker.events import EventKind
 from worker_automation.errors import BadInput, Conflict, DomainError, NotFound
 from worker_automation.limits import result_refusal
-from worker_automation.models import AutomationSetting, JobStatus, Machine, Worker, utcnow
+from worker_automation.metrics import count_refused
+from worker_automation.models import AutomationSetting, JobStatus, Machine, QueuePause, Worker, utcnow
 from worker_automation.models.database import Executor
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.automations import apply_setting, effective, registered
@@ -47,6 +48,7 @@ class Refusal(StrEnum):
     WRONG_AUTOMATION = "wrong_automation"
     MACHINE_OFF = "machine_off"
     NOT_CLAIMABLE = "not_claimable"
+    QUEUE_PAUSED = "queue_paused"
 
 
 _REFUSAL_MESSAGES: dict[Refusal, str] = {
@@ -56,6 +58,7 @@ _REFUSAL_MESSAGES: dict[Refusal, str] = {
     Refusal.WRONG_AUTOMATION: "Esta maquina nao atende a automacao deste job.",
     Refusal.MACHINE_OFF: "Maquina desligada.",
     Refusal.NOT_CLAIMABLE: "Job nao pode ser reivindicado no estado atual.",
+    Refusal.QUEUE_PAUSED: "Fila pausada: o job roda quando ela for retomada.",
 }
 
 
@@ -88,6 +91,10 @@ _TOUCH_MACHINE = (
 )
 
 
+# Whether the job's queue is paused (correlated to the statement's ``workers`` row).
+_QUEUE_PAUSED = select(QueuePause.queue).where(QueuePause.queue == Worker.queue).exists()
+
+
 def _claim_statement(*, with_task: bool) -> Update:
     """Claim one AGENDADO job while fewer than ``limit`` jobs of its automation run."""
     running = aliased(Worker)
@@ -100,7 +107,8 @@ def _claim_statement(*, with_task: bool) -> Update:
         )
         .scalar_subquery()
     )
-    conds = [Worker.id == bindparam("job_id"), Worker.status == JobStatus.AGENDADO.value]
+    # A paused queue's jobs are not claimed (a primary-key probe inside the same statement).
+    conds = [Worker.id == bindparam("job_id"), Worker.status == JobStatus.AGENDADO.value, ~_QUEUE_PAUSED]
     if with_task:
         conds.append(Worker.task_id == bindparam("job_task"))
     # RETURNING the whole row and its client's name: the claimed job comes back without
@@ -151,6 +159,7 @@ def _finish_statement(columns: tuple[str, ...], *, by_key: bool, with_task: bool
 
 
 def refused(reason: Refusal, **details: Any) -> Conflict:
+    count_refused(reason.value)
     return Conflict(_REFUSAL_MESSAGES[reason], reason=reason.value, **details)
 
 
@@ -163,9 +172,10 @@ def _serves(machine: MachineView, automation_type: str, queue: str) -> bool:
 async def pending_jobs(
     services: Services, machine: MachineView, automation: str | None, limit: int = 100
 ) -> list[WorkerView]:
-    """AGENDADO jobs this machine may claim, in run order (for the start-up sweep)."""
+    """AGENDADO jobs this machine may claim, in run order (for the start-up sweep). A paused
+    queue's jobs are left out: a machine would only be refused them, sweep after sweep."""
     key = automation or machine.automation
-    conds = [Worker.status == JobStatus.AGENDADO.value]
+    conds = [Worker.status == JobStatus.AGENDADO.value, ~_QUEUE_PAUSED]
     if key is not None:
         if machine.automation is not None and key != machine.automation:
             raise BadInput("automation", f"Esta maquina atende apenas {machine.automation!r}")
@@ -240,13 +250,14 @@ async def claim(
 
 
 async def _refusal_for(conn: Executor, worker_id: int, task_id: str | None) -> DomainError:
+    paused = _QUEUE_PAUSED.label("paused")
     current = (
-        await conn.execute(select(Worker.status, Worker.task_id).where(Worker.id == worker_id))
+        await conn.execute(select(Worker.status, Worker.task_id, paused).where(Worker.id == worker_id))
     ).first()
     if current is None:
         # Removed since the claim began (cleanup, a move): nothing left to claim.
         return NotFound(MSG_WORKER_NOT_FOUND, worker_id=worker_id)
-    status, stored_task = current
+    status, stored_task, queue_paused = current
     if status == JobStatus.EXECUTANDO.value:
         return refused(Refusal.ALREADY_CLAIMED, status=status)
     if status != JobStatus.AGENDADO.value:
@@ -254,6 +265,8 @@ async def _refusal_for(conn: Executor, worker_id: int, task_id: str | None) -> D
     if task_id is not None and stored_task != task_id:
         # A message for a task that was revoked, moved or reordered away: not this job's task.
         return refused(Refusal.NOT_CLAIMABLE, status=status, stale_task=True)
+    if queue_paused:
+        return refused(Refusal.QUEUE_PAUSED, status=status)
     return refused(Refusal.CONCURRENCY_LIMIT, status=status)
 
 

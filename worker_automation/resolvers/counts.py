@@ -16,7 +16,7 @@ CountKey = tuple[str, str]  # (queue, status)
 _COUNTERS = select(WorkerCount.queue, WorkerCount.status, WorkerCount.n)
 
 
-async def counters(session: AsyncSession) -> dict[CountKey, int]:
+async def counters(session: Executor) -> dict[CountKey, int]:
     """Every non-empty (queue, status) pair: a read of a few dozen rows, whatever the table size."""
     rows = await session.execute(_COUNTERS)
     return {(q, s): int(n) for q, s, n in rows if n}

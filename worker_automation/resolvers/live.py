@@ -4,22 +4,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, time
 from functools import cache
 from typing import Any
 
-from sqlalchemy import CompoundSelect, func, select, union_all
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import CompoundSelect, select, union_all
 
 from worker_automation.broker.inspect import InspectResult
 from worker_automation.errors import NotFound, Unavailable
 from worker_automation.models import JobStatus, Worker, utcnow
 from worker_automation.models.database import Database
 from worker_automation.resolvers import reads
-from worker_automation.resolvers.counts import counters
+from worker_automation.resolvers.live_reads import (
+    DASHBOARD_QUEUED,
+    Totals,
+    read_dashboard_lists,
+    read_totals,
+)
 from worker_automation.resolvers.pagination import Page
+from worker_automation.resolvers.pauses import paused_queues
 from worker_automation.resolvers.reads import MSG_TASK_NOT_FOUND, Stats, TaskStatus
 from worker_automation.resolvers.views import (
     RUN_ORDER,
@@ -47,6 +51,8 @@ class QueueState:
     pending_count: int
     active_tasks: list[WorkerView] = field(default_factory=list)
     pending_tasks: list[WorkerView] = field(default_factory=list)
+    # Paused: its jobs are accepted and none is claimed until it is resumed.
+    paused: bool = False
 
     @property
     def capacity(self) -> int:
@@ -85,19 +91,6 @@ def start_of_today(services: Services) -> datetime:
     tz = services.settings.tz
     local_now = utcnow().astimezone(tz)
     return datetime.combine(local_now.date(), time.min, tzinfo=tz)
-
-
-async def _today_counts(session: AsyncSession, since: datetime) -> tuple[int, int]:
-    rows = await session.execute(
-        select(Worker.status, func.count())
-        .where(
-            Worker.status.in_([JobStatus.CONCLUIDO.value, JobStatus.FALHA.value]),
-            Worker.data_fim >= since,
-        )
-        .group_by(Worker.status)
-    )
-    counts = dict(rows.tuples().all())
-    return counts.get(JobStatus.CONCLUIDO.value, 0), counts.get(JobStatus.FALHA.value, 0)
 
 
 def _list_order(status: JobStatus) -> tuple[str, ...]:
@@ -141,17 +134,34 @@ async def _tasks_of(
     return found
 
 
-def _summary_of(counts: dict[tuple[str, str], int], completed: int, errors: int) -> Summary:
-    active = sum(n for (_, s), n in counts.items() if s == JobStatus.EXECUTANDO.value)
-    pending = sum(n for (_, s), n in counts.items() if s == JobStatus.AGENDADO.value)
-    return Summary(active, pending, completed, errors)
+def _summary_of(totals: Totals) -> Summary:
+    return Summary(
+        totals.by_status(JobStatus.EXECUTANDO),
+        totals.by_status(JobStatus.AGENDADO),
+        totals.completed_today,
+        totals.errors_today,
+    )
 
 
-async def summary(services: Services, counts: dict[tuple[str, str], int] | None = None) -> Summary:
-    async with services.db.reader() as session:
-        counts = await counters(session) if counts is None else counts
-        completed, errors = await _today_counts(session, start_of_today(services))
-    return _summary_of(counts, completed, errors)
+def _states_of(
+    services: Services,
+    totals: Totals,
+    tasks: dict[tuple[str, JobStatus], list[WorkerView]],
+    paused: set[str],
+) -> list[QueueState]:
+    counts = totals.counts
+    return [
+        QueueState(
+            name,
+            workers,
+            counts.get((name, JobStatus.EXECUTANDO.value), 0),
+            counts.get((name, JobStatus.AGENDADO.value), 0),
+            tasks.get((name, JobStatus.EXECUTANDO), []),
+            tasks.get((name, JobStatus.AGENDADO), []),
+            name in paused,
+        )
+        for name, workers in services.settings.queues.items()
+    ]
 
 
 async def queue_states(services: Services, *, with_tasks: bool) -> tuple[list[QueueState], Summary]:
@@ -165,14 +175,9 @@ async def queue_states(services: Services, *, with_tasks: bool) -> tuple[list[Qu
 
 
 async def _queue_states(services: Services, *, with_tasks: bool) -> tuple[list[QueueState], Summary]:
-    # The counters, the task lists (one statement for all queues) and today's totals are read
-    # at the same time on three connections: the answer comes in the time of the slowest.
-    since = start_of_today(services)
+    # The counters with today's totals (one statement) and the task lists (one statement for all
+    # queues) are read at the same time on two connections.
     db = services.db
-
-    async def read_counts() -> dict[tuple[str, str], int]:
-        async with db.reader() as session:
-            return await counters(session)
 
     async def read_tasks() -> dict[tuple[str, JobStatus], list[WorkerView]]:
         if not with_tasks:
@@ -181,23 +186,10 @@ async def _queue_states(services: Services, *, with_tasks: bool) -> tuple[list[Q
         wanted = tuple((queue, status) for queue in services.settings.queues for status in shown)
         return await _tasks_of(db, wanted)
 
-    async def read_today() -> tuple[int, int]:
-        async with db.reader() as session:
-            return await _today_counts(session, since)
-
-    counts, tasks, (completed, errors) = await asyncio.gather(read_counts(), read_tasks(), read_today())
-    states = [
-        QueueState(
-            name,
-            workers,
-            counts.get((name, JobStatus.EXECUTANDO.value), 0),
-            counts.get((name, JobStatus.AGENDADO.value), 0),
-            tasks.get((name, JobStatus.EXECUTANDO), []),
-            tasks.get((name, JobStatus.AGENDADO), []),
-        )
-        for name, workers in services.settings.queues.items()
-    ]
-    return states, _summary_of(counts, completed, errors)
+    totals, tasks, paused = await asyncio.gather(
+        read_totals(db, start_of_today(services)), read_tasks(), paused_queues(db)
+    )
+    return _states_of(services, totals, tasks, paused), _summary_of(totals)
 
 
 async def queue_live_status(services: Services) -> QueueLiveStatus:
@@ -269,58 +261,54 @@ class Dashboard:
     errors: dict[str, str] = field(default_factory=dict)
 
 
-DASHBOARD_ACTIVE_CAP = 50
-DASHBOARD_HISTORY = 20
-
-
 async def dashboard(services: Services) -> Dashboard:
-    """One failing source empties only its own section, which is named in ``errors``.
+    """One failing source empties only its own sections, which are named in ``errors``.
 
     Callers asking at the same moment share one build of it (each gets one made after it asked).
     """
     return await services.db.shared.run("dashboard", lambda: _dashboard(services))
 
 
+def _failure(exc: BaseException) -> str:
+    return exc.message if isinstance(exc, Unavailable) else type(exc).__name__
+
+
 async def _dashboard(services: Services) -> Dashboard:
+    # Three sources read at the same time: the counters with today's totals (stats, queues,
+    # summary, the queued total), the three job lists in one statement, and the broker.
     board = Dashboard()
-
-    async def section(name: str, load: Callable[[], Awaitable[None]]) -> None:
-        try:
-            await load()
-        except Exception as exc:
-            log.warning("dashboard section %s failed: %s", name, exc)
-            board.errors[name] = exc.message if isinstance(exc, Unavailable) else type(exc).__name__
-
-    async def load_stats() -> None:
-        board.stats = await reads.stats(services.db, services.settings.queues)
-
-    async def load_queues() -> None:
-        board.queues, board.summary = await queue_states(services, with_tasks=False)
-
-    async def load_broker() -> None:
-        status = await broker_status(services)
-        if not status.available:
-            board.broker = status
-            raise Unavailable("Broker indisponivel")
-        board.broker = status
-
-    async def load_active() -> None:
-        board.active = await reads.active_workers(services.db, limit=DASHBOARD_ACTIVE_CAP)
-
-    async def load_queued() -> None:
-        board.queued = await reads.queued_workers(services.db, services.settings.queues, 1, 10)
-
-    async def load_history() -> None:
-        board.history = await reads.recent_terminal(services.db, DASHBOARD_HISTORY)
-
-    await asyncio.gather(
-        section("stats", load_stats),
-        section("queues", load_queues),
-        section("broker", load_broker),
-        section("active", load_active),
-        section("queued", load_queued),
-        section("history", load_history),
+    db = services.db
+    totals, lists, broker, paused = await asyncio.gather(
+        read_totals(db, start_of_today(services)),
+        read_dashboard_lists(db),
+        broker_status(services),
+        paused_queues(db),
+        return_exceptions=True,
     )
-    if "queues" in board.errors:
-        board.errors.setdefault("summary", board.errors["queues"])
+    if isinstance(totals, BaseException):
+        _failed(board, totals, "stats", "queues", "summary", "queued")
+    else:
+        board.stats = reads.stats_of(totals.counts, services.settings.queues)
+        board.queues = _states_of(services, totals, {}, paused if isinstance(paused, set) else set())
+        board.summary = _summary_of(totals)
+    if isinstance(lists, BaseException):
+        _failed(board, lists, "active", "queued", "history")
+    else:
+        board.active, board.history = lists.active, lists.history
+        if not isinstance(totals, BaseException):
+            queued_total = totals.by_status(JobStatus.AGENDADO)
+            board.queued = Page(lists.queued, queued_total, 1, DASHBOARD_QUEUED)
+    if isinstance(broker, BaseException):
+        _failed(board, broker, "broker")
+    else:
+        board.broker = broker
+        if not broker.available:
+            _failed(board, Unavailable("Broker indisponivel"), "broker")
     return board
+
+
+def _failed(board: Dashboard, exc: BaseException, *sections: str) -> None:
+    for name in sections:
+        if name not in board.errors:
+            log.warning("dashboard section %s failed: %s", name, exc)
+            board.errors[name] = _failure(exc)

@@ -6,17 +6,25 @@ import uuid
 
 from worker_automation.broker.events import EventKind
 from worker_automation.errors import BadInput, Unavailable
-from worker_automation.models import JobStatus, Worker, utcnow
+from worker_automation.models import JobStatus
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.automations import registered
 from worker_automation.resolvers.dispatch import enqueue
 from worker_automation.resolvers.reads import check_queue
-from worker_automation.resolvers.rows import check_priority, lock_worker, require_status, view_in
+from worker_automation.resolvers.rows import check_priority, lock_worker, view_in
+from worker_automation.resolvers.transitions import (
+    CANCEL_MESSAGE,
+    Action,
+    back_in_queue,
+    mark_cancelled,
+    mark_retried,
+    require,
+)
 from worker_automation.resolvers.views import WorkerView
 from worker_automation.services import Services
 
-CANCEL_MESSAGE = "Cancelado pelo operador"
+__all__ = ["CANCEL_MESSAGE", "back_in_queue", "cancel", "move", "reorder", "retry"]
 
 
 async def cancel(services: Services, actor: Actor, worker_id: int) -> WorkerView:
@@ -24,7 +32,7 @@ async def cancel(services: Services, actor: Actor, worker_id: int) -> WorkerView
     async with audited(services.db, actor, "cancel", f"worker:{worker_id}"):
         async with services.db.session() as session:
             row = await lock_worker(session, worker_id)
-            require_status(row, {JobStatus.AGENDADO, JobStatus.EXECUTANDO}, "cancelar")
+            require(row, Action.CANCEL)
             if row.task_id:
                 try:
                     await services.broker.revoke(row.task_id, terminate=True)
@@ -33,26 +41,11 @@ async def cancel(services: Services, actor: Actor, worker_id: int) -> WorkerView
                         # It really runs somewhere: marking it cancelled would be a lie.
                         raise
                     # A queued message left behind is refused at claim time (status changed).
-            row.status = JobStatus.CANCELADO.value
-            row.data_fim = utcnow()
-            row.mensagem_erro = CANCEL_MESSAGE
+            mark_cancelled(row)
             await session.flush()
             view = await view_in(session, row)
     await announce(services, EventKind.CANCELLED, [view])
     return view
-
-
-def back_in_queue(row: Worker, task_id: str) -> None:
-    """The job waits again under a new task: not started, no machine, no progress (nor the last
-    progress message of the run that is over)."""
-    row.task_id = task_id
-    row.status = JobStatus.AGENDADO.value
-    row.progress = 0
-    row.data_inicio = None
-    row.machine_id = None
-    if row.metadata_json and "progress_message" in row.metadata_json:
-        rest = {key: value for key, value in row.metadata_json.items() if key != "progress_message"}
-        row.metadata_json = rest or None
 
 
 async def retry(services: Services, actor: Actor, worker_id: int) -> WorkerView:
@@ -60,14 +53,10 @@ async def retry(services: Services, actor: Actor, worker_id: int) -> WorkerView:
     async with audited(services.db, actor, "retry", f"worker:{worker_id}"):
         async with services.db.session() as session:
             row = await lock_worker(session, worker_id)
-            require_status(row, {JobStatus.FALHA, JobStatus.CANCELADO}, "re-enfileirar")
+            require(row, Action.RETRY)
             automation = registered(row.automation_type)
             task_id = str(uuid.uuid4())
-            back_in_queue(row, task_id)
-            row.retry_count += 1
-            row.data_fim = None
-            row.mensagem_erro = None
-            row.result = None
+            mark_retried(row, task_id)
             await session.flush()
             view = await view_in(session, row)
         await announce(services, EventKind.CREATED, [view])
@@ -84,7 +73,7 @@ async def move(services: Services, actor: Actor, worker_id: int, target_queue: s
         note.detail = {"target_queue": target_queue}
         async with services.db.session() as session:
             row = await lock_worker(session, worker_id)
-            require_status(row, {JobStatus.AGENDADO, JobStatus.EXECUTANDO}, "mover")
+            require(row, Action.MOVE)
             if row.queue == target_queue:
                 raise BadInput("target_queue", f"O worker ja esta na fila {target_queue!r}")
             automation = registered(row.automation_type)
@@ -107,7 +96,7 @@ async def reorder(services: Services, actor: Actor, worker_id: int, new_priority
         note.detail = {"new_priority": new_priority}
         async with services.db.session() as session:
             row = await lock_worker(session, worker_id)
-            require_status(row, {JobStatus.AGENDADO}, "reordenar")
+            require(row, Action.REORDER)
             automation = registered(row.automation_type)
             if row.task_id:
                 await services.broker.revoke(row.task_id, terminate=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import ColumnElement, Select, bindparam, func, or_, select
 
@@ -23,6 +23,8 @@ from worker_automation.resolvers.views import (
     views_of,
 )
 
+# How a list statement finds its page: skipping rows, after a cursor, or from the newest.
+Seek = Literal["offset", "after", "first"]
 MSG_WORKER_NOT_FOUND = "Worker nao encontrado."
 MSG_TASK_NOT_FOUND = "Task nao encontrada."
 
@@ -144,10 +146,11 @@ async def list_workers(
 
 @cache
 def _list_statements(
-    filtered: tuple[str, ...], *, with_text: bool, from_counters: bool
+    filtered: tuple[str, ...], *, with_text: bool, from_counters: bool, seek: Seek = "offset"
 ) -> tuple[Select[Any], Select[Any]]:
     """The page and count statements for one combination of filters, built once (parameters
-    ``filter_<column>``, ``page_offset``, ``page_size``, and the text search's when asked).
+    ``filter_<column>``, ``page_size``, the text search's when asked, and ``page_offset`` for
+    offset pages or ``after_id`` for a slice after a cursor).
 
     Each page row carries the total as its last column. Filtered by status and queue alone, the
     total is read off the trigger-maintained counters; otherwise it is counted.
@@ -159,14 +162,12 @@ def _list_statements(
         conds.append(_text_search())
     # The page's ids first (an index-only scan skips ``offset`` entries without visiting their
     # rows), then only the page's rows are read and joined: a deep page no longer reads every row
-    # it skips.
-    page_ids = (
-        select(Worker.id)
-        .where(*conds)
-        .order_by(Worker.id.desc())
-        .offset(bindparam("page_offset"))
-        .limit(bindparam("page_size"))
-    )
+    # it skips. After a cursor the same index is entered at the cursor's id: nothing is skipped.
+    page_ids = select(Worker.id).where(*conds).order_by(Worker.id.desc()).limit(bindparam("page_size"))
+    if seek == "offset":
+        page_ids = page_ids.offset(bindparam("page_offset"))
+    elif seek == "after":
+        page_ids = page_ids.where(Worker.id < bindparam("after_id"))
     count_q: Select[Any] = (
         counted_total(filtered, "filter_")
         if from_counters
@@ -179,6 +180,44 @@ def _list_statements(
         .order_by(Worker.id.desc())
     )
     return rows_q, count_q
+
+
+@dataclass(frozen=True)
+class Slice:
+    """Jobs after a cursor (newest first), whether more follow, and how many match in all."""
+
+    items: list[WorkerView]
+    has_next: bool
+    total: int
+
+
+async def list_workers_after(
+    db: Database, queues: dict[str, int], filters: WorkerFilter, first: int, after: int | None
+) -> Slice:
+    """The ``first`` newest jobs older than the job ``after`` (the newest when None), filtered.
+
+    Keyset pagination: each slice starts at its cursor's id in the index, so its cost does not
+    grow with depth, and jobs created meanwhile (newer ids) never shift the slices that follow.
+    """
+    values = filters.values(queues)
+    text = filters.text
+    rows_q, count_q = _list_statements(
+        tuple(values),
+        with_text=text is not None,
+        from_counters=filters.only_status_or_queue,
+        seek="after" if after is not None else "first",
+    )
+    parameters: dict[str, Any] = {f"filter_{name}": value for name, value in values.items()}
+    # One row more than asked for says whether another slice follows.
+    parameters["page_size"] = first + 1
+    if after is not None:
+        parameters["after_id"] = after
+    if text is not None:
+        parameters.update(_text_parameters(text))
+    async with db.connection() as conn:
+        rows = (await conn.execute(rows_q, parameters)).all()
+        total = int(rows[0][-1]) if rows else int(await conn.scalar(count_q, parameters) or 0)
+    return Slice(views_of(rows[:first]), len(rows) > first, total)
 
 
 async def get_worker(db: Database, worker_id: int) -> WorkerView:
@@ -261,15 +300,19 @@ async def stats(db: Database, queues: dict[str, int]) -> Stats:
 
 
 async def _stats(db: Database, queues: dict[str, int]) -> Stats:
-    async with db.reader() as session:
-        counts = await counters(session)
-        by_status = {s.value: 0 for s in JobStatus}
-        by_queue = dict.fromkeys(queues, 0)
-        total = 0
-        for (queue, status), count in counts.items():
-            by_status[status] = by_status.get(status, 0) + count
-            by_queue[queue] = by_queue.get(queue, 0) + count
-            total += count
+    async with db.connection() as conn:
+        return stats_of(await counters(conn), queues)
+
+
+def stats_of(counts: dict[tuple[str, str], int], queues: dict[str, int]) -> Stats:
+    """The totals of the (queue, status) counters; every status and configured queue appear."""
+    by_status = {s.value: 0 for s in JobStatus}
+    by_queue = dict.fromkeys(queues, 0)
+    total = 0
+    for (queue, status), count in counts.items():
+        by_status[status] = by_status.get(status, 0) + count
+        by_queue[queue] = by_queue.get(queue, 0) + count
+        total += count
     return Stats(total, by_status, by_queue)
 
 
@@ -323,3 +366,20 @@ async def task_status_from_db(db: Database, task_id: str) -> TaskStatus | None:
     worker = views_of([row])[0]
     status = JobStatus(worker.status)
     return TaskStatus(task_id, CELERY_STATE[status], result_object(status, worker), worker)
+
+
+def filter_conditions(
+    filters: WorkerFilter, queues: dict[str, int]
+) -> tuple[list[ColumnElement[bool]], dict[str, Any]]:
+    """The conditions the job list applies for ``filters`` (validated: BadInput names the field)
+    and their parameters, for operations over the same jobs the list shows (bulk actions)."""
+    values = filters.values(queues)
+    conds: list[ColumnElement[bool]] = [
+        getattr(Worker, name) == bindparam(f"filter_{name}") for name in values
+    ]
+    parameters: dict[str, Any] = {f"filter_{name}": value for name, value in values.items()}
+    text = filters.text
+    if text is not None:
+        conds.append(_text_search())
+        parameters.update(_text_parameters(text))
+    return conds, parameters

@@ -157,7 +157,9 @@ PENDING_PARAMS = (
     Param("automation", "query", {"type": "string"}, "Automacao (padrao: a da maquina)", enum="automation"),
     Param("limit", "query", {"type": "integer", "minimum": 1, "maximum": 500, "default": 100}, "Maximo"),
 )
-REFUSALS = "already_claimed, concurrency_limit, dev_mode, wrong_automation, machine_off, not_claimable"
+REFUSALS = (
+    "already_claimed, concurrency_limit, dev_mode, wrong_automation, machine_off, not_claimable, queue_paused"
+)
 
 # fmt: off
 _WORKER_OPS: tuple[Operation, ...] = (

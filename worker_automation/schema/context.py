@@ -21,6 +21,7 @@ from strawberry.dataloader import DataLoader
 from strawberry.extensions import SchemaExtension
 from strawberry.types.nodes import SelectedField
 
+from worker_automation.resolvers.attempts import AttemptView, attempts_by_worker
 from worker_automation.resolvers.auth import Principal, authenticate, key_from_headers
 from worker_automation.resolvers.clientes import ClienteView, clientes_by_id
 from worker_automation.resolvers.machines import MachineView, authenticate_machine, machines_by_id
@@ -36,6 +37,7 @@ class Loaders:
         self._services = services
         self._machines: DataLoader[int, MachineView | None] | None = None
         self._clientes: DataLoader[int, ClienteView | None] | None = None
+        self._attempts: DataLoader[int, list[AttemptView]] | None = None
 
     @property
     def machines(self) -> DataLoader[int, MachineView | None]:
@@ -50,6 +52,17 @@ class Loaders:
         if self._clientes is None:
             self._clientes = DataLoader(self._load_clientes)
         return self._clientes
+
+    @property
+    def attempts(self) -> DataLoader[int, list[AttemptView]]:
+        """Each job's attempts, oldest first."""
+        if self._attempts is None:
+            self._attempts = DataLoader(self._load_attempts)
+        return self._attempts
+
+    async def _load_attempts(self, ids: list[int]) -> Sequence[list[AttemptView]]:
+        found = await attempts_by_worker(self._services.db, ids)
+        return [found.get(i, []) for i in ids]
 
     async def _load_machines(self, ids: list[int]) -> Sequence[MachineView | None]:
         found = await machines_by_id(self._services.db, ids)

@@ -13,7 +13,10 @@ from worker_automation.schema.scalars import JSON
 from worker_automation.worker.registry import AUTOMATION_REGISTRY
 
 
-@strawberry.input(description="Filters of the job list; every field optional, all must match.")
+@strawberry.input(
+    name="WorkerFilter",
+    description="Filters of the job list (and of bulk actions); every field optional, all must match.",
+)
 class WorkerFilterInput:
     """Mirrors the REST list's query parameters."""
 

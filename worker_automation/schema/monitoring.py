@@ -67,6 +67,9 @@ class QueueState:
     pending_tasks: list[Worker] = strawberry.field(
         description="First 20 queued jobs in run order (empty inside dashboard)."
     )
+    paused: bool = strawberry.field(
+        default=False, description="Paused: its jobs are accepted and none runs until it is resumed."
+    )
 
     @classmethod
     def from_view(cls, view: live.QueueState, tz: ZoneInfo) -> QueueState:
@@ -80,6 +83,7 @@ class QueueState:
             load_percent=view.load_percent,
             active_tasks=workers_of(view.active_tasks, tz),
             pending_tasks=workers_of(view.pending_tasks, tz),
+            paused=view.paused,
         )
 
 
@@ -236,7 +240,7 @@ class Dashboard:
             summary=Summary.from_view(view.summary) if view.summary is not None else None,
             broker=BrokerStatus.from_view(view.broker) if view.broker is not None else None,
             active=workers_of(view.active, tz),
-            queued=WorkerPage.from_page(view.queued, tz) if view.queued is not None else None,
+            queued=WorkerPage.from_page(view.queued, tz, cursors=False) if view.queued is not None else None,
             history=workers_of(view.history, tz),
             errors=JSON(dict(view.errors)),
         )

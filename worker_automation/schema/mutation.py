@@ -12,6 +12,7 @@ from worker_automation.schema.context import Info
 from worker_automation.schema.enums import ClearScope
 from worker_automation.schema.fields import mutation
 from worker_automation.schema.inputs import DispatchInput
+from worker_automation.schema.operator_mutation import OperatorMutation
 from worker_automation.schema.permissions import manager, write
 from worker_automation.schema.results import (
     CleanupResult,
@@ -30,7 +31,7 @@ from worker_automation.schema.types import Machine, Worker
         "settings also need perfil administrador or diretoria."
     )
 )
-class Mutation:
+class Mutation(OperatorMutation):
     """Write entry points; every one is recorded in the audit log by its resolver."""
 
     @mutation(

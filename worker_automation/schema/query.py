@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import strawberry
 
+from worker_automation.errors import BadInput
 from worker_automation.resolvers import live, reads
 from worker_automation.resolvers.automations import all_effective
 from worker_automation.resolvers.clientes import list_clientes
 from worker_automation.resolvers.machines import list_machines
+from worker_automation.resolvers.pagination import id_of_cursor, slice_size
 from worker_automation.resolvers.search import search_automations
 from worker_automation.schema.catalog import Automation, AutomationSearch
 from worker_automation.schema.context import Info, selects
@@ -21,6 +23,7 @@ from worker_automation.schema.monitoring import (
     TaskStatus,
     WorkersInspect,
 )
+from worker_automation.schema.operator_query import OperatorQuery
 from worker_automation.schema.permissions import read
 from worker_automation.schema.types import Cliente, Machine, Worker, WorkerPage, workers_of
 from worker_automation.schema.viewer import Viewer
@@ -38,21 +41,37 @@ async def load_queue_status(info: Info) -> QueueLiveStatus:
 
 
 @strawberry.type(description="Reads. Every field needs an API key with worker_automation:read.")
-class Query:
+class Query(OperatorQuery):
     """Read-only entry points."""
 
-    @field(description="Jobs, newest first, filtered and paginated.", extensions=read())
+    @field(
+        description=(
+            "Jobs, newest first, filtered and paginated: by page number (page, perPage), or by cursor "
+            "with first (how many) and after (a pageInfo.endCursor), which stays stable while jobs "
+            "are created and costs the same at any depth."
+        ),
+        extensions=read(),
+    )
     async def workers(
         self,
         info: Info,
         filter: WorkerFilterInput | None = None,
         page: int = 1,
         per_page: int = 20,
+        first: int | None = None,
+        after: str | None = None,
     ) -> WorkerPage:
         services = info.context.services
         chosen = (filter or WorkerFilterInput()).to_filter()
-        found = await reads.list_workers(services.db, services.settings.queues, chosen, page, per_page)
-        return WorkerPage.from_page(found, services.settings.tz)
+        if first is None and after is None:
+            found = await reads.list_workers(services.db, services.settings.queues, chosen, page, per_page)
+            return WorkerPage.from_page(found, services.settings.tz)
+        if page != 1:
+            raise BadInput("page", "page nao se combina com first/after: use um ou outro")
+        size = slice_size(first, per_page)
+        after_id = id_of_cursor(after) if after is not None else None
+        part = await reads.list_workers_after(services.db, services.settings.queues, chosen, size, after_id)
+        return WorkerPage.from_slice(part, size, after=after is not None, tz=services.settings.tz)
 
     @field(description="One job by id (NOT_FOUND when there is none).", extensions=read())
     async def worker(self, info: Info, id: int) -> Worker | None:
@@ -74,7 +93,7 @@ class Query:
     ) -> WorkerPage:
         services = info.context.services
         found = await reads.queued_workers(services.db, services.settings.queues, page, per_page, queue)
-        return WorkerPage.from_page(found, services.settings.tz)
+        return WorkerPage.from_page(found, services.settings.tz, cursors=False)
 
     @field(
         description="Fuzzy search of the automation catalogue (score >= 60); without q, everything.",

@@ -20,7 +20,8 @@ from collections.abc import Callable, Hashable
 from typing import Any, Final, TypeVar
 
 from graphql.language import OperationType
-from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
+
+from worker_automation.schema.plain_fields import PlainFieldsExecutionContext
 
 T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
@@ -56,8 +57,9 @@ class SharedPayloads:
         return result
 
 
-class SharedExecutionContext(StrawberryGraphQLCoreExecutionContext):
-    """graphql-core's executor, reusing results kept on shareable subscription payloads."""
+class SharedExecutionContext(PlainFieldsExecutionContext):
+    """graphql-core's executor, reusing results kept on shareable subscription payloads (and
+    resolving plain scalar fields directly: :mod:`worker_automation.schema.plain_fields`)."""
 
     _share_key: Hashable | None = None
 

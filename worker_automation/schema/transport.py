@@ -79,6 +79,9 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
             keep_alive=True,
             keep_alive_interval=KEEP_ALIVE_SECONDS,
             connection_init_wait_timeout=timedelta(seconds=10),
+            # The browser origins allowed over HTTP (CORS) may open websockets too; a handshake
+            # without an Origin header (not a browser) or from the same origin is always allowed.
+            allowed_origins=runtime.settings.cors_origins,
         )
         self.runtime = runtime
         self.max_response_bytes = runtime.settings.graphql_max_response_bytes

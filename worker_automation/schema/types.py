@@ -7,6 +7,7 @@ or pushed by a subscription.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -16,8 +17,10 @@ import strawberry
 from worker_automation.broker.events import Event
 from worker_automation.resolvers.clientes import ClienteView
 from worker_automation.resolvers.machines import MachineView
-from worker_automation.resolvers.pagination import Page
+from worker_automation.resolvers.pagination import Page, cursor_of
+from worker_automation.resolvers.reads import Slice
 from worker_automation.resolvers.views import WorkerView, iso
+from worker_automation.schema.attempt_types import Attempt
 from worker_automation.schema.context import Info
 from worker_automation.schema.enums import ChangeKind, EventKind, JobStatus, MachineStatus, change_of
 from worker_automation.schema.fields import field
@@ -66,6 +69,10 @@ class Cliente:
         return cls(id=view.id, razao_social=view.razao_social, cnpj=view.cnpj)
 
 
+def _at(value: datetime | None, tz: ZoneInfo) -> DateTime | None:
+    return None if value is None else DateTime(value.astimezone(tz).isoformat(timespec="seconds"))
+
+
 def _stamp(value: Any) -> DateTime | None:
     return None if value is None else DateTime(str(value))
 
@@ -111,10 +118,40 @@ class Worker:
         view = await info.context.loaders.clientes.load(self.cliente_id)
         return Cliente.from_view(view) if view is not None else None
 
+    @field(description="Every run of the job, oldest first, kept across retries (batched per operation).")
+    async def attempts(self, info: Info) -> list[Attempt]:
+        views = await info.context.loaders.attempts.load(self.id)
+        return [Attempt.from_view(view, info.context.tz) for view in views]
+
     @classmethod
     def from_view(cls, view: WorkerView, tz: ZoneInfo) -> Worker:
-        """Build from a resolver's view, timestamps in ``tz``."""
-        return cls.from_dict(view.as_dict(tz))
+        """Build from a resolver's view, timestamps in ``tz`` (the same values as
+        :meth:`from_dict` of :meth:`WorkerView.as_dict`, without the dict in between: lists and
+        live screens build hundreds)."""
+        return cls(
+            id=view.id,
+            task_id=view.task_id,
+            cliente_id=view.cliente_id,
+            usuario_id=view.usuario_id,
+            path_file=view.path_file,
+            status=JobStatus(view.status),
+            data_inicio=_at(view.data_inicio, tz),
+            data_fim=_at(view.data_fim, tz),
+            mensagem_erro=view.mensagem_erro,
+            automation_type=view.automation_type,
+            queue=view.queue,
+            priority=view.priority,
+            retry_count=view.retry_count,
+            progress=view.progress,
+            metadata_json=JSON(view.metadata_json) if view.metadata_json is not None else None,
+            display_name=view.display_name,
+            client_name=view.client_name,
+            context=JSON(view.context) if view.context is not None else None,
+            result=view.result,
+            created_at=DateTime(iso(view.created_at, tz) or ""),
+            updated_at=DateTime(iso(view.updated_at, tz) or ""),
+            machine_id=view.machine_id,
+        )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Worker:
@@ -150,25 +187,81 @@ def workers_of(views: list[WorkerView], tz: ZoneInfo) -> list[Worker]:
     return [Worker.from_view(v, tz) for v in views]
 
 
-@strawberry.type(description="One page of jobs, with the totals of the documented pagination contract.")
+@strawberry.type(description="Where a list stands, for cursor (keyset) pagination.")
+class PageInfo:
+    """Cursors of a list's first and last items and whether more items follow."""
+
+    start_cursor: str | None = strawberry.field(
+        description="Cursor of the first item; null when empty or not the job list by age."
+    )
+    end_cursor: str | None = strawberry.field(
+        description=(
+            "Cursor of the last item: pass it as `after` to `workers` for the next items; null when "
+            "empty or not the job list by age (queuedWorkers, dashboard)."
+        )
+    )
+    has_next_page: bool = strawberry.field(description="True when more items follow this one.")
+    has_previous_page: bool = strawberry.field(
+        description="True when items come before these (a page past the first, or a slice after a cursor)."
+    )
+
+    @classmethod
+    def of(
+        cls, items: list[WorkerView], *, has_next: bool, has_previous: bool, cursors: bool = True
+    ) -> PageInfo:
+        """For ``items`` of the newest-first job list (other orders carry no cursors)."""
+        return cls(
+            start_cursor=cursor_of(items[0].id) if items and cursors else None,
+            end_cursor=cursor_of(items[-1].id) if items and cursors else None,
+            has_next_page=has_next,
+            has_previous_page=has_previous,
+        )
+
+
+@strawberry.type(
+    description=(
+        "One page of jobs, with the totals of the documented pagination contract and the cursors "
+        "of cursor (keyset) pagination."
+    )
+)
 class WorkerPage:
     """A page of :class:`Worker`."""
 
     items: list[Worker] = strawberry.field(description="The jobs of this page.")
     total: int = strawberry.field(description="Jobs matching, over all pages.")
-    page: int = strawberry.field(description="This page's number (from 1).")
+    page: int = strawberry.field(
+        description="This page's number (from 1); 0 for a slice asked for with first/after (not numbered)."
+    )
     per_page: int = strawberry.field(description="Page size (at most 100).")
-    pages: int = strawberry.field(description="Number of pages.")
+    pages: int = strawberry.field(description="Number of pages of this size.")
+    page_info: PageInfo = strawberry.field(
+        description="Cursors of this page's first and last jobs and whether more follow."
+    )
 
     @classmethod
-    def from_page(cls, page: Page[WorkerView], tz: ZoneInfo) -> WorkerPage:
-        """Build from a resolver's page."""
+    def from_page(cls, page: Page[WorkerView], tz: ZoneInfo, *, cursors: bool = True) -> WorkerPage:
+        """Build from a resolver's page (``cursors`` only for the newest-first job list)."""
         return cls(
             items=workers_of(page.items, tz),
             total=page.total,
             page=page.page,
             per_page=page.per_page,
             pages=page.pages,
+            page_info=PageInfo.of(
+                page.items, has_next=page.page < page.pages, has_previous=page.page > 1, cursors=cursors
+            ),
+        )
+
+    @classmethod
+    def from_slice(cls, found: Slice, size: int, *, after: bool, tz: ZoneInfo) -> WorkerPage:
+        """Build from a slice after a cursor (``size`` asked for)."""
+        return cls(
+            items=workers_of(found.items, tz),
+            total=found.total,
+            page=0,
+            per_page=size,
+            pages=math.ceil(found.total / size) if found.total else 0,
+            page_info=PageInfo.of(found.items, has_next=found.has_next, has_previous=after),
         )
 
 

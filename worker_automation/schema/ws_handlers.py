@@ -20,6 +20,7 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
 from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
 from strawberry.subscriptions.protocols.graphql_ws.types import CompleteMessage, ErrorMessage
 
+from worker_automation.metrics import SUBSCRIBERS
 from worker_automation.schema.context import GraphQLContext
 from worker_automation.schema.live_views import Admission, Ending, LiveViews, Subscriber
 
@@ -40,6 +41,13 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[GraphQLContext, None]):
     """graphql-transport-ws."""
 
     async def run_operation(self, operation: Operation[GraphQLContext, None]) -> None:
+        SUBSCRIBERS.inc()
+        try:
+            await self._run_operation(operation)
+        finally:
+            SUBSCRIBERS.dec()
+
+    async def _run_operation(self, operation: Operation[GraphQLContext, None]) -> None:
         views = cast(HasLiveViews, self.view).live_views
         admission = await views.admit(
             self.context, operation.query, operation.operation_name, operation.variables
@@ -74,6 +82,7 @@ class LegacyWSHandler(BaseGraphQLWSHandler[GraphQLContext, None]):
         variables: dict[str, object] | None,
     ) -> None:
         views = cast(HasLiveViews, self.view).live_views
+        SUBSCRIBERS.inc()
         try:
             admission = await views.admit(self.context, query, operation_name, variables)
             if admission is None:
@@ -94,5 +103,6 @@ class LegacyWSHandler(BaseGraphQLWSHandler[GraphQLContext, None]):
             # As Strawberry's own stream does when the client stops it.
             await self.send_message(CompleteMessage(type="complete", id=operation_id))
         finally:
+            SUBSCRIBERS.dec()
             self.subscriptions.pop(operation_id, None)
             self.tasks.pop(operation_id, None)

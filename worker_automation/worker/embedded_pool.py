@@ -8,7 +8,9 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
+import worker_automation
 from worker_automation.resolvers.audit import Actor
 from worker_automation.resolvers.machines import machine_named, register_machine, rotate_machine_key
 from worker_automation.services import Services
@@ -27,6 +29,16 @@ async def embedded_machine_ids(services: Services) -> list[int]:
     """The machines an embedded ``serve``'s pool workers run as (registered at a first start)."""
     found = [await machine_named(services.db, machine_name(queue)) for queue in services.settings.queues]
     return [machine.id for machine in found if machine is not None]
+
+
+# Where the API's own package was imported from: its pool workers import the same code.
+API_CODE_ROOT = str(Path(worker_automation.__file__).resolve().parent.parent)
+
+
+def pool_worker_command(queue: str, count: int) -> list[str]:
+    """The pool worker's command line. ``-P`` keeps the working directory off ``sys.path``: a
+    ``worker_automation`` folder there (a source checkout) must not shadow the API's code."""
+    return [sys.executable, "-P", "-m", "worker_automation.cli", "worker", "-Q", queue, "-c", str(count)]
 
 
 class EmbeddedPool:
@@ -62,7 +74,8 @@ class EmbeddedPool:
                 # it would go on with jobs the next serve marks failed and runs again.
                 WA_EXIT_WITH_PARENT=str(os.getpid()),
             )
-            command = [sys.executable, "-m", "worker_automation.cli", "worker", "-Q", queue, "-c", str(count)]
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [API_CODE_ROOT, env.get("PYTHONPATH")]))
+            command = pool_worker_command(queue, count)
             # A session of its own: Ctrl-C in the terminal reaches serve, which stops them in order.
             self.processes[queue] = subprocess.Popen(command, env=env, start_new_session=True)  # noqa: ASYNC220
             log.info("pool worker for %s started (pid %d)", queue, self.processes[queue].pid)

@@ -52,6 +52,7 @@ from celery.worker import state as worker_state
 
 from worker_automation.broker.celery_app import make_celery
 from worker_automation.settings import Settings
+from worker_automation.worker.celery_logging import quiet_celery_logging
 from worker_automation.worker.client import WorkerApiClient
 from worker_automation.worker.held import HeldJobs, drop_left_behind
 from worker_automation.worker.implementations import load_implementations
@@ -312,6 +313,7 @@ def run_pool_worker(settings: Settings, *, queue: str, concurrency: int | None, 
     app = build_pool_app(settings)
     workers = concurrency or settings.queues[queue]
     _report_lost_jobs(settings)
+    quiet_celery_logging(settings.log_format)
     pool_of: dict[str, Any] = {}
 
     @worker_ready.connect(weak=False)  # type: ignore[untyped-decorator]
@@ -326,6 +328,8 @@ def run_pool_worker(settings: Settings, *, queue: str, concurrency: int | None, 
 
     node = name or f"{queue}-{os.getpid()}@{socket.gethostname()}"
     argv = [
+        # No banner and task list: "ready" says the worker is up.
+        "--quiet",
         "worker",
         "-Q",
         queue,

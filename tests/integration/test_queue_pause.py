@@ -1,0 +1,105 @@
+"""Pausing a queue: jobs accepted, none claimed (refusal ``queue_paused``), the state kept in the
+database; on resume the jobs run by themselves, each exactly once (real pool worker)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from tests.integration.harness import Stack
+from tests.integration.operator_support import any_services, pool_machine
+from tests.unit.graphql_support import make_api
+from worker_automation.errors import Conflict
+from worker_automation.resolvers import claims
+from worker_automation.services import Services
+
+__all__ = ["any_services"]
+
+PAUSE = "mutation($q: String!) { pauseQueue(queue: $q) { queue paused pausedAt pausedBy } }"
+RESUME = "mutation($q: String!) { resumeQueue(queue: $q) { queue paused pausedAt } }"
+LIVE = "{ queueLiveStatus { queues { queueName paused } } dashboard { queues { queueName paused } } }"
+
+
+async def test_paused_queue_refuses_claims_until_resumed(any_services: Services, make_settings) -> None:  # type: ignore[no-untyped-def]
+    services = any_services
+    api = await make_api(services)
+    machine = await pool_machine(services)
+    paused = (await api.ok(PAUSE, {"q": "scan"}))["pauseQueue"]
+    assert paused["paused"] is True and paused["pausedBy"].endswith("admin") and paused["pausedAt"]
+    job = await api.dispatch("demo.echo")  # accepted
+    with pytest.raises(Conflict) as refused:
+        await claims.claim(services, machine, job["id"], job["taskId"])
+    assert refused.value.details["reason"] == "queue_paused"
+
+    live = await api.ok(LIVE)
+    for section in (live["queueLiveStatus"], live["dashboard"]):
+        assert {q["queueName"]: q["paused"] for q in section["queues"]}["scan"] is True
+        assert {q["queueName"]: q["paused"] for q in section["queues"]}["certidao"] is False
+
+    # Another process of the service (a restart, a replica) sees the same pause.
+    from worker_automation.services import Services as Fresh
+
+    other = await Fresh.start(services.settings, migrate_db=False)
+    try:
+        with pytest.raises(Conflict):
+            await claims.claim(other, machine, job["id"], job["taskId"])
+    finally:
+        await other.close()
+
+    # Pausing again changes nothing; only managers may pause.
+    assert (await api.ok(PAUSE, {"q": "scan"}))["pauseQueue"]["pausedAt"] == paused["pausedAt"]
+    error = await api.fails(PAUSE, {"q": "scan"}, caller="operator")
+    assert error.extensions and error.extensions["code"] == "FORBIDDEN"
+    error = await api.fails(PAUSE, {"q": "nope"})
+    assert error.extensions and error.extensions["code"] == "BAD_USER_INPUT"
+
+    resumed = (await api.ok(RESUME, {"q": "scan"}))["resumeQueue"]
+    assert resumed == {"queue": "scan", "paused": False, "pausedAt": None}
+    assert (await claims.claim(services, machine, job["id"], job["taskId"])).status == "EXECUTANDO"
+
+
+def _graphql(stack: Stack, query: str, variables: dict[str, Any]) -> dict[str, Any]:
+    response = stack.http.post(
+        "/graphql", json={"query": query, "variables": variables}, headers=stack.operator_headers
+    )
+    body: dict[str, Any] = response.json()
+    assert response.status_code == 200 and not body.get("errors"), body
+    return body["data"]
+
+
+def test_pause_dispatch_resume_runs_the_job_exactly_once(stack: Stack) -> None:
+    _graphql(stack, PAUSE, {"q": "scan"})
+    stack.pool_worker("scan")
+    job_id = stack.dispatch("demo.echo", {"value": 1})
+    # The worker hears the job and is refused: the job stays queued.
+    time.sleep(3.0)
+    assert stack.db.job(job_id)["status"] == "AGENDADO"
+    _graphql(stack, RESUME, {"q": "scan"})
+    stack.wait_status(job_id, "CONCLUIDO", timeout=40)
+    time.sleep(2.0)  # a second run (a duplicate message) would show up as a second attempt
+    attempts = _graphql(
+        stack, "query($id: Int!) { worker(id: $id) { attempts { number outcome } } }", {"id": job_id}
+    )["worker"]["attempts"]
+    assert attempts == [{"number": 1, "outcome": "CONCLUIDO"}]
+
+
+def test_a_dedicated_machine_runs_the_paused_job_after_resume(stack: Stack) -> None:
+    _graphql(stack, PAUSE, {"q": "scan"})
+    machine = stack.machine("demo.echo")
+    assert stack.serve_proc is not None
+    # The machine hears new jobs once its jobCreated subscription is up.
+    stack.serve_proc.wait_for_output("connection open", timeout=20)
+    time.sleep(1.0)
+    job_id = stack.dispatch("demo.echo", {"value": 3})
+    machine.wait_for_output("queue_paused", timeout=20)
+    assert stack.db.job(job_id)["status"] == "AGENDADO"
+    # The machine's sweeps leave a paused queue's jobs out (nothing to be refused again and again).
+    pending = stack.http.get(
+        "/api/v1/jobs/pending", headers={"X-Worker-Api-Key": stack.register_machine(automation="demo.echo")}
+    )
+    assert pending.status_code == 200 and pending.json()["data"] == [], pending.text
+    _graphql(stack, RESUME, {"q": "scan"})
+    # Found again by the machine's next periodic sweep (every 30 s).
+    stack.wait_status(job_id, "CONCLUIDO", timeout=45)

@@ -1,0 +1,343 @@
+"""Operator commands of ``worker-automation``: jobs, queues, schedules, prune, keys.
+
+Each command translates its options and calls the same resolvers the API does. Commands that
+need the broker (retrying, cancelling, resuming with a nudge) reach it through ``WA_REDIS_URL`` or
+the embedded broker of the ``serve`` running in this directory; a command never starts one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
+
+from worker_automation.settings import Settings
+
+if TYPE_CHECKING:  # the command line starts without the database layer loaded
+    from worker_automation.models.database import Database
+    from worker_automation.resolvers.audit import Actor
+    from worker_automation.resolvers.reads import WorkerFilter
+    from worker_automation.services import Services
+
+NO_BROKER = (
+    "error: no broker: set WA_REDIS_URL, or start `worker-automation serve` in this directory "
+    "(its embedded broker is used)"
+)
+
+
+def iso(value: datetime | None, tz: ZoneInfo) -> str | None:
+    """A timestamp as the API shows it (ISO 8601 in the configured zone)."""
+    return None if value is None else value.astimezone(tz).isoformat(timespec="seconds")
+
+
+def _actor() -> Actor:
+    from worker_automation.resolvers.audit import CLI_ACTOR
+
+    return CLI_ACTOR
+
+
+def _broker_settings() -> Settings | None:
+    """Settings that reach a broker, or None when there is none to reach."""
+    from worker_automation.embedded_state import running_broker_url
+
+    settings = Settings()
+    if settings.redis_url is not None:
+        return settings
+    url = running_broker_url()
+    return None if url is None else settings.model_copy(update={"redis_url": url})
+
+
+def _run_db(fn: Callable[[Database, Settings], Awaitable[int]]) -> int:
+    from worker_automation.models.database import Database
+    from worker_automation.models.migrate import migrate
+
+    async def run() -> int:
+        settings = Settings()
+        await migrate(settings.database_url)
+        db = Database(settings)
+        try:
+            return await fn(db, settings)
+        finally:
+            await db.close()
+
+    return asyncio.run(run())
+
+
+def _run_services(fn: Callable[[Services], Awaitable[int]]) -> int:
+    from worker_automation.services import Services
+
+    settings = _broker_settings()
+    if settings is None:
+        print(NO_BROKER, file=sys.stderr)
+        return 1
+
+    async def run() -> int:
+        services = await Services.start(settings)
+        try:
+            return await fn(services)
+        finally:
+            await services.close()
+
+    return asyncio.run(run())
+
+
+def _filter_of(args: argparse.Namespace) -> WorkerFilter:
+    from worker_automation.resolvers.reads import WorkerFilter
+
+    return WorkerFilter(
+        status=args.status,
+        queue=args.queue,
+        automation_type=args.automation,
+        cliente_id=args.cliente,
+        usuario_id=args.usuario,
+        task_id=args.task_id,
+        q=args.q,
+    )
+
+
+def _has_filter(args: argparse.Namespace) -> bool:
+    names = ("status", "queue", "automation", "cliente", "usuario", "task_id", "q")
+    return any(getattr(args, name) is not None for name in names)
+
+
+def cmd_jobs_list(args: argparse.Namespace) -> int:
+    from worker_automation.resolvers.reads import list_workers
+
+    async def run(db: Database, settings: Settings) -> int:
+        page = await list_workers(db, settings.queues, _filter_of(args), args.page, args.per_page)
+        for v in page.items:
+            error = (v.mensagem_erro or "")[:60]
+            print(
+                f"{v.id:>8} {v.status:<10} {v.queue:<13} {v.automation_type:<28} retries={v.retry_count} "
+                f"created={iso(v.created_at, settings.tz)} {error}".rstrip()
+            )
+        print(f"page {page.page}/{page.pages}, {page.total} job(s)")
+        return 0
+
+    return _run_db(run)
+
+
+def cmd_jobs_show(args: argparse.Namespace) -> int:
+    from worker_automation.resolvers.attempts import attempts_by_worker
+    from worker_automation.resolvers.reads import get_worker
+
+    async def run(db: Database, settings: Settings) -> int:
+        view = await get_worker(db, args.id)
+        tz = settings.tz
+        print(json.dumps(view.as_dict(tz), ensure_ascii=False, indent=2, default=str))
+        attempts = (await attempts_by_worker(db, [view.id])).get(view.id, [])
+        print(f"attempts: {len(attempts)}")
+        for a in attempts:
+            print(
+                f"  #{a.number} machine={a.machine_name or a.machine_id} task={a.task_id} "
+                f"started={iso(a.started_at, tz)} ended={iso(a.ended_at, tz)} outcome={a.outcome} "
+                f"error={a.error or ''}".rstrip()
+            )
+        return 0
+
+    return _run_db(run)
+
+
+def _cmd_jobs_act(args: argparse.Namespace, action: str) -> int:
+    from worker_automation.resolvers import bulk, operations
+
+    if (args.id is None) == (not _has_filter(args)):
+        print("error: give a job id, or list filters (e.g. --status FALHA), not both", file=sys.stderr)
+        return 2
+
+    async def run(services: Services) -> int:
+        if args.id is not None:
+            single = operations.retry if action == "retry" else operations.cancel
+            view = await single(services, _actor(), args.id)
+            print(f"job {view.id} {view.status} (task {view.task_id})")
+            return 0
+        many = bulk.retry_workers if action == "retry" else bulk.cancel_workers
+        result = await many(services, _actor(), _filter_of(args), args.limit)
+        print(f"matched {result.matched}, changed {result.changed}")
+        for job_id in result.ids:
+            print(job_id)
+        return 0
+
+    return _run_services(run)
+
+
+def cmd_jobs_retry(args: argparse.Namespace) -> int:
+    return _cmd_jobs_act(args, "retry")
+
+
+def cmd_jobs_cancel(args: argparse.Namespace) -> int:
+    return _cmd_jobs_act(args, "cancel")
+
+
+def cmd_queues(args: argparse.Namespace) -> int:
+    from worker_automation.resolvers import pauses
+    from worker_automation.services import Services
+
+    async def run(db: Database, settings: Settings) -> int:
+        if args.action == "pause":
+            state = await pauses.pause_queue(db, settings.queues, _actor(), args.queue)
+        else:
+            # Without a broker at hand its jobs come back through their own retries.
+            broker_settings = _broker_settings()
+            services = await Services.start(broker_settings, migrate_db=False) if broker_settings else None
+            try:
+                broker = services.broker if services is not None else None
+                state = await pauses.resume_queue(db, settings.queues, _actor(), args.queue, broker)
+            finally:
+                if services is not None:
+                    await services.close()
+        print(f"queue {state.queue}: {'paused' if state.paused else 'running'}")
+        return 0
+
+    return _run_db(run)
+
+
+def cmd_schedules_list(_args: argparse.Namespace) -> int:
+    from worker_automation.resolvers.schedules import list_schedules
+
+    async def run(db: Database, settings: Settings) -> int:
+        for s in await list_schedules(db):
+            state = "enabled" if s.enabled else "disabled"
+            print(
+                f"{s.id:>5} {s.automation_type:<28} '{s.cron}' {s.timezone} {state} "
+                f"next={iso(s.next_run_at, settings.tz)} last={iso(s.last_run_at, settings.tz)} "
+                f"last_job={s.last_worker_id}"
+            )
+        return 0
+
+    return _run_db(run)
+
+
+def cmd_schedules_add(args: argparse.Namespace) -> int:
+    from worker_automation.resolvers.schedules import ScheduleInput, create_schedule
+
+    try:
+        context = json.loads(args.context)
+    except json.JSONDecodeError as exc:
+        print(f"error: --context is not valid JSON: {exc}", file=sys.stderr)
+        return 2
+
+    async def run(db: Database, settings: Settings) -> int:
+        data = ScheduleInput(
+            args.automation, args.cliente, context, args.priority, args.cron, args.timezone, not args.disabled
+        )
+        view = await create_schedule(db, settings.timezone, _actor(), data)
+        print(f"schedule {view.id}: next run {iso(view.next_run_at, settings.tz)}")
+        print(view.id)
+        return 0
+
+    return _run_db(run)
+
+
+def cmd_schedules_rm(args: argparse.Namespace) -> int:
+    from worker_automation.resolvers.schedules import delete_schedule
+
+    async def run(db: Database, _settings: Settings) -> int:
+        await delete_schedule(db, _actor(), args.id)
+        print(f"schedule {args.id} deleted")
+        return 0
+
+    return _run_db(run)
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    from worker_automation.resolvers.retention import prune_workers
+
+    def progress(total: int) -> None:
+        print(f"deleted so far: {total}", file=sys.stderr, flush=True)
+
+    async def run(db: Database, _settings: Settings) -> int:
+        deleted = await prune_workers(db, _actor(), args.older_than_days, progress)
+        print(f"{deleted} finished job(s) older than {args.older_than_days} day(s) deleted")
+        return 0
+
+    return _run_db(run)
+
+
+def cmd_keys_list(_args: argparse.Namespace) -> int:
+    from worker_automation.resolvers.auth import list_keys
+
+    async def run(db: Database, settings: Settings) -> int:
+        for k in await list_keys(db):
+            state = f"revoked {iso(k.revoked_at, settings.tz)}" if k.revoked_at else "active"
+            print(
+                f"{k.id:>5} {k.name:<20} {k.prefix}... {k.perfil:<13} {k.scopes} {state} "
+                f"last_used={iso(k.last_used_at, settings.tz)}"
+            )
+        return 0
+
+    return _run_db(run)
+
+
+def _add_filters(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--status", help="only jobs in this state (AGENDADO, EXECUTANDO, CONCLUIDO, ...)")
+    parser.add_argument("--queue", help="only jobs on this queue")
+    parser.add_argument("--automation", help="only this automation (its key)")
+    parser.add_argument("--cliente", type=int, help="only this client's jobs (id)")
+    parser.add_argument("--usuario", type=int, help="only this user's jobs (id)")
+    parser.add_argument("--task-id", help="the job with this task id")
+    parser.add_argument("--q", help="free text: task id, automation, client name, error message")
+
+
+def add_operator_commands(sub: Any) -> None:
+    """Add the operator commands to the command line's sub-commands."""
+    jobs = sub.add_parser("jobs", help="list, show, retry and cancel jobs")
+    jobs_sub = jobs.add_subparsers(dest="jobs_command", required=True)
+    listing = jobs_sub.add_parser("list", help="jobs, newest first, filtered")
+    _add_filters(listing)
+    listing.add_argument("--page", type=int, default=1, help="page number (from 1)")
+    listing.add_argument("--per-page", type=int, default=20, help="jobs per page (at most 100)")
+    listing.set_defaults(fn=cmd_jobs_list)
+    show = jobs_sub.add_parser("show", help="one job with its attempts")
+    show.add_argument("id", type=int, help="job id")
+    show.set_defaults(fn=cmd_jobs_show)
+    for action, fn, what in (
+        ("retry", cmd_jobs_retry, "queue again a failed or cancelled job, or every one the filters match"),
+        ("cancel", cmd_jobs_cancel, "cancel a queued or running job, or every one the filters match"),
+    ):
+        act = jobs_sub.add_parser(action, help=what)
+        act.add_argument("id", type=int, nargs="?", help="job id (or use the filters instead)")
+        _add_filters(act)
+        act.add_argument("--limit", type=int, default=None, help="at most this many jobs, newest first")
+        act.set_defaults(fn=fn)
+
+    queues = sub.add_parser("queues", help="pause and resume queues")
+    queues_sub = queues.add_subparsers(dest="queues_command", required=True)
+    for action, what in (("pause", "accept the queue's jobs but run none"), ("resume", "run them again")):
+        pause = queues_sub.add_parser(action, help=what)
+        pause.add_argument("queue", help="queue name")
+        pause.set_defaults(fn=cmd_queues, action=action)
+
+    schedules = sub.add_parser("schedules", help="jobs created on a cron timetable")
+    schedules_sub = schedules.add_subparsers(dest="schedules_command", required=True)
+    schedules_sub.add_parser("list", help="every schedule").set_defaults(fn=cmd_schedules_list)
+    add = schedules_sub.add_parser("add", help="create a schedule (its id is the last line)")
+    add.add_argument("--automation", required=True, help="automation key of the jobs")
+    add.add_argument("--cron", required=True, help="five-field cron expression, e.g. '0 6 * * 1-5'")
+    add.add_argument("--cliente", type=int, default=None, help="client id of the jobs")
+    add.add_argument("--context", default="{}", help="JSON object: the jobs' input")
+    add.add_argument("--priority", type=int, default=0, help="0..9, lower runs first")
+    add.add_argument("--timezone", default=None, help="IANA zone of the cron (default: WA_TIMEZONE)")
+    add.add_argument("--disabled", action="store_true", help="create it disabled")
+    add.set_defaults(fn=cmd_schedules_add)
+    rm = schedules_sub.add_parser("rm", help="delete a schedule (its jobs stay)")
+    rm.add_argument("id", type=int, help="schedule id")
+    rm.set_defaults(fn=cmd_schedules_rm)
+
+    prune = sub.add_parser("prune", help="delete finished jobs older than N days, in batches")
+    prune.add_argument(
+        "--older-than-days", type=int, required=True, help="jobs that ended more than this many days ago"
+    )
+    prune.set_defaults(fn=cmd_prune)
+
+    # ``keys`` already exists (create, revoke): ``list`` joins its sub-commands.
+    keys = sub.choices["keys"]
+    (keys_sub,) = [a for a in keys._actions if isinstance(a, argparse._SubParsersAction)]
+    keys_sub.add_parser("list", help="every API key (prefix only, never the key)").set_defaults(
+        fn=cmd_keys_list
+    )

@@ -1,0 +1,55 @@
+"""A job's runs: the attempts table read for many jobs at once (one query per page of jobs)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import bindparam, select
+
+from worker_automation.models import Attempt, Machine
+from worker_automation.models.database import Database
+
+_BY_WORKERS = (
+    select(
+        Attempt.worker_id,
+        Attempt.number,
+        Attempt.machine_id,
+        Machine.name,
+        Attempt.task_id,
+        Attempt.started_at,
+        Attempt.ended_at,
+        Attempt.outcome,
+        Attempt.error,
+    )
+    .outerjoin(Machine, Machine.id == Attempt.machine_id)
+    .where(Attempt.worker_id.in_(bindparam("ids", expanding=True)))
+    .order_by(Attempt.worker_id, Attempt.number)
+)
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    """One run of a job; ``machine_name`` is None when the machine was removed since."""
+
+    worker_id: int
+    number: int
+    machine_id: int | None
+    machine_name: str | None
+    task_id: str | None
+    started_at: datetime
+    ended_at: datetime | None
+    outcome: str | None
+    error: str | None
+
+
+async def attempts_by_worker(db: Database, ids: list[int]) -> dict[int, list[AttemptView]]:
+    """Every attempt of each job of ``ids``, oldest first (for DataLoaders)."""
+    found: dict[int, list[AttemptView]] = defaultdict(list)
+    if not ids:
+        return found
+    async with db.reader() as session:
+        for row in await session.execute(_BY_WORKERS, {"ids": sorted(set(ids))}):
+            found[row[0]].append(AttemptView(*row))
+    return found

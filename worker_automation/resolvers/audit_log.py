@@ -1,0 +1,71 @@
+"""Reading the audit trail: who did what, newest first, filtered and paginated."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, func, select
+
+from worker_automation.errors import BadInput
+from worker_automation.models import AuditEntry
+from worker_automation.models.database import Database
+from worker_automation.resolvers.pagination import Page, PageRequest
+
+
+@dataclass(frozen=True)
+class AuditFilter:
+    """``actor``: part of the actor's label (any case); ``action``: exact; ``since``: inclusive."""
+
+    actor: str | None = None
+    action: str | None = None
+    since: datetime | None = None
+
+
+@dataclass(frozen=True)
+class AuditView:
+    """One entry of the audit trail."""
+
+    id: int
+    at: datetime
+    actor: str
+    perfil: str | None
+    action: str
+    target: str | None
+    result: str
+    detail: dict[str, Any] | None
+
+
+def _conditions(filters: AuditFilter) -> list[ColumnElement[bool]]:
+    conds: list[ColumnElement[bool]] = []
+    if filters.actor:
+        conds.append(func.lower(AuditEntry.actor).contains(filters.actor.lower(), autoescape=True))
+    if filters.action:
+        conds.append(AuditEntry.action == filters.action)
+    if filters.since is not None:
+        if filters.since.tzinfo is None:
+            raise BadInput("since", "since precisa de fuso horario (ex.: 2026-12-01T08:00:00-03:00)")
+        conds.append(AuditEntry.at >= filters.since)
+    return conds
+
+
+async def audit_page(
+    db: Database, filters: AuditFilter, page: int | None = None, per_page: int | None = None
+) -> Page[AuditView]:
+    """Entries matching ``filters``, newest first."""
+    request = PageRequest.of(page, per_page, default_per_page=20)
+    conds = _conditions(filters)
+    async with db.reader() as session:
+        total = int(await session.scalar(select(func.count()).select_from(AuditEntry).where(*conds)) or 0)
+        rows = await session.scalars(
+            select(AuditEntry)
+            .where(*conds)
+            .order_by(AuditEntry.id.desc())
+            .offset(request.offset)
+            .limit(request.per_page)
+        )
+        items = [
+            AuditView(r.id, r.at, r.actor, r.perfil, r.action, r.target, r.result, r.detail) for r in rows
+        ]
+    return Page(items, total, request.page, request.per_page)

@@ -1,0 +1,122 @@
+"""Bulk actions: retry or cancel every job the list's filter matches, in one transaction.
+
+Each job keeps its own rules (:mod:`worker_automation.resolvers.transitions`): a running job is
+terminated on cancel, a finished one is left as it is, only FALHA and CANCELADO are retried. The
+answer says how many jobs the filter matched and which ones changed; one audit entry covers it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import asdict, dataclass
+from typing import Final
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from worker_automation.broker.events import EventKind
+from worker_automation.errors import BadInput, Unavailable
+from worker_automation.models import JobStatus, Worker
+from worker_automation.resolvers.announce import announce
+from worker_automation.resolvers.audit import Actor, audited
+from worker_automation.resolvers.automations import registered
+from worker_automation.resolvers.dispatch import Send, send_all
+from worker_automation.resolvers.reads import WorkerFilter, filter_conditions
+from worker_automation.resolvers.transitions import Action, allows, mark_cancelled, mark_retried
+from worker_automation.resolvers.views import WorkerView, enriched_select, views_of
+from worker_automation.services import Services
+
+# Jobs one bulk action may take (one transaction holds their row locks).
+MAX_BULK: Final = 5000
+DEFAULT_BULK: Final = 1000
+
+
+@dataclass(frozen=True)
+class BulkResult:
+    """``matched``: jobs the filter matched (up to the limit); ``ids``: those that changed."""
+
+    matched: int
+    changed: int
+    ids: list[int]
+
+
+def check_limit(limit: int | None) -> int:
+    if limit is None:
+        return DEFAULT_BULK
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_BULK:
+        raise BadInput("limit", f"limit deve ser um inteiro entre 1 e {MAX_BULK}")
+    return limit
+
+
+async def _locked(
+    session: AsyncSession, services: Services, filters: WorkerFilter, limit: int
+) -> list[Worker]:
+    """The jobs the list would show first (newest first), locked until the transaction ends."""
+    conds, parameters = filter_conditions(filters, services.settings.queues)
+    statement = select(Worker).where(*conds).order_by(Worker.id.desc()).limit(limit).with_for_update()
+    return list((await session.scalars(statement, parameters)).all())
+
+
+async def _views(session: AsyncSession, ids: list[int]) -> list[WorkerView]:
+    if not ids:
+        return []
+    rows = await session.execute(enriched_select().where(Worker.id.in_(ids)).order_by(Worker.id.desc()))
+    return views_of(rows)
+
+
+async def cancel_workers(
+    services: Services, actor: Actor, filters: WorkerFilter, limit: int | None = None
+) -> BulkResult:
+    """Cancel the queued and running jobs among those ``filters`` match (running ones terminated)."""
+    count = check_limit(limit)
+    async with audited(services.db, actor, "cancel_workers", None) as note:
+        note.detail = {"filter": asdict(filters), "limit": count}
+        async with services.db.session() as session:
+            rows = await _locked(session, services, filters, count)
+            targets = [row for row in rows if allows(Action.CANCEL, row.status)]
+            tasks = [row.task_id for row in targets if row.task_id]
+            try:
+                await services.broker.revoke_many(tasks, terminate=True)
+            except Unavailable:
+                if any(row.status == JobStatus.EXECUTANDO.value for row in targets):
+                    # Running somewhere: marking them cancelled would be a lie; nothing changes.
+                    raise
+            for row in targets:
+                mark_cancelled(row)
+            await session.flush()
+            views = await _views(session, [row.id for row in targets])
+        result = BulkResult(len(rows), len(views), [v.id for v in views])
+        note.detail.update(matched=result.matched, changed=result.changed, worker_ids=result.ids)
+    await announce(services, EventKind.CANCELLED, views)
+    return result
+
+
+async def retry_workers(
+    services: Services, actor: Actor, filters: WorkerFilter, limit: int | None = None
+) -> BulkResult:
+    """Queue again, as new tasks, the FALHA and CANCELADO jobs among those ``filters`` match."""
+    count = check_limit(limit)
+    async with audited(services.db, actor, "retry_workers", None) as note:
+        note.detail = {"filter": asdict(filters), "limit": count}
+        async with services.db.session() as session:
+            rows = await _locked(session, services, filters, count)
+            targets = [row for row in rows if allows(Action.RETRY, row.status)]
+            for row in targets:
+                mark_retried(row, str(uuid.uuid4()))
+            await session.flush()
+            views = await _views(session, [row.id for row in targets])
+        result = BulkResult(len(rows), len(views), [v.id for v in views])
+        note.detail.update(matched=result.matched, changed=result.changed, worker_ids=result.ids)
+        await announce(services, EventKind.CREATED, views)
+        sends = [
+            Send(v.id, str(v.task_id), registered(v.automation_type).task_name, v.queue, v.priority)
+            for v in views
+        ]
+        # The broker's sender publishes whatever is waiting together, up to 64 per round trip.
+        kept = await send_all(services, sends)
+        if kept:
+            raise Unavailable(
+                f"Broker indisponivel: {len(kept)} worker(s) ficaram AGENDADO sem task no broker.",
+                worker_ids=kept,
+            )
+    return result

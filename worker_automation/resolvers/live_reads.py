@@ -1,0 +1,138 @@
+"""The statements behind the live views, built once, each answering several sections at a time.
+
+Every open screen polls the dashboard and the queues' state. Their figures come from two
+statements: the per (queue, status) counters together with today's completed and failed totals,
+and the dashboard's three job lists (running, queued, recently ended) in one union. One
+statement costs a pooled connection, a round trip and its result handling in Python whatever
+the rows it carries, and at 1M rows those fixed costs, not PostgreSQL, were most of a build.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+from sqlalchemy import CompoundSelect, Select, bindparam, func, literal, select, union_all
+
+from worker_automation.models import JobStatus, Worker, WorkerCount
+from worker_automation.models.database import Database
+from worker_automation.resolvers.counts import CountKey
+from worker_automation.resolvers.views import (
+    ROW_FIELDS,
+    RUN_ORDER,
+    RUNNING_ORDER,
+    WorkerView,
+    enriched_select,
+    order_by,
+    sort_key,
+    views_of,
+)
+
+DASHBOARD_ACTIVE_CAP = 50
+DASHBOARD_HISTORY = 20
+DASHBOARD_QUEUED = 10
+TERMINAL = (JobStatus.CONCLUIDO.value, JobStatus.FALHA.value, JobStatus.CANCELADO.value)
+_COUNTED, _TODAY = "count", "today"
+
+
+@dataclass(frozen=True)
+class Totals:
+    """The counters by (queue, status) and today's completed and failed jobs."""
+
+    counts: dict[CountKey, int]
+    completed_today: int
+    errors_today: int
+
+    def by_status(self, status: JobStatus) -> int:
+        return sum(n for (_, s), n in self.counts.items() if s == status.value)
+
+
+@cache
+def _totals_statement() -> CompoundSelect[Any]:
+    counted = select(
+        literal(_COUNTED).label("kind"), WorkerCount.queue, WorkerCount.status, WorkerCount.n
+    )
+    today = (
+        select(literal(_TODAY).label("kind"), literal("").label("queue"), Worker.status, func.count())
+        .where(
+            Worker.status.in_([JobStatus.CONCLUIDO.value, JobStatus.FALHA.value]),
+            Worker.data_fim >= bindparam("since"),
+        )
+        .group_by(Worker.status)
+    )
+    # Each part as a subquery: SQLite allows no GROUP BY on a bare UNION member of this shape.
+    return union_all(select(counted.subquery()), select(today.subquery()))
+
+
+async def read_totals(db: Database, since: datetime) -> Totals:
+    """The counters and today's totals (jobs ended since ``since``), in one statement."""
+    counts: dict[CountKey, int] = {}
+    today: dict[str, int] = {}
+    async with db.connection() as conn:
+        rows = await conn.execute(_totals_statement(), {"since": since})
+        for kind, queue, status, n in rows:
+            if not n:
+                continue
+            if kind == _COUNTED:
+                counts[(queue, status)] = int(n)
+            else:
+                today[status] = int(n)
+    return Totals(counts, today.get(JobStatus.CONCLUIDO.value, 0), today.get(JobStatus.FALHA.value, 0))
+
+
+@dataclass(frozen=True)
+class DashboardLists:
+    """The dashboard's job lists: running (longest first), queued (run order), recently ended."""
+
+    active: list[WorkerView]
+    queued: list[WorkerView]
+    history: list[WorkerView]
+
+
+def _tagged(query: Select[Any], section: str) -> Select[Any]:
+    # The section's name after the client name: views are built by position and ignore it.
+    return select(query.add_columns(literal(section).label("section")).subquery())
+
+
+@cache
+def _lists_statement() -> CompoundSelect[Any]:
+    active = (
+        enriched_select()
+        .where(Worker.status == JobStatus.EXECUTANDO.value)
+        .order_by(*order_by(RUNNING_ORDER))
+        .limit(DASHBOARD_ACTIVE_CAP)
+    )
+    queued = (
+        enriched_select()
+        .where(Worker.status == JobStatus.AGENDADO.value)
+        .order_by(*order_by(RUN_ORDER))
+        .limit(DASHBOARD_QUEUED)
+    )
+    history = (
+        enriched_select()
+        .where(Worker.status.in_(TERMINAL), Worker.data_fim.is_not(None))
+        .order_by(Worker.data_fim.desc(), Worker.id.desc())
+        .limit(DASHBOARD_HISTORY)
+    )
+    return union_all(_tagged(active, "active"), _tagged(queued, "queued"), _tagged(history, "history"))
+
+
+def _ended_last(view: WorkerView) -> tuple[datetime, int]:
+    assert view.data_fim is not None  # the statement keeps only rows that ended
+    return view.data_fim, view.id
+
+
+async def read_dashboard_lists(db: Database) -> DashboardLists:
+    """The three lists in one statement, each put back in its own order (a union keeps none)."""
+    sections: dict[str, list[Any]] = defaultdict(list)
+    at = len(ROW_FIELDS) + 1
+    async with db.connection() as conn:
+        for row in await conn.execute(_lists_statement()):
+            sections[row[at]].append(row)
+    active = sorted(views_of(sections["active"]), key=sort_key(RUNNING_ORDER))
+    queued = sorted(views_of(sections["queued"]), key=sort_key(RUN_ORDER))
+    history = sorted(views_of(sections["history"]), key=_ended_last, reverse=True)
+    return DashboardLists(active, queued, history)

@@ -1,0 +1,112 @@
+"""Retention: finished jobs older than a number of days are deleted, a batch per statement.
+
+Each batch is its own short transaction, so the table's writers (claims, reports) never wait long
+behind it; the per-(queue, status) counters follow through their triggers, the attempts through
+theirs. Run by hand (``pruneWorkers``, ``worker-automation prune``) and periodically by the leader
+with ``WA_RETENTION_DAYS``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Final
+
+from sqlalchemy import delete, select
+
+from worker_automation.errors import BadInput
+from worker_automation.housekeeping import Periodic
+from worker_automation.models import JobStatus, Worker, utcnow
+from worker_automation.models.database import Database
+from worker_automation.resolvers.audit import Actor, audited
+from worker_automation.services import Services
+from worker_automation.settings import Settings
+
+log = logging.getLogger(__name__)
+
+BATCH: Final = 1000
+FINISHED: Final = (JobStatus.CONCLUIDO.value, JobStatus.FALHA.value, JobStatus.CANCELADO.value)
+# Batches one periodic run deletes at most; the rest goes at the next run.
+PERIODIC_BATCHES: Final = 200
+PERIODIC_SECONDS: Final = 600.0
+RETENTION_ACTOR: Final = Actor("retention", None)
+
+
+# A century: anything longer is a typo (and past what a date can count back from today).
+MAX_DAYS: Final = 36_500
+
+
+def check_days(value: int, field: str = "older_than_days") -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_DAYS:
+        raise BadInput(field, f"{field} deve ser um inteiro entre 0 e {MAX_DAYS}")
+    return value
+
+
+async def delete_finished(
+    db: Database,
+    older_than_days: int,
+    *,
+    batch: int = BATCH,
+    max_batches: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Delete finished jobs that ended more than ``older_than_days`` days ago; how many went.
+    ``progress`` hears the running total after each batch."""
+    cutoff = utcnow() - timedelta(days=older_than_days)
+    chosen = (
+        select(Worker.id)
+        .where(Worker.data_fim < cutoff, Worker.status.in_(FINISHED))
+        .limit(batch)
+        .scalar_subquery()
+    )
+    statement = delete(Worker).where(Worker.id.in_(chosen)).execution_options(synchronize_session=False)
+    total = batches = 0
+    while max_batches is None or batches < max_batches:
+        async with db.transaction() as conn:
+            deleted = (await conn.execute(statement)).rowcount
+        batches += 1
+        total += deleted
+        if progress is not None:
+            progress(total)
+        if deleted < batch:
+            break
+    return total
+
+
+async def prune_workers(
+    db: Database,
+    actor: Actor,
+    older_than_days: int,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Delete, by hand, finished jobs older than ``older_than_days`` days (audited)."""
+    days = check_days(older_than_days)
+    async with audited(db, actor, "prune_workers", None) as note:
+        note.detail = {"older_than_days": days}
+        deleted = await delete_finished(db, days, progress=progress)
+        note.detail["deleted"] = deleted
+    return deleted
+
+
+async def apply_retention(services: Services) -> int:
+    """The periodic run: ``WA_RETENTION_DAYS`` (0 = keep everything), bounded per run."""
+    days = services.settings.retention_days
+    if days <= 0:
+        return 0
+    deleted = await delete_finished(services.db, days, max_batches=PERIODIC_BATCHES)
+    if deleted:
+        async with audited(services.db, RETENTION_ACTOR, "retention", None) as note:
+            note.detail = {"older_than_days": days, "deleted": deleted}
+        log.info("retention: %d finished job(s) older than %d day(s) deleted", deleted, days)
+    return deleted
+
+
+def retention_interval(settings: Settings) -> float:
+    """Seconds between periodic runs (0: retention off)."""
+    return PERIODIC_SECONDS if settings.retention_days > 0 else 0.0
+
+
+def retention_periodic() -> Periodic:
+    """Retention as periodic work of the leader."""
+    return Periodic("retention", retention_interval, apply_retention)

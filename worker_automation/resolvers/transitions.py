@@ -1,0 +1,78 @@
+"""Which states each operator action may take a job from, and what it writes on the row.
+
+One table for the single-job actions (cancelWorker, retryWorker, ...) and their bulk forms
+(cancelWorkers, retryWorkers): a job's own rules are the same whichever way it is acted on.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from worker_automation.models import JobStatus, Worker, utcnow
+from worker_automation.resolvers.rows import require_status
+
+CANCEL_MESSAGE = "Cancelado pelo operador"
+
+
+class Action(StrEnum):
+    """An operator's action on a job."""
+
+    CANCEL = "cancel"
+    RETRY = "retry"
+    MOVE = "move"
+    REORDER = "reorder"
+
+
+ALLOWED_FROM: dict[Action, frozenset[JobStatus]] = {
+    Action.CANCEL: frozenset({JobStatus.AGENDADO, JobStatus.EXECUTANDO}),
+    Action.RETRY: frozenset({JobStatus.FALHA, JobStatus.CANCELADO}),
+    Action.MOVE: frozenset({JobStatus.AGENDADO, JobStatus.EXECUTANDO}),
+    Action.REORDER: frozenset({JobStatus.AGENDADO}),
+}
+
+# The verb of each action in the conflict message ("Nao e possivel <verb> um worker ...").
+_VERBS: dict[Action, str] = {
+    Action.CANCEL: "cancelar",
+    Action.RETRY: "re-enfileirar",
+    Action.MOVE: "mover",
+    Action.REORDER: "reordenar",
+}
+
+
+def allows(action: Action, status: str) -> bool:
+    """Whether ``action`` may take a job in ``status``."""
+    return status in ALLOWED_FROM[action]
+
+
+def require(row: Worker, action: Action) -> None:
+    """Conflict (409) naming the current status when ``action`` may not take ``row``."""
+    require_status(row, set(ALLOWED_FROM[action]), _VERBS[action])
+
+
+def back_in_queue(row: Worker, task_id: str) -> None:
+    """The job waits again under a new task: not started, no machine, no progress (nor the last
+    progress message of the run that is over)."""
+    row.task_id = task_id
+    row.status = JobStatus.AGENDADO.value
+    row.progress = 0
+    row.data_inicio = None
+    row.machine_id = None
+    if row.metadata_json and "progress_message" in row.metadata_json:
+        rest = {key: value for key, value in row.metadata_json.items() if key != "progress_message"}
+        row.metadata_json = rest or None
+
+
+def mark_cancelled(row: Worker, message: str = CANCEL_MESSAGE) -> None:
+    """The job ends CANCELADO now, with ``message``."""
+    row.status = JobStatus.CANCELADO.value
+    row.data_fim = utcnow()
+    row.mensagem_erro = message
+
+
+def mark_retried(row: Worker, task_id: str) -> None:
+    """A failed or cancelled job queued again under ``task_id``, ``retry_count`` + 1."""
+    back_in_queue(row, task_id)
+    row.retry_count += 1
+    row.data_fim = None
+    row.mensagem_erro = None
+    row.result = None
