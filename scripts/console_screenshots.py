@@ -162,6 +162,8 @@ def main() -> int:
             schedule = {"automationType": "demo.echo", "cron": "0 6 * * 1-5", "context": {"origem": "agenda"}}
             create = "mutation($i: ScheduleInput!) { createSchedule(input: $i) { id } }"
             graphql(url, key, create, {"i": schedule})
+        with contextlib.suppress(SystemExit):  # a paused queue, as the queues page shows it
+            graphql(url, key, 'mutation { pauseQueue(queue: "observer") { paused } }')
         time.sleep(3)
         photograph(url, key, failed, out)
     finally:
