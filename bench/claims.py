@@ -36,12 +36,12 @@ from bench.common import (
     table,
     wait_for_quiet,
 )
+from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 from worker_automation.models.database import Database
-from worker_automation.resolvers.audit import CLI_ACTOR
+from worker_automation.resolvers.audit import CLI_ACTOR, Actor
 from worker_automation.resolvers.automations import update_settings
 from worker_automation.resolvers.machines import register_machine
 from worker_automation.settings import Settings
-from worker_automation.worker.registry import AUTOMATION_REGISTRY
 
 AUTOMATION = "situacao_cadastral_cnpj"
 WINDOW = 64  # open jobs the claimers choose from at random
@@ -213,7 +213,7 @@ async def prepare(database: str, claimers: int, limit: int) -> list[tuple[int, s
     settings = Settings(database_url=pg_url(database))
     db = Database(settings)
     try:
-        await update_settings(db, AUTOMATION, actor="bench", max_concurrent_jobs=limit)
+        await update_settings(db, AUTOMATION, actor=Actor("bench"), max_concurrent_jobs=limit)
         machines = []
         for i in range(claimers):
             created = await register_machine(

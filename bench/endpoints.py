@@ -37,6 +37,7 @@ from bench.common import (
 )
 from bench.pipeline import AUTOMATION, QUEUE, purge
 from worker_automation.models.database import Database
+from worker_automation.resolvers.audit import Actor
 from worker_automation.resolvers.automations import update_settings
 from worker_automation.settings import Settings
 from worker_automation.worker.http import HttpClient
@@ -138,7 +139,7 @@ def measure(variant: Variant, jobs: int, in_flight: int) -> None:
 async def _raise_limit(database: str, limit: int) -> None:
     db = Database(Settings(database_url=sa_url(database)))
     try:
-        await update_settings(db, AUTOMATION, actor="bench", max_concurrent_jobs=limit)
+        await update_settings(db, AUTOMATION, actor=Actor("bench"), max_concurrent_jobs=limit)
     finally:
         await db.close()
 

@@ -13,8 +13,8 @@ import uuid
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from worker_automation.worker.forms import UFS, FormField
-from worker_automation.worker.registry import AUTOMATION_REGISTRY, Automation
+from worker_automation.catalog.forms import UFS, FormField
+from worker_automation.catalog.registry import AUTOMATION_REGISTRY, Automation
 
 COLUMNS = (
     "task_id",

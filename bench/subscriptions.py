@@ -46,7 +46,8 @@ from bench.common import (
     table,
 )
 from bench.ws_client import WsClient
-from worker_automation.broker.events import Event, EventBus, EventKind
+from worker_automation.broker.events import Event, EventBus
+from worker_automation.vocabulary import EventKind
 
 DATABASE = "wa_bench_subscriptions"
 PREFIX = "wa_bench"

@@ -26,12 +26,7 @@ from starlette.routing import BaseRoute, Route
 
 from worker_automation.errors import (
     BadInput,
-    Conflict,
     DomainError,
-    Forbidden,
-    NotFound,
-    Unauthenticated,
-    Unavailable,
 )
 from worker_automation.resolvers import live, operations
 from worker_automation.resolvers import reads as read_ops
@@ -58,15 +53,6 @@ INSTRUCTIONS: Final = (
     "plataforma Alcance: consulte o status de uma task, liste e resuma execucoes, busque "
     "automacoes, dispare, cancele e re-enfileire execucoes."
 )
-# Domain error -> the code a tool error starts with: the one table of this transport.
-CODE_OF: Final[dict[type[DomainError], str]] = {
-    BadInput: "BAD_USER_INPUT",
-    Unauthenticated: "UNAUTHENTICATED",
-    Forbidden: "FORBIDDEN",
-    NotFound: "NOT_FOUND",
-    Conflict: "CONFLICT",
-    Unavailable: "SERVICE_UNAVAILABLE",
-}
 READ_ONLY: Final = ToolAnnotations(readOnlyHint=True, destructiveHint=False, openWorldHint=False)
 WRITE: Final = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
 
@@ -75,7 +61,7 @@ KeySource = Callable[[Context], str | None]
 
 
 def tool_error(exc: DomainError) -> ToolError:
-    code = next((c for cls, c in CODE_OF.items() if isinstance(exc, cls)), "INTERNAL")
+    code = exc.code
     field = f" (campo {exc.field})" if isinstance(exc, BadInput) else ""
     return ToolError(f"{code}: {exc.message}{field}")
 

@@ -49,7 +49,7 @@ class Runtime:
 
     async def start_pool_workers(self) -> None:
         """Embedded mode: Celery pool workers for every queue, as separate processes."""
-        from worker_automation.worker.embedded_pool import EmbeddedPool
+        from worker_automation.embedded_pool import EmbeddedPool
 
         services = await self.services()
         self._pool = EmbeddedPool(services)
@@ -58,8 +58,8 @@ class Runtime:
     async def recover_embedded(self) -> None:
         """An embedded broker starts empty: every queued job is sent again, and the runs the
         previous ``serve``'s pool workers held (they died with it) are ended or queued again."""
+        from worker_automation.embedded_pool import embedded_machine_ids
         from worker_automation.resolvers.recovery import recover_after_restart
-        from worker_automation.worker.embedded_pool import embedded_machine_ids
 
         services = await self.services()
         await recover_after_restart(services, await embedded_machine_ids(services))

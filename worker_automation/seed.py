@@ -83,7 +83,7 @@ class SeedSummary:
 
 
 def _job_row(rng: random.Random, cliente_ids: list[int | None], usuario_ids: list[int]) -> dict[str, Any]:
-    from worker_automation.worker.registry import AUTOMATION_REGISTRY
+    from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 
     automations = [a for a in AUTOMATION_REGISTRY.values() if not a.key.startswith("demo.")]
     automation = rng.choice(automations)

@@ -69,7 +69,6 @@ class Settings(BaseSettings):
     embedded_broker_port: int = 0
     # Start Celery pool workers with the embedded `serve` (turned off by tests that bring their own).
     embedded_workers: bool = True
-    require_services: bool = False
     # Log lines as text for people or one JSON object per line for log collectors.
     log_format: Literal["text", "json"] = "text"
     # Browser origins allowed to call the API (HTTP CORS and websocket handshakes alike): a

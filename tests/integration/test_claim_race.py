@@ -16,7 +16,7 @@ from worker_automation.app import create_app
 from worker_automation.errors import Conflict, NotFound
 from worker_automation.models import AutomationSetting, JobStatus, Worker
 from worker_automation.resolvers import claims
-from worker_automation.resolvers.audit import CLI_ACTOR
+from worker_automation.resolvers.audit import CLI_ACTOR, Actor
 from worker_automation.resolvers.automations import update_settings
 from worker_automation.resolvers.machines import MachineView, register_machine, set_machine_status
 from worker_automation.services import Services
@@ -137,7 +137,7 @@ def check_round(
 
 
 async def test_64_claimers_never_double_claim_nor_exceed_the_limit(services: Services) -> None:
-    await update_settings(services.db, "demo.sleep", actor="test", max_concurrent_jobs=LIMIT)
+    await update_settings(services.db, "demo.sleep", actor=Actor("test"), max_concurrent_jobs=LIMIT)
     machines = await machines_for(services, CLAIMERS)
     by_id = {m.id: m for m in machines}
     pending = await add_jobs(services, JOBS)
@@ -195,7 +195,7 @@ async def client(
 
 
 async def test_64_claimers_over_http(services: Services, client: httpx.AsyncClient) -> None:
-    await update_settings(services.db, "demo.sleep", actor="test", max_concurrent_jobs=LIMIT)
+    await update_settings(services.db, "demo.sleep", actor=Actor("test"), max_concurrent_jobs=LIMIT)
     keys: list[str] = []
     for n in range(CLAIMERS):
         created = await register_machine(
@@ -246,13 +246,13 @@ async def test_64_claimers_over_http(services: Services, client: httpx.AsyncClie
 async def test_dev_mode_refuses_and_changes_nothing(services: Services) -> None:
     (machine,) = await machines_for(services, 1)
     (job_id,) = await add_jobs(services, 1)
-    await update_settings(services.db, "demo.sleep", actor="test", dev_mode=True)
+    await update_settings(services.db, "demo.sleep", actor=Actor("test"), dev_mode=True)
     before = await row_of(services, job_id)
     with pytest.raises(Conflict) as refused:
         await claims.claim(services, machine, job_id)
     assert refused.value.details["reason"] == "dev_mode"
     assert await row_of(services, job_id) == before
-    await update_settings(services.db, "demo.sleep", actor="test", dev_mode=False)
+    await update_settings(services.db, "demo.sleep", actor=Actor("test"), dev_mode=False)
     assert (await claims.claim(services, machine, job_id)).status == "EXECUTANDO"
 
 
@@ -293,7 +293,7 @@ async def test_claim_without_a_settings_row_uses_the_registry_and_a_missing_job_
         await session.execute(delete(AutomationSetting).where(AutomationSetting.key == "demo.sleep"))
     # The registry's own limit and flags apply: the job is claimed as before.
     assert (await claims.claim(services, machine, first)).status == "EXECUTANDO"
-    await update_settings(services.db, "demo.sleep", actor="test", dev_mode=True)
+    await update_settings(services.db, "demo.sleep", actor=Actor("test"), dev_mode=True)
     with pytest.raises(Conflict) as refused:
         await claims.claim(services, machine, second)
     assert refused.value.details["reason"] == "dev_mode"

@@ -12,8 +12,9 @@ import pytest
 import redis
 
 from worker_automation.broker.embedded import EmbeddedRedis
-from worker_automation.broker.events import Event, EventBus, EventKind, Listener
+from worker_automation.broker.events import Event, EventBus, Listener
 from worker_automation.errors import Unavailable
+from worker_automation.vocabulary import EventKind
 
 # Generous bounds for delivery on a loaded two-core machine; the happy path takes milliseconds.
 DELIVERY_TIMEOUT = 5.0

@@ -17,8 +17,9 @@ import pytest
 import redis
 
 from tests.integration.harness import Stack, descendants, wait_until
+from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 from worker_automation.models.database import Database
-from worker_automation.resolvers.audit import CLI_ACTOR
+from worker_automation.resolvers.audit import CLI_ACTOR, Actor
 from worker_automation.resolvers.automations import update_settings
 from worker_automation.resolvers.machines import machine_named, set_machine_status
 from worker_automation.resolvers.recovery import LOST_RUN_MESSAGE
@@ -26,7 +27,6 @@ from worker_automation.settings import Settings
 from worker_automation.worker.implementations import missing_implementation_message
 from worker_automation.worker.outbox import Outbox
 from worker_automation.worker.pool import build_pool_app, report_lost
-from worker_automation.worker.registry import AUTOMATION_REGISTRY
 
 pytestmark = pytest.mark.services
 
@@ -39,7 +39,7 @@ def set_max_concurrent(database_url: str, automation: str, limit: int) -> None:
     async def run() -> None:
         db = Database(Settings(database_url=database_url))
         try:
-            await update_settings(db, automation, actor="test", max_concurrent_jobs=limit)
+            await update_settings(db, automation, actor=Actor("test"), max_concurrent_jobs=limit)
         finally:
             await db.close()
 

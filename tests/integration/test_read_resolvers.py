@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import insert, select
 
+from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 from worker_automation.errors import BadInput, NotFound
 from worker_automation.models import Cliente, JobStatus, Worker
 from worker_automation.models.database import Database
@@ -26,7 +27,6 @@ from worker_automation.resolvers.reads import (
     task_status_from_db,
 )
 from worker_automation.settings import DEFAULT_QUEUES, Settings
-from worker_automation.worker.registry import AUTOMATION_REGISTRY
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 QUEUES = dict(DEFAULT_QUEUES)

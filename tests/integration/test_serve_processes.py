@@ -19,6 +19,7 @@ from websockets.typing import Subprotocol
 
 from tests.integration.harness import Processes, Stack, descendants, is_running, served_stack
 from worker_automation.models import AutomationSetting
+from worker_automation.resolvers.audit import Actor
 from worker_automation.resolvers.automations import ensure_settings_rows, update_settings
 from worker_automation.services import Services
 from worker_automation.settings import Settings
@@ -93,7 +94,7 @@ async def test_settings_rows_survive_processes_starting_together(pg_database_url
         assert len(started) == 2, (first, second)
         db = started[0].db
         await asyncio.gather(*(ensure_settings_rows(s.db) for s in started))
-        await update_settings(db, "demo.echo", actor="test", max_concurrent_jobs=3)
+        await update_settings(db, "demo.echo", actor=Actor("test"), max_concurrent_jobs=3)
         # Another process starting later leaves the override alone.
         await ensure_settings_rows(started[1].db)
         async with db.reader() as session:

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from worker_automation.worker.embedded_pool import API_CODE_ROOT, pool_worker_command
+from worker_automation.embedded_pool import API_CODE_ROOT, pool_worker_command
 
 
 def fake_package(cwd: Path) -> None:

@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from worker_automation.errors import BadInput
-from worker_automation.worker.forms import (
+from worker_automation.catalog.forms import (
     Form,
     FormField,
     form_schema,
@@ -16,6 +15,7 @@ from worker_automation.worker.forms import (
     is_valid_cpf,
     validate_context,
 )
+from worker_automation.errors import BadInput
 
 VALID_CNPJ = "11222333000181"
 VALID_CPF = "52998224725"

@@ -9,11 +9,12 @@ import pytest
 from sqlalchemy import event
 
 from tests.unit.graphql_support import Api, code, make_api, subscribed
-from worker_automation.broker.events import Event, EventKind
+from worker_automation.broker.events import Event
 from worker_automation.resolvers import claims
 from worker_automation.resolvers.machines import MachineView, authenticate_machine
 from worker_automation.schema.streams import Feed
 from worker_automation.services import Services
+from worker_automation.vocabulary import EventKind
 
 
 @pytest.fixture

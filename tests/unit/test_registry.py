@@ -8,10 +8,11 @@ import sys
 
 import pytest
 
-from worker_automation.errors import BadInput, NotFound
+from worker_automation.catalog.forms import form_schema, validate_context
+from worker_automation.catalog.registry import AUTOMATION_REGISTRY, Automation
+from worker_automation.errors import BadInput
+from worker_automation.resolvers.automations import registered
 from worker_automation.settings import DEFAULT_QUEUES
-from worker_automation.worker.forms import form_schema, validate_context
-from worker_automation.worker.registry import AUTOMATION_REGISTRY, Automation, get_automation, queue_of
 
 CATEGORIES = {
     "Certidões",
@@ -49,29 +50,29 @@ def test_catalogue_covers_every_queue_with_real_automations() -> None:
 
 
 def test_documented_entries() -> None:
-    trabalhista = get_automation("certidao_trabalhista")
+    trabalhista = AUTOMATION_REGISTRY["certidao_trabalhista"]
     assert trabalhista.display_name == "Certidão Trabalhista (CNDT)"
     assert trabalhista.category == "Certidões"
     assert trabalhista.queue == "certidao"
     assert trabalhista.requires_selenium is True
-    simples = get_automation("simples_nacional")
+    simples = AUTOMATION_REGISTRY["simples_nacional"]
     assert simples.display_name == "Simples Nacional"
     assert simples.queue == "scraping"
 
 
 def test_cnd_forms_take_cnpj_and_location() -> None:
     estadual = validate_context(
-        get_automation("cnd_estadual").form, {"cnpj": "11.222.333/0001-81", "uf": "mg"}
+        AUTOMATION_REGISTRY["cnd_estadual"].form, {"cnpj": "11.222.333/0001-81", "uf": "mg"}
     )
     assert estadual == {"cnpj": "11222333000181", "uf": "MG"}
     with pytest.raises(BadInput) as caught:
-        validate_context(get_automation("cnd_municipal").form, {"cnpj": "11222333000181", "uf": "SP"})
+        validate_context(AUTOMATION_REGISTRY["cnd_municipal"].form, {"cnpj": "11222333000181", "uf": "SP"})
     assert caught.value.field == "context.municipio"
 
 
 @pytest.mark.parametrize("key", ["demo.sleep", "demo.echo", "demo.fail"])
 def test_demo_automations(key: str) -> None:
-    demo = get_automation(key)
+    demo = AUTOMATION_REGISTRY[key]
     assert demo.queue == "scan"
     assert demo.category == "Demonstração"
     assert demo.requires_selenium is False
@@ -79,33 +80,31 @@ def test_demo_automations(key: str) -> None:
 
 
 def test_demo_forms() -> None:
-    sleep = get_automation("demo.sleep").form
+    sleep = AUTOMATION_REGISTRY["demo.sleep"].form
     assert validate_context(sleep, {"seconds": 0.3}) == {"seconds": 0.3}
     for bad in ({}, {"seconds": -1}, {"seconds": 3601}, {"seconds": True}, {"seconds": "1"}):
         with pytest.raises(BadInput) as caught:
             validate_context(sleep, bad)
         assert caught.value.field == "context.seconds"
-    echo = get_automation("demo.echo").form
+    echo = AUTOMATION_REGISTRY["demo.echo"].form
     assert validate_context(echo, {"a": 1, "b": {"c": [1]}}) == {"a": 1, "b": {"c": [1]}}
     assert validate_context(echo, {}) == {}
-    fail = get_automation("demo.fail").form
+    fail = AUTOMATION_REGISTRY["demo.fail"].form
     assert validate_context(fail, {}) == {"message": "falha solicitada"}
     assert validate_context(fail, {"message": "boom"}) == {"message": "boom"}
 
 
 def test_unknown_automation() -> None:
-    with pytest.raises(NotFound) as caught:
-        get_automation("nope")
-    assert caught.value.message == "Automacao 'nope' nao encontrada."
-    with pytest.raises(NotFound):
-        queue_of("nope")
-    assert queue_of("cnd_federal") == "certidao"
-    assert queue_of("demo.sleep") == "scan"
+    with pytest.raises(BadInput) as caught:
+        registered("nope")
+    assert caught.value.field == "automation_type"
+    assert registered("cnd_federal").queue == "certidao"
+    assert registered("demo.sleep").queue == "scan"
 
 
 def test_import_is_light() -> None:
     code = (
-        "import sys; import worker_automation.worker.registry; "
+        "import sys; import worker_automation.catalog.registry; "
         "heavy = {'celery', 'sqlalchemy', 'redis', 'strawberry', 'rapidfuzz', 'pydantic', 'starlette'}; "
         "print(sorted(heavy & {m.split('.')[0] for m in sys.modules}))"
     )

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 from worker_automation.resolvers.search import MIN_SCORE, normalize, search_automations
-from worker_automation.worker.registry import AUTOMATION_REGISTRY
 
 ALL = list(AUTOMATION_REGISTRY.values())
 

@@ -7,14 +7,14 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 from sqlalchemy import func, select
 
+from worker_automation.catalog.forms import is_valid_cnpj
+from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 from worker_automation.models import TERMINAL_STATUSES, Cliente, JobStatus, Usuario, Worker
 from worker_automation.models.database import Database
 from worker_automation.models.migrate import migrate
 from worker_automation.resolvers.reads import WorkerFilter, list_workers, stats
 from worker_automation.seed import cnpj_check_digits, seed_demo
 from worker_automation.settings import DEFAULT_QUEUES, Settings
-from worker_automation.worker.forms import is_valid_cnpj
-from worker_automation.worker.registry import AUTOMATION_REGISTRY
 
 QUEUES = dict(DEFAULT_QUEUES)
 

@@ -8,11 +8,12 @@ from zoneinfo import ZoneInfo
 from graphql import parse
 from strawberry import Schema
 
-from worker_automation.broker.events import Event, EventKind
+from worker_automation.broker.events import Event
 from worker_automation.schema import build_schema
 from worker_automation.schema.sharing import SharedExecutionContext
 from worker_automation.schema.types import WorkerEvent
 from worker_automation.settings import Settings
+from worker_automation.vocabulary import EventKind
 
 QUERY = "subscription { workerEvents { kind worker { id status } } }"
 

@@ -9,6 +9,7 @@ from celery import Celery
 from celery.backends.redis import RedisBackend
 from kombu.entity import Queue
 
+from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 from worker_automation.settings import Settings
 
 # Producers, workers, queue counters and purgers must agree on these or messages land in lists
@@ -52,9 +53,6 @@ def transport_options() -> dict[str, Any]:
 
 
 def _task_routes() -> dict[str, dict[str, str]]:
-    # Imported here: the registry imports automation code that may itself need the broker layer.
-    from worker_automation.worker.registry import AUTOMATION_REGISTRY
-
     return {a.task_name: {"queue": a.queue} for a in AUTOMATION_REGISTRY.values()}
 
 

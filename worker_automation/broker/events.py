@@ -17,7 +17,6 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from enum import StrEnum
 from types import TracebackType
 from typing import Any, Final
 
@@ -28,6 +27,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from worker_automation.errors import Unavailable
+from worker_automation.vocabulary import EventKind
 
 logger = logging.getLogger(__name__)
 
@@ -46,21 +46,6 @@ FIRST_BACKOFF_SECONDS: Final = 0.05
 MAX_BACKOFF_SECONDS: Final = 1.0
 
 CONNECTION_ERRORS: Final = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
-
-
-class EventKind(StrEnum):
-    """What happened to a job; ``resync`` is made locally after an outage and never published."""
-
-    CREATED = "created"
-    CLAIMED = "claimed"
-    PROGRESS = "progress"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    MOVED = "moved"
-    REORDERED = "reordered"
-    DELETED = "deleted"
-    RESYNC = "resync"
 
 
 def _now_iso() -> str:

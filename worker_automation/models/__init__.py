@@ -7,14 +7,8 @@ from worker_automation.models.directory import MANAGER_PERFIS, Cliente, Perfil, 
 from worker_automation.models.operations import AuditEntry, AutomationSetting
 from worker_automation.models.queue_pause import QueuePause
 from worker_automation.models.schedule import Schedule
-from worker_automation.models.worker import (
-    CELERY_STATE,
-    OPEN_STATUSES,
-    TERMINAL_STATUSES,
-    JobStatus,
-    Worker,
-    WorkerCount,
-)
+from worker_automation.models.worker import CELERY_STATE, Worker, WorkerCount
+from worker_automation.vocabulary import OPEN_STATUSES, TERMINAL_STATUSES, JobStatus
 
 __all__ = [
     "CELERY_STATE",

@@ -3,29 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import BigInteger, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from worker_automation.models.base import Base, JSONType, UtcDateTime, utcnow
-
-
-class JobStatus(StrEnum):
-    """Life cycle of a job; see DESIGN.md for the transitions."""
-
-    AGENDADO = "AGENDADO"
-    EXECUTANDO = "EXECUTANDO"
-    CONCLUIDO = "CONCLUIDO"
-    FALHA = "FALHA"
-    CANCELADO = "CANCELADO"
-
-
-TERMINAL_STATUSES: frozenset[JobStatus] = frozenset(
-    {JobStatus.CONCLUIDO, JobStatus.FALHA, JobStatus.CANCELADO}
-)
-OPEN_STATUSES: frozenset[JobStatus] = frozenset({JobStatus.AGENDADO, JobStatus.EXECUTANDO})
+from worker_automation.vocabulary import JobStatus
 
 # How a job's state reads in Celery's vocabulary (for /status/{task_id}).
 CELERY_STATE: dict[JobStatus, str] = {

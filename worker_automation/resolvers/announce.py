@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from worker_automation.broker.events import Event, EventKind
+from worker_automation.broker.events import Event
 from worker_automation.errors import Unavailable
 from worker_automation.metrics import count_transitions
 from worker_automation.resolvers.views import WorkerView
 from worker_automation.services import Services
+from worker_automation.vocabulary import EventKind
 
 log = logging.getLogger(__name__)
 # Events that put a job in a (new) status; progress, reorder and delete leave it where it was.

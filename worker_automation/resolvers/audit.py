@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from sqlalchemy import Table, insert, select, update
+from sqlalchemy import Table, insert, update
 
 from worker_automation.errors import DomainError
 from worker_automation.models import AuditEntry
@@ -104,9 +104,3 @@ async def _write(
     except Exception:
         # The operation's own outcome stands even if its audit line cannot be written.
         log.exception("audit entry for %s on %s not written", action, note.target)
-
-
-async def recent(db: Database, limit: int = 50) -> list[AuditEntry]:
-    async with db.session() as session:
-        rows = await session.scalars(select(AuditEntry).order_by(AuditEntry.id.desc()).limit(limit))
-        return list(rows.all())

@@ -10,11 +10,12 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Row
 
+from worker_automation.catalog.registry import AUTOMATION_REGISTRY, Automation
 from worker_automation.errors import BadInput, NotFound
 from worker_automation.models import AutomationSetting
 from worker_automation.models.base import utcnow
 from worker_automation.models.database import Database, Executor
-from worker_automation.worker.registry import AUTOMATION_REGISTRY, Automation
+from worker_automation.resolvers.audit import Actor, audited
 
 
 def registered(key: str, field: str = "automation_type") -> Automation:
@@ -87,12 +88,33 @@ async def update_settings(
     db: Database,
     key: str,
     *,
-    actor: str,
+    actor: Actor,
     max_concurrent_jobs: int | None = None,
     dev_mode: bool | None = None,
     enabled: bool | None = None,
 ) -> Automation:
-    """Change an automation's limits at run time (admin operation)."""
+    """Change an automation's limits at run time (admin operation, audited)."""
+    async with audited(db, actor, "update_automation_settings", f"automation:{key}") as note:
+        note.detail = {
+            name: value
+            for name, value in (
+                ("max_concurrent_jobs", max_concurrent_jobs),
+                ("dev_mode", dev_mode),
+                ("enabled", enabled),
+            )
+            if value is not None
+        }
+        return await _update_settings(db, key, actor.label, max_concurrent_jobs, dev_mode, enabled)
+
+
+async def _update_settings(
+    db: Database,
+    key: str,
+    actor: str,
+    max_concurrent_jobs: int | None,
+    dev_mode: bool | None,
+    enabled: bool | None,
+) -> Automation:
     if key not in AUTOMATION_REGISTRY:
         raise NotFound(f"Automacao '{key}' nao encontrada.")
     if max_concurrent_jobs is not None and not 1 <= max_concurrent_jobs <= 1000:

@@ -14,7 +14,6 @@ from typing import Final
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from worker_automation.broker.events import EventKind
 from worker_automation.errors import BadInput, Unavailable
 from worker_automation.models import JobStatus, Worker
 from worker_automation.resolvers.announce import announce
@@ -22,9 +21,10 @@ from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.automations import registered
 from worker_automation.resolvers.dispatch import Send, send_all
 from worker_automation.resolvers.reads import WorkerFilter, filter_conditions
-from worker_automation.resolvers.transitions import Action, allows, mark_cancelled, mark_retried
+from worker_automation.resolvers.transitions import allows, mark_cancelled, mark_retried
 from worker_automation.resolvers.views import WorkerView, enriched_select, views_of
 from worker_automation.services import Services
+from worker_automation.vocabulary import Action, EventKind
 
 # Jobs one bulk action may take (one transaction holds their row locks).
 MAX_BULK: Final = 5000

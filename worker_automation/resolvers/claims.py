@@ -1,4 +1,4 @@
-"""The worker protocol: pending jobs, claim, progress, complete and fail (seed 001).
+"""The worker protocol: pending jobs, claim, progress, complete and fail.
 
 A claim is one conditional UPDATE run while holding the automation's settings row lock, so
 under any concurrency a job is claimed once and ``max_concurrent_jobs`` is never exceeded.
@@ -7,14 +7,12 @@ under any concurrency a job is claimed once and ``max_concurrent_jobs`` is never
 from __future__ import annotations
 
 from datetime import timedelta
-from enum import StrEnum
 from functools import cache
 from typing import Any
 
 from sqlalchemy import Row, Update, and_, bindparam, func, select, update
 from sqlalchemy.orm import aliased
 
-from worker_automation.broker.events import EventKind
 from worker_automation.errors import BadInput, Conflict, DomainError, NotFound
 from worker_automation.limits import result_refusal
 from worker_automation.metrics import count_refused
@@ -33,22 +31,11 @@ from worker_automation.resolvers.reads import MSG_WORKER_NOT_FOUND
 from worker_automation.resolvers.rows import VIEW_RETURNING, lock_worker, returned_view, view_in
 from worker_automation.resolvers.views import RUN_ORDER, WorkerView, enriched_select, order_by, views_of
 from worker_automation.services import Services
+from worker_automation.vocabulary import EventKind, Refusal
 
 # A machine's last_claim_at tells humans when it last took work; rewriting it on every claim of a
 # busy machine would add a statement to each claim for no one's benefit.
 LAST_CLAIM_GRANULARITY = timedelta(seconds=1)
-
-
-class Refusal(StrEnum):
-    """Why a claim was refused: an expected outcome, not a failure."""
-
-    ALREADY_CLAIMED = "already_claimed"
-    CONCURRENCY_LIMIT = "concurrency_limit"
-    DEV_MODE = "dev_mode"
-    WRONG_AUTOMATION = "wrong_automation"
-    MACHINE_OFF = "machine_off"
-    NOT_CLAIMABLE = "not_claimable"
-    QUEUE_PAUSED = "queue_paused"
 
 
 _REFUSAL_MESSAGES: dict[Refusal, str] = {

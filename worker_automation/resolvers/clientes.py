@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from worker_automation.catalog.forms import is_valid_cnpj
 from worker_automation.errors import BadInput, Conflict
 from worker_automation.models import Cliente
 from worker_automation.models.database import Database
-from worker_automation.worker.forms import is_valid_cnpj
 
 
 @dataclass(frozen=True)

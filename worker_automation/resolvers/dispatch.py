@@ -15,7 +15,8 @@ from typing import Any, Final, cast
 
 from sqlalchemy import Table, bindparam, insert, select, update
 
-from worker_automation.broker.events import EventKind
+from worker_automation.catalog.forms import validate_context
+from worker_automation.catalog.registry import Automation
 from worker_automation.errors import BadInput, Conflict, Unavailable
 from worker_automation.limits import check_int32, check_size, check_storable
 from worker_automation.models import Cliente, JobStatus, Worker, utcnow
@@ -26,8 +27,7 @@ from worker_automation.resolvers.automations import effective
 from worker_automation.resolvers.rows import check_priority
 from worker_automation.resolvers.views import WorkerView, view_of
 from worker_automation.services import Services
-from worker_automation.worker.forms import validate_context
-from worker_automation.worker.registry import Automation
+from worker_automation.vocabulary import EventKind
 
 # A Core insert on the table, built once (the ORM's insert path cost more than the insert).
 _WORKERS = cast(Table, Worker.__table__)

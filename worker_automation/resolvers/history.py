@@ -63,7 +63,7 @@ def _since(value: datetime | None, field: str = "since") -> datetime:
 
 
 def _check_automation(automation_type: str | None) -> None:
-    from worker_automation.worker.registry import AUTOMATION_REGISTRY
+    from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 
     if automation_type is not None and automation_type not in AUTOMATION_REGISTRY:
         raise BadInput("automation_type", f"automation_type desconhecido: {automation_type!r}")

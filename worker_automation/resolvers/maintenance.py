@@ -9,7 +9,6 @@ from enum import StrEnum
 from sqlalchemy import ColumnElement, and_, delete, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from worker_automation.broker.events import EventKind
 from worker_automation.errors import BadInput, Unavailable
 from worker_automation.models import Cliente, JobStatus, Machine, MachineStatus, Worker, utcnow
 from worker_automation.resolvers.announce import announce
@@ -17,6 +16,7 @@ from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.reads import check_queue
 from worker_automation.resolvers.views import WorkerView, enriched_select, views_of
 from worker_automation.services import Services
+from worker_automation.vocabulary import EventKind
 
 
 class ClearScope(StrEnum):

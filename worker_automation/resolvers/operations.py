@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 
-from worker_automation.broker.events import EventKind
 from worker_automation.errors import BadInput, Unavailable
 from worker_automation.models import JobStatus
 from worker_automation.resolvers.announce import announce
@@ -15,7 +14,6 @@ from worker_automation.resolvers.reads import check_queue
 from worker_automation.resolvers.rows import check_priority, lock_worker, view_in
 from worker_automation.resolvers.transitions import (
     CANCEL_MESSAGE,
-    Action,
     back_in_queue,
     mark_cancelled,
     mark_retried,
@@ -23,6 +21,7 @@ from worker_automation.resolvers.transitions import (
 )
 from worker_automation.resolvers.views import WorkerView
 from worker_automation.services import Services
+from worker_automation.vocabulary import Action, EventKind
 
 __all__ = ["CANCEL_MESSAGE", "back_in_queue", "cancel", "move", "reorder", "retry"]
 

@@ -68,7 +68,7 @@ class WorkerFilter:
 
     def values(self, queues: dict[str, int]) -> dict[str, Any]:
         """The equality filters that are set, validated (BadInput names the field), by column."""
-        from worker_automation.worker.registry import AUTOMATION_REGISTRY
+        from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 
         found: dict[str, Any] = {}
         if self.status:
@@ -106,7 +106,7 @@ def _text_search() -> ColumnElement[bool]:
 
 
 def _text_parameters(q: str) -> dict[str, Any]:
-    from worker_automation.worker.registry import AUTOMATION_REGISTRY
+    from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 
     needle = fold_text(q)
     keys = [

@@ -36,13 +36,12 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from enum import StrEnum
 from typing import Any, Final
 
 from sqlalchemy import select, update
 
-from worker_automation.broker.events import EventKind
 from worker_automation.broker.inspect import InspectResult
+from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 from worker_automation.errors import BadInput, Conflict, NotFound, Unavailable
 from worker_automation.housekeeping import Periodic
 from worker_automation.metrics import count_recovered
@@ -57,7 +56,7 @@ from worker_automation.resolvers.rows import view_in
 from worker_automation.resolvers.views import WorkerView
 from worker_automation.services import Services
 from worker_automation.settings import Settings
-from worker_automation.worker.registry import AUTOMATION_REGISTRY
+from worker_automation.vocabulary import REPORTED_FAULTS, EventKind, Fault
 
 log = logging.getLogger(__name__)
 
@@ -67,15 +66,6 @@ SCAN_LIMIT: Final = 5_000
 ACT_LIMIT: Final = 500
 # A manual run looks twice, this far apart, instead of waiting for the next periodic pass.
 MANUAL_CONFIRM_SECONDS: Final = 2.0
-
-
-class Fault(StrEnum):
-    """What the reconciler found (the label of ``wa_jobs_recovered_total``)."""
-
-    NOT_SENT = "not_sent"  # AGENDADO without a task id: the broker refused its send
-    MESSAGE_LOST = "message_lost"  # AGENDADO whose message nobody holds (Redis lost it, say)
-    WORKER_LOST = "worker_lost"  # EXECUTANDO that no process runs any more
-    NOT_STARTED = "not_started"  # claimed, but its worker never had the answer: it never ran
 
 
 LOST_RUN_MESSAGE: Final = (
@@ -319,9 +309,8 @@ async def recover_lost(
 ) -> WorkerView:
     """A worker reports a run it held when its process died (``worker_lost``, at its start), or a
     claim it never had the answer to and so never ran (``not_started``)."""
-    reported = {Fault.WORKER_LOST.value, Fault.NOT_STARTED.value}
-    if fault not in reported:
-        raise BadInput("fault", f"fault deve ser um de {sorted(reported)}")
+    if fault not in REPORTED_FAULTS:
+        raise BadInput("fault", f"fault deve ser um de {sorted(REPORTED_FAULTS)}")
     async with services.db.reader() as session:
         row = await session.get(Worker, job_id)
         if row is None:

@@ -18,7 +18,7 @@ from typing import Any, Final, cast
 
 from sqlalchemy import Table, bindparam, insert, select, update
 
-from worker_automation.broker.events import EventKind
+from worker_automation.catalog.forms import validate_context
 from worker_automation.errors import BadInput, Conflict, NotFound
 from worker_automation.housekeeping import Periodic
 from worker_automation.models import JobStatus, Schedule, Worker, utcnow
@@ -31,7 +31,7 @@ from worker_automation.resolvers.rows import client_name_of
 from worker_automation.resolvers.schedules import MSG_SCHEDULE_NOT_FOUND, next_occurrence
 from worker_automation.resolvers.views import WorkerView, view_of
 from worker_automation.services import Services
-from worker_automation.worker.forms import validate_context
+from worker_automation.vocabulary import EventKind
 
 log = logging.getLogger(__name__)
 

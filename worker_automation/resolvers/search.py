@@ -14,7 +14,7 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
-from worker_automation.worker.registry import Automation
+from worker_automation.catalog.registry import Automation
 
 MIN_SCORE = 60
 

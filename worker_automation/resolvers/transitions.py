@@ -6,29 +6,12 @@ One table for the single-job actions (cancelWorker, retryWorker, ...) and their 
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from worker_automation.models import JobStatus, Worker, utcnow
 from worker_automation.resolvers.rows import require_status
+from worker_automation.vocabulary import ALLOWED_FROM, Action
 
 CANCEL_MESSAGE = "Cancelado pelo operador"
 
-
-class Action(StrEnum):
-    """An operator's action on a job."""
-
-    CANCEL = "cancel"
-    RETRY = "retry"
-    MOVE = "move"
-    REORDER = "reorder"
-
-
-ALLOWED_FROM: dict[Action, frozenset[JobStatus]] = {
-    Action.CANCEL: frozenset({JobStatus.AGENDADO, JobStatus.EXECUTANDO}),
-    Action.RETRY: frozenset({JobStatus.FALHA, JobStatus.CANCELADO}),
-    Action.MOVE: frozenset({JobStatus.AGENDADO, JobStatus.EXECUTANDO}),
-    Action.REORDER: frozenset({JobStatus.AGENDADO}),
-}
 
 # The verb of each action in the conflict message ("Nao e possivel <verb> um worker ...").
 _VERBS: dict[Action, str] = {

@@ -127,7 +127,7 @@ def sort_key(columns: tuple[str, ...]) -> Callable[[WorkerView], tuple[tuple[boo
 
 def display_name_of(automation_type: str) -> str:
     """The registry's friendly name, or the key itself for automations no longer registered."""
-    from worker_automation.worker.registry import AUTOMATION_REGISTRY
+    from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 
     automation = AUTOMATION_REGISTRY.get(automation_type)
     return automation.display_name if automation else automation_type

@@ -19,6 +19,7 @@ from worker_automation.rest_compat.reads import (
     MSG_WORKER,
 )
 from worker_automation.rest_compat.writes import MSG_CANCEL, MSG_MOVE, MSG_REORDER, MSG_RETRY
+from worker_automation.vocabulary import Refusal
 
 WA = "/api/v1/worker-automation"
 JOBS = "/api/v1/jobs"
@@ -157,9 +158,7 @@ PENDING_PARAMS = (
     Param("automation", "query", {"type": "string"}, "Automacao (padrao: a da maquina)", enum="automation"),
     Param("limit", "query", {"type": "integer", "minimum": 1, "maximum": 500, "default": 100}, "Maximo"),
 )
-REFUSALS = (
-    "already_claimed, concurrency_limit, dev_mode, wrong_automation, machine_off, not_claimable, queue_paused"
-)
+REFUSALS = ", ".join(reason.value for reason in Refusal)
 
 # fmt: off
 _WORKER_OPS: tuple[Operation, ...] = (

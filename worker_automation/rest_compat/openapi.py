@@ -14,11 +14,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 from worker_automation.models import JobStatus
 from worker_automation.resolvers.dispatch import MAX_BATCH
 from worker_automation.rest_compat.api_table import NO_NUL, OPERATIONS, Operation, Param
 from worker_automation.settings import Settings
-from worker_automation.worker.registry import AUTOMATION_REGISTRY
+from worker_automation.vocabulary import REPORTED_FAULTS
 
 OPENAPI_PATH = "/api/v1/openapi.json"
 INT32_MAX = 2**31 - 1
@@ -224,11 +225,9 @@ def _schemas(queues: list[str]) -> dict[str, Any]:
                 "task_id": {**_IN, "description": "A execucao relatada (recusa 409 stale_task se outra)"},
             },
         },
-        "FailBody": _obj(
-            ["error"], error={**_IN, "minLength": 1}, exc_type=_IN, traceback=_IN, task_id=_IN
-        ),
+        "FailBody": _obj(["error"], error={**_IN, "minLength": 1}, exc_type=_IN, traceback=_IN, task_id=_IN),
         "LostBody": _obj(
-            ["fault"], fault={"type": "string", "enum": ["worker_lost", "not_started"]}, task_id=_IN
+            ["fault"], fault={"type": "string", "enum": sorted(REPORTED_FAULTS)}, task_id=_IN
         ),
     }
 

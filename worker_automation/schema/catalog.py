@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import strawberry
 
+from worker_automation.catalog.forms import form_schema
+from worker_automation.catalog.registry import Automation as AutomationDefinition
 from worker_automation.resolvers.search import AutomationSearchItem as SearchItemView
 from worker_automation.resolvers.search import AutomationSearchResult
 from worker_automation.schema.scalars import JSON
-from worker_automation.worker.forms import form_schema
-from worker_automation.worker.registry import Automation as AutomationDefinition
 
 
 @strawberry.type(description="An automation of the registry, with the limits in force right now.")

@@ -6,9 +6,9 @@ from enum import Enum
 
 import strawberry
 
-from worker_automation.broker.events import EventKind
 from worker_automation.models import JobStatus, MachineStatus
 from worker_automation.resolvers.maintenance import ClearScope
+from worker_automation.vocabulary import EventKind
 
 __all__ = ["ChangeKind", "ClearScope", "EventKind", "JobStatus", "MachineStatus", "change_of"]
 

@@ -1,4 +1,4 @@
-"""Domain errors -> GraphQL errors with ``extensions.code``: the one table of this transport.
+"""Domain errors -> GraphQL errors with ``extensions.code`` (the code each error class names).
 
 Resolvers raise :class:`~worker_automation.errors.DomainError` subclasses and nothing here is
 caught field by field: the schema hands every result's errors to :func:`translate_in_place` once,
@@ -16,27 +16,13 @@ from typing import Any
 from graphql import GraphQLError, GraphQLSyntaxError
 
 from worker_automation.errors import (
-    BadInput,
-    Conflict,
     DomainError,
-    Forbidden,
-    NotFound,
-    Unauthenticated,
     Unavailable,
 )
 from worker_automation.models.database import database_unavailable
 
-# Domain error -> extensions.code: the one table of this transport (REST has its status table).
-CODE_OF: dict[type[DomainError], str] = {
-    BadInput: "BAD_USER_INPUT",
-    Unauthenticated: "UNAUTHENTICATED",
-    Forbidden: "FORBIDDEN",
-    NotFound: "NOT_FOUND",
-    Conflict: "CONFLICT",
-    Unavailable: "SERVICE_UNAVAILABLE",
-}
 INTERNAL_CODE = "INTERNAL_SERVER_ERROR"
-UNAVAILABLE_CODE = CODE_OF[Unavailable]
+UNAVAILABLE_CODE = Unavailable.code
 DATABASE_DOWN_MESSAGE = "Banco de dados indisponivel; tente novamente em instantes."
 # A websocket subscriber that fell too far behind a live view (see schema.live_views).
 TOO_SLOW_CODE = "SUBSCRIBER_TOO_SLOW"
@@ -46,11 +32,8 @@ VALIDATION_FAILED = "GRAPHQL_VALIDATION_FAILED"
 
 
 def code_of(exc: DomainError) -> str:
-    """The code of ``exc``: from the table, by class hierarchy."""
-    for cls in type(exc).__mro__:
-        if cls in CODE_OF:
-            return CODE_OF[cls]
-    return INTERNAL_CODE
+    """The code of ``exc``, as each domain error class names it (the same in every transport)."""
+    return exc.code if exc.code != DomainError.code else INTERNAL_CODE
 
 
 def is_expected(error: GraphQLError) -> bool:

@@ -6,11 +6,11 @@ from typing import Any
 
 import strawberry
 
+from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 from worker_automation.errors import BadInput
 from worker_automation.resolvers.reads import WorkerFilter, check_queue
 from worker_automation.schema.enums import JobStatus
 from worker_automation.schema.scalars import JSON
-from worker_automation.worker.registry import AUTOMATION_REGISTRY
 
 
 @strawberry.input(

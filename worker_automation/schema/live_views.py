@@ -36,7 +36,7 @@ from graphql import FieldNode, GraphQLError, OperationType, execute, parse
 from strawberry import Schema
 from strawberry.types.execution import ExecutionResult, PreExecutionError
 
-from worker_automation.broker.events import Event, EventKind
+from worker_automation.broker.events import Event
 from worker_automation.errors import DomainError
 from worker_automation.json_codec import dumps_text
 from worker_automation.resolvers.auth import SCOPE_READ, Principal
@@ -45,6 +45,7 @@ from worker_automation.schema.documents import chosen_operation
 from worker_automation.schema.errors import TOO_SLOW_CODE
 from worker_automation.schema.streams import EVENT_QUEUE
 from worker_automation.schema.types import WorkerEvent
+from worker_automation.vocabulary import EventKind
 
 logger = logging.getLogger(__name__)
 

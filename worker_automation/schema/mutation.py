@@ -183,7 +183,7 @@ class Mutation(OperatorMutation):
         updated = await update_settings(
             info.context.services.db,
             key,
-            actor=principal.actor.label,
+            actor=principal.actor,
             max_concurrent_jobs=max_concurrent_jobs,
             dev_mode=dev_mode,
             enabled=enabled,

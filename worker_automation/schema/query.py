@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import strawberry
 
+from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 from worker_automation.errors import BadInput
 from worker_automation.resolvers import live, reads
 from worker_automation.resolvers.automations import all_effective
@@ -27,7 +28,6 @@ from worker_automation.schema.operator_query import OperatorQuery
 from worker_automation.schema.permissions import read
 from worker_automation.schema.types import Cliente, Machine, Worker, WorkerPage, workers_of
 from worker_automation.schema.viewer import Viewer
-from worker_automation.worker.registry import AUTOMATION_REGISTRY
 
 # Asking for these fields of QueueState means loading the jobs of every queue, not only counts.
 TASK_FIELDS = ("activeTasks", "pendingTasks")

@@ -12,7 +12,8 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final, Generic, TypeVar
 
-from worker_automation.broker.events import Event, EventBus, EventKind, Listener
+from worker_automation.broker.events import Event, EventBus, Listener
+from worker_automation.vocabulary import EventKind
 
 T = TypeVar("T")
 

@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 
 import strawberry
 
-from worker_automation.broker.events import Event, EventKind
+from worker_automation.broker.events import Event
 from worker_automation.errors import BadInput
 from worker_automation.resolvers import live
 from worker_automation.resolvers.automations import registered
@@ -30,6 +30,7 @@ from worker_automation.schema.scalars import JSON
 from worker_automation.schema.sharing import SharedPayloads, shareable
 from worker_automation.schema.streams import Feed, FeedClosed, coalesced, shared_load
 from worker_automation.schema.types import Worker, WorkerEvent
+from worker_automation.vocabulary import EventKind
 
 # A task id with no job row is only known to Celery's result backend, which sends no events.
 BACKEND_POLL_SECONDS = 2.0

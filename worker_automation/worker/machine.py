@@ -1,4 +1,4 @@
-"""A dedicated machine: one automation, hearing jobs live and sweeping pending ones (seed 001).
+"""A dedicated machine: one automation, hearing jobs live and sweeping pending ones.
 
 It needs only ``WA_API_URL`` and ``WA_WORKER_API_KEY``: jobs are heard through the ``jobCreated``
 GraphQL subscription and claimed, reported and swept over ``/api/v1/jobs``.
@@ -22,6 +22,7 @@ from typing import Any
 import websockets
 
 from worker_automation.settings import Settings
+from worker_automation.vocabulary import Refusal
 from worker_automation.worker.client import WorkerApiClient
 from worker_automation.worker.contract import AutomationFn
 from worker_automation.worker.held import HeldJobs
@@ -39,7 +40,7 @@ SWEEP_INTERVAL = 30.0
 DEFERRED_SWEEP_INTERVAL = 2.0
 # Refusals that end by themselves soon (a slot frees up, the queue is resumed): looked at again
 # at the shorter interval. Others (machine off, dev mode) wait for the periodic sweep.
-DEFERRED_REFUSALS = frozenset({"concurrency_limit", "queue_paused"})
+DEFERRED_REFUSALS = frozenset({Refusal.CONCURRENCY_LIMIT, Refusal.QUEUE_PAUSED})
 
 
 def websocket_url(api_url: str) -> str:

@@ -52,6 +52,7 @@ from celery.worker import state as worker_state
 
 from worker_automation.broker.celery_app import make_celery
 from worker_automation.settings import Settings
+from worker_automation.vocabulary import PASSING_REFUSALS, JobStatus
 from worker_automation.worker.celery_logging import quiet_celery_logging
 from worker_automation.worker.client import WorkerApiClient
 from worker_automation.worker.held import HeldJobs, drop_left_behind
@@ -130,13 +131,11 @@ def _process_state(settings: Settings) -> _ProcessState:
     return _state
 
 
-# Refusals that end by themselves (a slot frees up, the machine is turned back on, the automation
-# leaves dev mode): the message is kept and tried again later instead of being consumed, so the
-# job runs without anyone acting. Every other refusal means someone else has the job.
-RETRIED_REFUSALS: Final = frozenset({"concurrency_limit", "machine_off", "dev_mode", "queue_paused"})
-# A job's status before its claim (JobStatus.AGENDADO, spelled out: pool workers do not load the
-# database models).
-UNCLAIMED_STATUS: Final = "AGENDADO"
+# Refusals that end by themselves: the message is kept and tried again later instead of being
+# consumed, so the job runs without anyone acting. Every other refusal means someone else has it.
+RETRIED_REFUSALS: Final = PASSING_REFUSALS
+# A job's status before its claim.
+UNCLAIMED_STATUS: Final = JobStatus.AGENDADO
 
 
 def retry_delay(retries: int) -> float:
@@ -146,7 +145,7 @@ def retry_delay(retries: int) -> float:
 
 def register_tasks(app: Celery, settings: Settings) -> None:
     """One Celery task per automation task name: any automation may be moved to any queue."""
-    from worker_automation.worker.registry import AUTOMATION_REGISTRY
+    from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 
     def run_job(task: Task, job_id: int) -> dict[str, Any]:
         state = _process_state(settings)

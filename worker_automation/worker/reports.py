@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Final
 
+from worker_automation.vocabulary import Fault
 from worker_automation.worker.client import ApiError, WorkerApiClient
 from worker_automation.worker.held import HeldJobs
 from worker_automation.worker.http import ApiTimeout, ApiUnreachable
@@ -26,9 +27,9 @@ log = logging.getLogger(__name__)
 # What sending a report may raise; of these, only an API error below 500 is an answer.
 UNANSWERED = (ApiUnreachable, ApiTimeout, ApiError)
 # The fault a process reports at start-up for a job a dead process of its machine held.
-WORKER_LOST: Final = "worker_lost"
+WORKER_LOST: Final = Fault.WORKER_LOST.value
 # A claim the API recorded but whose answer never arrived: the automation never ran.
-NOT_STARTED: Final = "not_started"
+NOT_STARTED: Final = Fault.NOT_STARTED.value
 
 
 class Reports:

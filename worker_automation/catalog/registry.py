@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from worker_automation.errors import NotFound
-from worker_automation.worker.forms import Form, FormField
+from worker_automation.catalog.forms import Form, FormField
 
 CERTIDOES = "Certidões"
 RASPAGEM = "Raspagem de Portais"
@@ -303,16 +302,3 @@ _CATALOGUE: tuple[Automation, ...] = (
 )  # fmt: skip
 
 AUTOMATION_REGISTRY: dict[str, Automation] = {automation.key: automation for automation in _CATALOGUE}
-
-
-def get_automation(key: str) -> Automation:
-    """The automation registered under ``key``; ``NotFound`` if there is none."""
-    try:
-        return AUTOMATION_REGISTRY[key]
-    except KeyError:
-        raise NotFound(f"Automacao '{key}' nao encontrada.") from None
-
-
-def queue_of(key: str) -> str:
-    """The Celery queue that runs ``key``'s jobs; ``NotFound`` for an unknown key."""
-    return get_automation(key).queue
