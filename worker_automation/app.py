@@ -1,4 +1,5 @@
-"""The ASGI application: health, metrics, REST compatibility, worker protocol, GraphQL and MCP."""
+"""The ASGI application: health, metrics, REST compatibility, worker protocol, GraphQL, MCP and the
+operator console."""
 
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ async def metrics(request: Request) -> Response:
 
 def create_app(settings: Settings | None = None) -> Starlette:
     """Build the whole service for ``settings`` (read from the environment when omitted)."""
+    from worker_automation.console.routes import console_routes
     from worker_automation.mcp_server import HttpMcp
     from worker_automation.rest_compat.routes import rest_routes
     from worker_automation.schema.transport import graphql_routes
@@ -59,6 +61,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *mcp.routes(),
         *rest_routes(),
         *graphql_routes(runtime),
+        *console_routes(),
     ]
 
     @asynccontextmanager

@@ -161,6 +161,13 @@ class BrokerGateway:
         except BROKER_ERRORS as exc:
             raise Unavailable(UNAVAILABLE_MESSAGE, reason=str(exc)) from exc
 
+    async def priority_lengths(self) -> dict[str, list[int]]:
+        """Waiting messages per configured queue and priority (list index = priority)."""
+        try:
+            return await queues.priority_lengths(self.redis, self.settings.queues)
+        except BROKER_ERRORS as exc:
+            raise Unavailable(UNAVAILABLE_MESSAGE, reason=str(exc)) from exc
+
     async def waiting_task_ids(self) -> set[str]:
         """The task ids of every message waiting in the configured queues."""
         try:

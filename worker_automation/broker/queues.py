@@ -37,6 +37,18 @@ async def queue_lengths(redis: Redis, queues: Iterable[str]) -> dict[str, int]:
     return {queue: sum(counts[i * per_queue : (i + 1) * per_queue]) for i, queue in enumerate(names)}
 
 
+async def priority_lengths(redis: Redis, queues: Iterable[str]) -> dict[str, list[int]]:
+    """Waiting messages per queue and priority step (index = priority), in one round trip."""
+    names = list(dict.fromkeys(queues))
+    async with redis.pipeline(transaction=False) as pipe:
+        for queue in names:
+            for key in priority_keys(queue):
+                pipe.llen(key)
+        counts: list[int] = await pipe.execute()
+    per_queue = len(TRANSPORT_OPTIONS["priority_steps"])
+    return {queue: counts[i * per_queue : (i + 1) * per_queue] for i, queue in enumerate(names)}
+
+
 async def purge_queue(redis: Redis, queue: str) -> int:
     """Drop every waiting message of ``queue``; returns how many priority lists were deleted."""
     deleted: int = await redis.delete(*priority_keys(queue))

@@ -214,6 +214,14 @@ async def broker_status(services: Services) -> BrokerStatus:
         return BrokerStatus(False, {})
 
 
+async def broker_priority_lengths(services: Services) -> dict[str, list[int]]:
+    """Messages waiting per queue and priority (index = priority); empty when Redis is down."""
+    try:
+        return await services.broker.priority_lengths()
+    except Unavailable:
+        return {}
+
+
 async def workers_inspect(services: Services) -> InspectResult:
     return await services.broker.inspect()
 

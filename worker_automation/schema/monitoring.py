@@ -10,6 +10,8 @@ from worker_automation.broker.inspect import InspectResult
 from worker_automation.resolvers import live
 from worker_automation.resolvers.reads import Stats as StatsView
 from worker_automation.resolvers.reads import TaskStatus as TaskStatusView
+from worker_automation.schema.context import Info
+from worker_automation.schema.fields import field
 from worker_automation.schema.scalars import JSON
 from worker_automation.schema.types import Worker, WorkerPage, workers_of
 
@@ -118,6 +120,15 @@ class QueueLiveStatus:
         return cls(queues=[QueueState.from_view(s, tz) for s in states], summary=Summary.from_view(summary))
 
 
+@strawberry.type(description="Messages waiting in one queue at one priority.")
+class PriorityLength:
+    """One priority list of a queue in the broker."""
+
+    queue: str = strawberry.field(description="Queue name.")
+    priority: int = strawberry.field(description="Priority 0..9 (lower runs first).")
+    count: int = strawberry.field(description="Messages waiting at that priority.")
+
+
 @strawberry.type(description="Snapshot of the broker: messages waiting in each queue.")
 class BrokerStatus:
     """LLEN of each queue over all its priority lists."""
@@ -130,6 +141,16 @@ class BrokerStatus:
     def from_view(cls, view: live.BrokerStatus) -> BrokerStatus:
         """Build from the resolver's broker status."""
         return cls(available=view.available, queues=JSON(view.queues), queue_lengths=counts(view.queues))
+
+    @field(description="Messages waiting per queue and priority, non-empty lists only (read when asked).")
+    async def priority_lengths(self, info: Info) -> list[PriorityLength]:
+        found = await live.broker_priority_lengths(info.context.services)
+        return [
+            PriorityLength(queue=queue, priority=priority, count=count)
+            for queue, per_priority in found.items()
+            for priority, count in enumerate(per_priority)
+            if count
+        ]
 
 
 @strawberry.type(description="Raw Celery inspect, sections keyed by worker hostname; empty if none answers.")

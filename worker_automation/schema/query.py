@@ -27,6 +27,7 @@ from worker_automation.schema.monitoring import (
 from worker_automation.schema.operator_query import OperatorQuery
 from worker_automation.schema.permissions import read
 from worker_automation.schema.types import Cliente, Machine, Worker, WorkerPage, workers_of
+from worker_automation.schema.viewer import Viewer
 
 # Asking for these fields of QueueState means loading the jobs of every queue, not only counts.
 TASK_FIELDS = ("activeTasks", "pendingTasks")
@@ -142,3 +143,11 @@ class Query(OperatorQuery):
     @field(description="Client companies, by name.", extensions=read())
     async def clientes(self, info: Info) -> list[Cliente]:
         return [Cliente.from_view(v) for v in await list_clientes(info.context.services.db)]
+
+    @field(
+        description="The caller's key: perfil, scopes, what it may do, and the service's time zone. "
+        "Any valid operator key may ask (UNAUTHENTICATED without one)."
+    )
+    async def viewer(self, info: Info) -> Viewer:
+        principal = await info.context.principal()
+        return Viewer.from_principal(principal, info.context.services.settings.timezone)

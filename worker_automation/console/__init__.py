@@ -1,0 +1,1 @@
+"""The operator console: static files served by ``serve`` at ``/console/``, talking to ``/graphql``."""

@@ -1,0 +1,295 @@
+// The console's only way to the service: GraphQL over HTTP for reads and actions, one websocket
+// (graphql-transport-ws) for every live view, and the connection state everyone can watch.
+import { createClient } from "graphql-ws";
+import { useEffect, useRef, useState } from "./html.js";
+
+const KEY_STORAGE = "wa-console-key";
+const GRAPHQL_PATH = new URL("../graphql", window.location.href.replace(/[#?].*$/, "")).pathname;
+
+/** An error the API answered with (its message is shown to the operator as is). */
+export class ApiError extends Error {
+  constructor(message, code) {
+    super(message);
+    this.code = code;
+  }
+}
+
+/** The API does not have this field yet (an older service): the view says "indisponível". */
+export class Unavailable extends ApiError {}
+
+// --- the key, kept for this browser tab only ------------------------------------------------
+
+export function storedKey() {
+  return window.sessionStorage.getItem(KEY_STORAGE);
+}
+
+export function rememberKey(key) {
+  window.sessionStorage.setItem(KEY_STORAGE, key);
+}
+
+export function forgetKey() {
+  window.sessionStorage.removeItem(KEY_STORAGE);
+  closeSocket();
+}
+
+// A key revoked while the console is open: the shell goes back to sign-in, saying why.
+const refusedListeners = new Set();
+
+export function onKeyRefused(listener) {
+  refusedListeners.add(listener);
+  return () => refusedListeners.delete(listener);
+}
+
+// --- a tiny observable store for the connection ----------------------------------------------
+
+const listeners = new Set();
+export const connection = { state: "conectando", resyncs: 0, lastChange: Date.now(), httpDown: false };
+
+function setConnection(change) {
+  Object.assign(connection, change, { lastChange: Date.now() });
+  for (const listener of listeners) listener({ ...connection });
+}
+
+export function useConnection() {
+  const [state, setState] = useState({ ...connection });
+  useEffect(() => {
+    listeners.add(setState);
+    return () => listeners.delete(setState);
+  }, []);
+  return state;
+}
+
+/** A number that grows every time the views must read their data again. */
+export function useResync() {
+  return useConnection().resyncs;
+}
+
+export function requestResync() {
+  setConnection({ resyncs: connection.resyncs + 1 });
+}
+
+// --- HTTP ------------------------------------------------------------------------------------
+
+function isMissingField(error) {
+  const message = error?.message || "";
+  return /Cannot query field|Unknown argument|Unknown type|Cannot return null for non-nullable field Query/.test(
+    message,
+  ) && (error?.extensions?.code ?? "GRAPHQL_VALIDATION_FAILED") === "GRAPHQL_VALIDATION_FAILED";
+}
+
+/** Run one GraphQL document; the data, or an ApiError with the API's own message. */
+export async function gql(query, variables = {}, key = storedKey()) {
+  let response;
+  try {
+    response = await fetch(GRAPHQL_PATH, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "X-API-Key": key || "" },
+      body: JSON.stringify({ query, variables }),
+    });
+  } catch {
+    if (!connection.httpDown) setConnection({ httpDown: true });
+    throw new ApiError("A API não respondeu. Tentando de novo quando ela voltar.", "NETWORK");
+  }
+  if (connection.httpDown) setConnection({ httpDown: false });
+  let body;
+  try {
+    body = await response.json();
+  } catch {
+    throw new ApiError(`A API respondeu ${response.status} sem um corpo legível.`, "HTTP");
+  }
+  if (body.errors?.length) {
+    const first = body.errors[0];
+    if (isMissingField(first)) throw new Unavailable(first.message, "UNAVAILABLE");
+    const error = new ApiError(first.message, first.extensions?.code);
+    if (body.data) error.partial = body.errors;
+    if (error.code === "UNAUTHENTICATED" && key && key === storedKey()) {
+      for (const listener of refusedListeners) listener(error.message);
+    }
+    throw error;
+  }
+  return body.data;
+}
+
+/** Run a document whose fields may fail one by one (aliased bulk actions): { data, errors }. */
+export async function gqlPartial(query, variables = {}) {
+  try {
+    await gql(query, variables);
+    return { errors: [] };
+  } catch (error) {
+    if (error instanceof ApiError && error.partial) return { errors: error.partial };
+    throw error;
+  }
+}
+
+// --- websocket -------------------------------------------------------------------------------
+
+let client = null;
+let everConnected = false;
+let dropped = false;
+
+function socketUrl() {
+  const url = new URL(GRAPHQL_PATH, window.location.href);
+  url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+  return url.href;
+}
+
+function socket() {
+  if (client) return client;
+  const key = storedKey();
+  client = createClient({
+    url: socketUrl(),
+    connectionParams: { "X-API-Key": key },
+    lazy: false,
+    keepAlive: 10_000,
+    retryAttempts: Infinity,
+    shouldRetry: () => true,
+    // Short, capped waits: an API restart should be noticed and recovered from within seconds.
+    retryWait: (retries) => new Promise((resolve) => setTimeout(resolve, Math.min(250 * 2 ** retries, 3000))),
+    onNonLazyError: () => {},
+    on: {
+      connecting: () => setConnection({ state: everConnected ? "reconectando" : "conectando" }),
+      connected: () => {
+        const wasDown = dropped;
+        everConnected = true;
+        dropped = false;
+        setConnection({ state: "conectado", httpDown: false, ...(wasDown ? { resyncs: connection.resyncs + 1 } : {}) });
+      },
+      closed: () => {
+        if (!client) return;
+        if (everConnected) dropped = true;
+        setConnection({ state: everConnected ? "reconectando" : "conectando" });
+      },
+    },
+  });
+  return client;
+}
+
+export function closeSocket() {
+  const current = client;
+  client = null;
+  everConnected = false;
+  dropped = false;
+  if (current) current.dispose();
+}
+
+/**
+ * Subscribe for as long as the caller wants; ``onData`` gets each payload's data. Reconnection
+ * is the client's: after it, subscriptions are sent again by themselves.
+ */
+export function subscribe(query, variables, onData, onError) {
+  return socket().subscribe(
+    { query, variables },
+    {
+      next: (result) => {
+        if (result.errors?.length) {
+          const first = result.errors[0];
+          onError?.(isMissingField(first) ? new Unavailable(first.message) : new ApiError(first.message));
+        } else onData(result.data);
+      },
+      error: (error) => {
+        const first = Array.isArray(error) ? error[0] : null;
+        if (first) onError?.(isMissingField(first) ? new Unavailable(first.message) : new ApiError(first.message));
+      },
+      complete: () => {},
+    },
+  );
+}
+
+// --- hooks -----------------------------------------------------------------------------------
+
+/**
+ * Read ``query`` now, again when ``deps`` change and after every resynchronisation.
+ * Returns { data, error, loading, reload }.
+ */
+export function useQuery(query, variables, deps = []) {
+  const resyncs = useResync();
+  const [state, setState] = useState({ data: null, error: null, loading: true });
+  const [tick, setTick] = useState(0);
+  const serial = useRef(0);
+  useEffect(() => {
+    if (query == null) return;
+    const mine = ++serial.current;
+    setState((old) => ({ ...old, loading: true }));
+    gql(query, variables).then(
+      (data) => mine === serial.current && setState({ data, error: null, loading: false }),
+      (error) => mine === serial.current && setState((old) => ({ data: old.data, error, loading: false })),
+    );
+  }, [query, resyncs, tick, ...deps]);
+  return { ...state, reload: () => setTick((t) => t + 1), setData: (data) => setState((s) => ({ ...s, data })) };
+}
+
+// The server starts listening for a subscription a moment after it is sent, and a read made at
+// the same time may answer before that: what changed in between would be lost. Views that keep
+// a list up to date read it once more after this delay, when the subscription is surely live.
+const SETTLE_MS = 800;
+
+/**
+ * A live subscription held while the component is shown; ``onData`` may change freely.
+ * ``onSettled`` runs once the subscription has had time to start listening (read again there).
+ */
+export function useSubscription(query, variables, onData, deps = [], onSettled = null) {
+  const handler = useRef(onData);
+  handler.current = onData;
+  const settled = useRef(onSettled);
+  settled.current = onSettled;
+  const [error, setError] = useState(null);
+  useEffect(() => {
+    if (query == null) return undefined;
+    setError(null);
+    const dispose = subscribe(query, variables, (data) => handler.current(data), setError);
+    const timer = setTimeout(() => settled.current?.(), SETTLE_MS);
+    return () => {
+      clearTimeout(timer);
+      dispose();
+    };
+  }, [query, ...deps]);
+  return error;
+}
+
+/**
+ * Which optional parts of the API this service has (older services lack some). Each probe is
+ * validated but not run (``@skip``). All query probes go in one request and the mutation probes
+ * in another; only when one of those is refused are the probes asked one by one.
+ */
+const PROBES = {
+  paused: "q: queueLiveStatus @skip(if: true) { queues { paused } }",
+  attempts: "w: worker(id: 1) @skip(if: true) { attempts { number } }",
+  throughput: 't: throughput(since: "2026-01-01T00:00:00Z", bucketMinutes: 1) @skip(if: true) { bucketStart }',
+  auditLog: "a: auditLog(page: 1, perPage: 1) @skip(if: true) { total }",
+  durations: "d: durations @skip(if: true) { p50Ms }",
+  schedules: "s: schedules @skip(if: true) { id }",
+  priorities: "b: brokerStatus @skip(if: true) { priorityLengths { priority } }",
+};
+const MUTATION_PROBES = {
+  bulk: "c: cancelWorkers(filter: {}) @skip(if: true) { matched }",
+  pause: 'p: pauseQueue(queue: "scan") @skip(if: true) { __typename }',
+};
+
+async function probeGroup(probes, keyword, key) {
+  const all = `${keyword} { ${Object.values(probes).join(" ")} }`;
+  try {
+    await gql(all, {}, key);
+    return Object.fromEntries(Object.keys(probes).map((name) => [name, true]));
+  } catch (error) {
+    if (!(error instanceof Unavailable)) throw error;
+  }
+  const entries = await Promise.all(
+    Object.entries(probes).map(([name, field]) =>
+      gql(`${keyword} { ${field} }`, {}, key).then(
+        () => [name, true],
+        (error) => [name, !(error instanceof Unavailable)],
+      ),
+    ),
+  );
+  return Object.fromEntries(entries);
+}
+
+export async function probeFeatures(key) {
+  const [reads, writes] = await Promise.all([probeGroup(PROBES, "query", key), probeGroup(MUTATION_PROBES, "mutation", key)]);
+  return { ...reads, ...writes };
+}
+
+/** Open the live connection now (it is otherwise opened by the first subscription). */
+export function connectEarly() {
+  if (storedKey()) socket();
+}

@@ -1,0 +1,89 @@
+// Automations: fuzzy search of the catalogue, running / queued counts, and their run-time settings.
+import { html, useEffect, useMemo, useState } from "../html.js";
+import { gql, useQuery, useSubscription } from "../api.js";
+import { ActionButton, ErrorNote, Loading, Num, Section, notify, throttle } from "../ui.js";
+
+const CATALOGUE = "query Catalogue { automations { key displayName category queue maxConcurrentJobs devMode enabled requiresSelenium description } }";
+const SEARCH = "query Search($q: String) { searchAutomations(q: $q) { count results { key score } } }";
+const EVENTS = "subscription Counts { workerEvents { kind } }";
+// Counts for the automations on screen, two aliases each, in requests under the alias limit.
+const PER_REQUEST = 12;
+
+async function countsFor(keys) {
+  const counts = {};
+  for (let start = 0; start < keys.length; start += PER_REQUEST) {
+    const part = keys.slice(start, start + PER_REQUEST);
+    const body = part.map((key, i) => `r${i}: workers(filter: { automationType: ${JSON.stringify(key)}, status: EXECUTANDO }, perPage: 1) { total }
+      q${i}: workers(filter: { automationType: ${JSON.stringify(key)}, status: AGENDADO }, perPage: 1) { total }`).join("\n");
+    const data = await gql(`query Counts { ${body} }`);
+    part.forEach((key, i) => { counts[key] = { running: data[`r${i}`].total, queued: data[`q${i}`].total }; });
+  }
+  return counts;
+}
+
+function Settings({ automation, onSaved }) {
+  const [limit, setLimit] = useState(String(automation.maxConcurrentJobs));
+  const [dev, setDev] = useState(automation.devMode);
+  const [enabled, setEnabled] = useState(automation.enabled);
+  const run = async () => {
+    await gql(
+      "mutation Settings($key: String!, $limit: Int, $dev: Boolean, $enabled: Boolean) { updateAutomationSettings(key: $key, maxConcurrentJobs: $limit, devMode: $dev, enabled: $enabled) { key } }",
+      { key: automation.key, limit: Number(limit), dev, enabled },
+    );
+    notify(`Configuração de ${automation.displayName} salva.`);
+    onSaved();
+  };
+  return html`<span class="inline-form">
+    <label>Limite <input type="number" min="1" class="narrow" value=${limit} onInput=${(e) => setLimit(e.target.value)} /></label>
+    <label><input type="checkbox" checked=${dev} onChange=${(e) => setDev(e.target.checked)} /> Em desenvolvimento</label>
+    <label><input type="checkbox" checked=${enabled} onChange=${(e) => setEnabled(e.target.checked)} /> Habilitada</label>
+    <${ActionButton} label="Salvar" name=${`salvar-${automation.key}`} run=${run} />
+  </span>`;
+}
+
+export function AutomationsPage({ session }) {
+  const { viewer } = session;
+  const [q, setQ] = useState("");
+  const [typed, setTyped] = useState("");
+  const catalogue = useQuery(CATALOGUE, {});
+  const search = useQuery(q ? SEARCH : null, { q }, [q]);
+  const [counts, setCounts] = useState({});
+  const [countsError, setCountsError] = useState(null);
+  const shown = useMemo(() => {
+    const all = catalogue.data?.automations || [];
+    if (!q) return all;
+    const byKey = Object.fromEntries(all.map((a) => [a.key, a]));
+    return (search.data?.searchAutomations.results || []).map((r) => ({ ...byKey[r.key], score: r.score })).filter((a) => a.key);
+  }, [catalogue.data, search.data, q]);
+  const keys = shown.map((a) => a.key).join(",");
+  const loadCounts = useMemo(() => throttle((list) => countsFor(list).then((c) => { setCounts(c); setCountsError(null); }, setCountsError), 2000), []);
+  useEffect(() => { if (keys) loadCounts(keys.split(",")); }, [keys]);
+  useSubscription(EVENTS, {}, () => keys && loadCounts(keys.split(",")), [keys]);
+  useEffect(() => {
+    const timer = setTimeout(() => setQ(typed.trim()), 250);
+    return () => clearTimeout(timer);
+  }, [typed]);
+  return html`<div class="page">
+    <h1>Automações</h1>
+    <form class="filters" role="search" onSubmit=${(e) => e.preventDefault()}>
+      <label class="grow">Buscar (aproximada) <input type="search" value=${typed} placeholder="ex.: certidao federal, sefaz, fgts" onInput=${(e) => setTyped(e.target.value)} /></label>
+    </form>
+    <${ErrorNote} error=${catalogue.error || search.error || countsError} />
+    ${!catalogue.data ? html`<${Loading} />` : html`<${Section} title=${q ? `${shown.length} resultado(s) para “${q}”` : `${shown.length} automações`} id="catalogo">
+      <div class="table-wrap"><table class="grid">
+        <caption class="sr-only">Automações</caption>
+        <thead><tr><th scope="col">Automação</th><th scope="col">Categoria</th><th scope="col">Fila</th>
+          <th scope="col" class="n">Executando</th><th scope="col" class="n">Agendados</th>
+          ${q ? html`<th scope="col" class="n">Relevância</th>` : null}<th scope="col">Configuração</th></tr></thead>
+        <tbody>${shown.map((a) => html`<tr key=${a.key} data-automation=${a.key}>
+          <th scope="row">${a.displayName}<br /><span class="mono muted">${a.key}</span></th>
+          <td>${a.category}</td><td>${a.queue}</td>
+          <td class="n"><${Num} value=${counts[a.key]?.running} /></td><td class="n"><${Num} value=${counts[a.key]?.queued} /></td>
+          ${q ? html`<td class="n">${a.score}</td>` : null}
+          <td class="settings">${viewer.canManage ? html`<${Settings} key=${`${a.key}-${a.maxConcurrentJobs}-${a.devMode}-${a.enabled}`} automation=${a} onSaved=${() => catalogue.reload()} />`
+            : html`limite ${a.maxConcurrentJobs}${a.devMode ? " · em desenvolvimento" : ""}${a.enabled ? "" : " · desabilitada"}`}</td>
+        </tr>`)}</tbody>
+      </table></div>
+    </${Section}>`}
+  </div>`;
+}

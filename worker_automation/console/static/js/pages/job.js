@@ -1,0 +1,154 @@
+// One job: every field, context and result, error and traceback, live progress, attempts, audit,
+// and the actions on it.
+import { html, useState } from "../html.js";
+import { gql, useQuery, useSubscription } from "../api.js";
+import { OUTCOME_LABELS, formatDate, formatDuration, formatMs } from "../format.js";
+import { ActionButton, ErrorNote, JsonBlock, Loading, ProgressBar, Section, StatusBadge, UnavailableNote, notify } from "../ui.js";
+import { CHOICES } from "./jobs.js";
+
+const FIELDS = `id taskId status automationType displayName clientName clienteId usuarioId pathFile queue priority
+  progress retryCount createdAt updatedAt dataInicio dataFim mensagemErro metadataJson context result machineId
+  machine { id name }`;
+const JOB = `query Job($id: Int!) { worker(id: $id) { ${FIELDS} } }`;
+const EVENTS = `subscription JobLive($id: Int!) { workerEvents(filter: { id: $id }) { kind change worker { ${FIELDS} } } }`;
+const ATTEMPTS = `query Attempts($id: Int!) { worker(id: $id) { id attempts { number machineId machineName taskId startedAt endedAt outcome error } } }`;
+const AUDIT = `query JobAudit($page: Int!) { auditLog(page: $page, perPage: 100) { items { id at actor perfil action target result detail } } }`;
+
+const DURATIONS = `query Typical($a: String!) { durations(automationType: $a) { count p50Ms p95Ms maxMs } }`;
+
+const OPEN = ["AGENDADO", "EXECUTANDO"];
+
+/** How long runs of the same automation took over the last day, to judge this one against. */
+function Typical({ automation, features }) {
+  const typical = useQuery(features.durations ? DURATIONS : null, { a: automation }, [automation]);
+  const d = typical.data?.durations;
+  if (!features.durations || !d || !d.count) return null;
+  return html`<span class="muted small">Típico de ${automation} nas últimas 24 h (${d.count} ${d.count === 1 ? "execução" : "execuções"}): mediana ${formatMs(d.p50Ms)}, p95 ${formatMs(d.p95Ms)}, máximo ${formatMs(d.maxMs)}</span>`;
+}
+const RETRYABLE = ["FALHA", "CANCELADO"];
+
+function Field({ name, children }) {
+  return html`<div class="field" data-field=${name}><dt>${name}</dt><dd>${children ?? "—"}</dd></div>`;
+}
+
+function Attempts({ id, features, resync }) {
+  const attempts = useQuery(features.attempts ? ATTEMPTS : null, { id: Number(id) }, [resync]);
+  if (!features.attempts) return html`<${UnavailableNote} what="O histórico de tentativas" />`;
+  if (attempts.error) return html`<${ErrorNote} error=${attempts.error} />`;
+  const items = attempts.data?.worker?.attempts;
+  if (!items) return html`<${Loading} />`;
+  if (!items.length) return html`<p class="muted">Nenhuma tentativa ainda: o trabalho não foi iniciado.</p>`;
+  return html`<ol class="timeline">${items.map((a) => html`<li key=${a.number} data-outcome=${a.outcome || ""}>
+    <p><strong>Tentativa ${a.number}</strong> — ${a.outcome ? OUTCOME_LABELS[a.outcome] || a.outcome : "em andamento"} · máquina ${a.machineName || a.machineId || "—"}</p>
+    <p class="muted">Início ${formatDate(a.startedAt)} · fim ${formatDate(a.endedAt)} · duração ${formatDuration(a.startedAt, a.endedAt)}</p>
+    ${a.error ? html`<p class="err-text">${a.error}</p>` : null}
+    <p class="muted mono">task ${a.taskId || "—"}</p></li>`)}</ol>`;
+}
+
+function AuditEntries({ id, features, resync }) {
+  const audit = useQuery(features.auditLog ? AUDIT : null, { page: 1 }, [resync]);
+  if (!features.auditLog) return html`<${UnavailableNote} what="O registro de auditoria" />`;
+  if (audit.error) return html`<${ErrorNote} error=${audit.error} />`;
+  const items = audit.data?.auditLog?.items;
+  if (!items) return html`<${Loading} />`;
+  // Entries about this job name it as their target ("worker:12"); bulk actions list their ids.
+  const mine = items.filter((e) => e.target === `worker:${id}` || (e.detail?.ids || []).includes(Number(id)));
+  if (!mine.length) return html`<p class="muted">Nenhuma ação sobre este trabalho entre as últimas 100 registradas.</p>`;
+  return html`<ul class="audit">${mine.map((e) => html`<li key=${e.id}>${formatDate(e.at)} · <strong>${e.action}</strong> por ${e.actor} — ${e.result}</li>`)}</ul>`;
+}
+
+function Actions({ job, choices, onChanged }) {
+  const [target, setTarget] = useState("");
+  const [priority, setPriority] = useState(String(job.priority));
+  const queues = (choices?.queueLiveStatus?.queues || []).map((q) => q.queueName).filter((q) => q !== job.queue);
+  const act = (query, variables, message) => async () => {
+    const data = await gql(query, variables);
+    notify(message);
+    onChanged(Object.values(data)[0]);
+  };
+  return html`<div class="job-actions" role="group" aria-label="Ações no trabalho">
+    ${OPEN.includes(job.status) ? html`<${ActionButton} label="Cancelar" kind="danger" confirm=${`Cancelar o trabalho ${job.id}?`}
+      run=${act(`mutation($id: Int!) { cancelWorker(id: $id) { ${FIELDS} } }`, { id: job.id }, "Trabalho cancelado.")} />` : null}
+    ${RETRYABLE.includes(job.status) ? html`<${ActionButton} label="Retentar"
+      run=${act(`mutation($id: Int!) { retryWorker(id: $id) { ${FIELDS} } }`, { id: job.id }, "Trabalho enviado de novo.")} />` : null}
+    ${OPEN.includes(job.status) ? html`<span class="inline-form">
+      <label>Mover para <select value=${target} onChange=${(e) => setTarget(e.target.value)}>
+        <option value="">escolha a fila</option>${queues.map((q) => html`<option value=${q}>${q}</option>`)}</select></label>
+      <${ActionButton} label="Mover" disabled=${!target}
+        run=${act(`mutation($id: Int!, $q: String!) { moveWorker(id: $id, targetQueue: $q) { ${FIELDS} } }`, { id: job.id, q: target }, `Trabalho movido para ${target}.`)} />
+    </span>` : null}
+    ${job.status === "AGENDADO" ? html`<span class="inline-form">
+      <label>Prioridade (0 a 9, menor roda antes) <input type="number" min="0" max="9" value=${priority} onInput=${(e) => setPriority(e.target.value)} /></label>
+      <${ActionButton} label="Mudar prioridade" name="prioridade"
+        run=${act(`mutation($id: Int!, $p: Int!) { reorderWorker(id: $id, newPriority: $p) { ${FIELDS} } }`, { id: job.id, p: Number(priority) }, "Prioridade alterada.")} />
+    </span>` : null}
+  </div>`;
+}
+
+export function JobPage({ session, id }) {
+  const jobId = Number(id);
+  const job = useQuery(JOB, { id: jobId }, [jobId]);
+  const choices = useQuery(session.viewer.canWrite ? CHOICES : null, {});
+  const [ends, setEnds] = useState(0);
+  const [live, setLive] = useState(false);
+  const liveError = useSubscription(EVENTS, { id: jobId }, (data) => {
+    const event = data.workerEvents;
+    if (event.change === "RESYNC") job.reload();
+    else if (event.worker) {
+      job.setData({ worker: event.worker });
+      if (["CLAIMED", "COMPLETED", "FAILED", "CANCELLED"].includes(event.kind)) setEnds((n) => n + 1);
+    }
+  }, [jobId], () => {
+    job.reload();
+    setLive(true);
+  });
+  const w = job.data?.worker;
+  const traceback = w?.result && typeof w.result === "object" ? w.result.traceback : null;
+  // The traceback has a section of its own, where its lines are readable.
+  const shownResult = traceback ? { ...w.result, traceback: "(abaixo, em Erro)" } : w?.result;
+  return html`<div class="page" data-live=${live ? "1" : "0"}>
+    <p><a href="#/trabalhos">← Trabalhos</a></p>
+    <h1>Trabalho #${jobId}${w ? html` — ${w.displayName}` : null}</h1>
+    <${ErrorNote} error=${job.error || liveError} />
+    ${!w ? (job.error ? null : html`<${Loading} />`) : html`
+      <div class="job-head">
+        <${StatusBadge} status=${w.status} />
+        <${ProgressBar} value=${w.progress} label="Progresso do trabalho" />
+        ${w.metadataJson?.message ? html`<span class="muted">${w.metadataJson.message}</span>` : null}
+      </div>
+      ${session.viewer.canWrite ? html`<${Actions} key=${`${w.status}-${w.priority}`} job=${w} choices=${choices.data} onChanged=${(v) => job.setData({ worker: v })} />` : null}
+      <div class="two">
+        <${Section} title="Dados" id="dados">
+          <dl class="fields">
+            <${Field} name="Automação">${w.displayName} <span class="mono muted">(${w.automationType})</span><//>
+            <${Field} name="Cliente">${w.clientName || (w.clienteId ? `#${w.clienteId}` : null)}<//>
+            <${Field} name="Usuário">${w.usuarioId}<//>
+            <${Field} name="Fila">${w.queue}<//>
+            <${Field} name="Prioridade">${w.priority}<//>
+            <${Field} name="Tentativas repetidas">${w.retryCount}<//>
+            <${Field} name="Task id"><span class="mono">${w.taskId}</span><//>
+            <${Field} name="Máquina">${w.machine ? `${w.machine.name} (#${w.machine.id})` : w.machineId}<//>
+            <${Field} name="Criado em">${formatDate(w.createdAt)}<//>
+            <${Field} name="Início">${formatDate(w.dataInicio)}<//>
+            <${Field} name="Fim">${formatDate(w.dataFim)}<//>
+            <${Field} name="Duração">${formatDuration(w.dataInicio, w.dataFim)}<br /><${Typical} automation=${w.automationType} features=${session.features} /><//>
+            <${Field} name="Atualizado em">${formatDate(w.updatedAt)}<//>
+            <${Field} name="Arquivo">${w.pathFile}<//>
+          </dl>
+        </${Section}>
+        <${Section} title="Entrada e resultado" id="json">
+          <h3>Contexto</h3><${JsonBlock} value=${w.context} label="Contexto do trabalho" />
+          <h3>Resultado</h3><${JsonBlock} value=${shownResult} label="Resultado do trabalho" />
+          <h3>Metadados</h3><${JsonBlock} value=${w.metadataJson} label="Metadados do trabalho" />
+        </${Section}>
+      </div>
+      ${w.mensagemErro || traceback ? html`<${Section} title="Erro" id="erro">
+        <p class="err-text" data-field="error">${w.mensagemErro}</p>
+        ${traceback ? html`<pre class="json traceback" tabindex="0" aria-label="Traceback">${traceback}</pre>` : null}
+      </${Section}>` : null}
+      <div class="two">
+        <${Section} title="Tentativas" id="tentativas"><${Attempts} id=${jobId} features=${session.features} resync=${ends} /></${Section}>
+        <${Section} title="Auditoria" id="auditoria-job"><${AuditEntries} id=${jobId} features=${session.features} resync=${ends} /></${Section}>
+      </div>`}
+  </div>`;
+}

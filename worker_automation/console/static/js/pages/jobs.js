@@ -1,0 +1,220 @@
+// Jobs: every filter of `workers`, pages, rows kept live by `workerEvents`, bulk cancel / retry.
+import { html, useEffect, useMemo, useRef, useState } from "../html.js";
+import { gql, gqlPartial, useQuery, useSubscription } from "../api.js";
+import { STATUSES, STATUS_LABELS, formatDate, formatNumber } from "../format.js";
+import { ActionButton, ErrorNote, Loading, Pager, ProgressBar, StatusBadge, notify } from "../ui.js";
+
+const PER_PAGE = 25;
+const ROW = "id taskId status automationType displayName clientName clienteId usuarioId queue priority progress retryCount createdAt dataInicio dataFim mensagemErro";
+const listQuery = (filter) => `query Jobs($page: Int!, $perPage: Int!) {
+  workers(filter: ${filterLiteral(filter)}, page: $page, perPage: $perPage) { total page perPage pages items { ${ROW} } } }`;
+const EVENTS = `subscription JobEvents { workerEvents { id kind change worker { ${ROW} } } }`;
+export const CHOICES = "query Choices { automations { key displayName queue } queueLiveStatus { queues { queueName } } }";
+const FILTER_FIELDS = ["status", "queue", "automationType", "clienteId", "usuarioId", "taskId", "q"];
+// Aliased mutations per request: well under the API's alias limit.
+const CHUNK = 20;
+
+/**
+ * The filter written into the document rather than passed as a variable: a variable would have
+ * to name the filter's input type, and the document then works only with one version of the API.
+ */
+export function filterLiteral(filter) {
+  const parts = [];
+  for (const [name, value] of Object.entries(filter)) {
+    if (!FILTER_FIELDS.includes(name) || value == null || value === "") continue;
+    if (name === "status") {
+      if (STATUSES.includes(value)) parts.push(`status: ${value}`);
+    } else if (name === "clienteId" || name === "usuarioId") {
+      if (Number.isInteger(value)) parts.push(`${name}: ${value}`);
+    } else parts.push(`${name}: ${JSON.stringify(String(value))}`);
+  }
+  return `{ ${parts.join(", ")} }`;
+}
+
+function filterFrom(params) {
+  const filter = {};
+  for (const name of FILTER_FIELDS) {
+    const value = params.get(name);
+    if (value) filter[name] = name === "clienteId" || name === "usuarioId" ? Number(value) : value;
+  }
+  return filter;
+}
+
+function matches(filter, job) {
+  return ["status", "queue", "automationType", "clienteId", "usuarioId", "taskId"].every(
+    (name) => filter[name] == null || filter[name] === job[name],
+  );
+}
+
+async function bulk(action, ids) {
+  let failures = [];
+  for (let start = 0; start < ids.length; start += CHUNK) {
+    const part = ids.slice(start, start + CHUNK);
+    const body = part.map((id, i) => `a${i}: ${action}(id: ${Number(id)}) { id status }`).join("\n");
+    const { errors } = await gqlPartial(`mutation Bulk { ${body} }`);
+    failures = failures.concat(errors);
+  }
+  return { done: ids.length - failures.length, failures };
+}
+
+function Filters({ filter, choices, onApply }) {
+  const [draft, setDraft] = useState(filter);
+  const set = (name) => (event) => setDraft({ ...draft, [name]: event.target.value });
+  const submit = (event) => {
+    event.preventDefault();
+    const clean = {};
+    for (const [k, v] of Object.entries(draft)) if (v !== "" && v != null) clean[k] = k.endsWith("Id") && k !== "taskId" ? Number(v) : String(v).trim();
+    onApply(clean);
+  };
+  const automations = choices?.automations || [];
+  const queues = choices?.queueLiveStatus?.queues || [];
+  return html`<form class="filters" onSubmit=${submit} aria-label="Filtros">
+    <label>Situação <select name="status" value=${draft.status || ""} onChange=${set("status")}>
+      <option value="">Todas</option>${STATUSES.map((s) => html`<option value=${s}>${STATUS_LABELS[s]}</option>`)}</select></label>
+    <label>Fila <select name="queue" value=${draft.queue || ""} onChange=${set("queue")}>
+      <option value="">Todas</option>${queues.map((q) => html`<option value=${q.queueName}>${q.queueName}</option>`)}</select></label>
+    <label>Automação <select name="automationType" value=${draft.automationType || ""} onChange=${set("automationType")}>
+      <option value="">Todas</option>${automations.map((a) => html`<option value=${a.key}>${a.displayName} (${a.key})</option>`)}</select></label>
+    <label>Cliente (id) <input name="clienteId" type="number" min="1" value=${draft.clienteId ?? ""} onInput=${set("clienteId")} /></label>
+    <label>Usuário (id) <input name="usuarioId" type="number" min="1" value=${draft.usuarioId ?? ""} onInput=${set("usuarioId")} /></label>
+    <label>Task id <input name="taskId" value=${draft.taskId || ""} onInput=${set("taskId")} /></label>
+    <label class="grow">Busca <input name="q" type="search" placeholder="task id, automação, cliente, erro" value=${draft.q || ""} onInput=${set("q")} /></label>
+    <button class="btn primary" type="submit">Filtrar</button>
+    <button class="btn" type="button" onClick=${() => { setDraft({}); onApply({}); }}>Limpar filtros</button>
+  </form>`;
+}
+
+export function JobsPage({ session, route }) {
+  const canWrite = session.viewer.canWrite;
+  const [filter, setFilter] = useState(() => filterFrom(route.params));
+  const [page, setPage] = useState(() => Number(route.params.get("page")) || 1);
+  const [selected, setSelected] = useState(() => new Set());
+  const [fresh, setFresh] = useState(0);
+  const [live, setLive] = useState(false);
+  const choices = useQuery(CHOICES, {});
+  const variables = useMemo(() => ({ page, perPage: PER_PAGE }), [page]);
+  const query = useMemo(() => listQuery(filter), [filter]);
+  const list = useQuery(query, variables, [variables]);
+  const pending = useRef([]);
+  const frame = useRef(0);
+  const listRef = useRef(list);
+  listRef.current = list;
+
+  useEffect(() => {
+    const params = new URLSearchParams({ ...filter, ...(page > 1 ? { page } : {}) });
+    const hash = `#/trabalhos${params.toString() ? `?${params}` : ""}`;
+    if (window.location.hash !== hash) window.history.replaceState(null, "", hash);
+    setSelected(new Set());
+    setFresh(0);
+  }, [filter, page]);
+
+  // Events arrive in bursts: apply them once per animation frame, not one render each.
+  const flush = () => {
+    frame.current = 0;
+    const events = pending.current;
+    pending.current = [];
+    const current = listRef.current.data?.workers;
+    if (!current) return;
+    if (events.some((e) => e.change === "RESYNC")) {
+      listRef.current.reload();
+      return;
+    }
+    let items = current.items;
+    let total = current.total;
+    let added = 0;
+    for (const event of events) {
+      const job = event.worker;
+      if (!job) continue;
+      const at = items.findIndex((row) => row.id === job.id);
+      if (event.change === "DELETED") {
+        if (at >= 0) { items = items.filter((row) => row.id !== job.id); total -= 1; }
+      } else if (at >= 0) {
+        items = items.slice();
+        items[at] = job;
+      } else if (event.change === "CREATED" && matches(filter, job)) {
+        if (page === 1 && !filter.q) {
+          items = [job, ...items].slice(0, PER_PAGE);
+          total += 1;
+        } else added += 1;
+      }
+    }
+    if (added) setFresh((n) => n + added);
+    if (items !== current.items || total !== current.total) {
+      listRef.current.setData({ workers: { ...current, items, total, pages: Math.max(1, Math.ceil(total / PER_PAGE)) } });
+    }
+  };
+  const liveError = useSubscription(
+    EVENTS,
+    {},
+    (data) => {
+      pending.current.push(data.workerEvents);
+      if (!frame.current) frame.current = window.requestAnimationFrame(flush);
+    },
+    [],
+    () => {
+      listRef.current.reload();
+      setLive(true);
+    },
+  );
+  useEffect(() => () => frame.current && window.cancelAnimationFrame(frame.current), []);
+
+  const workers = list.data?.workers;
+  const ids = workers?.items.map((w) => w.id) || [];
+  const allChosen = ids.length > 0 && ids.every((id) => selected.has(id));
+  const toggle = (id) => {
+    const next = new Set(selected);
+    if (next.has(id)) next.delete(id); else next.add(id);
+    setSelected(next);
+  };
+  const runBulk = (action, verb) => async () => {
+    const { done, failures } = await bulk(action, [...selected]);
+    notify(`${done} trabalho(s) ${verb}.${failures.length ? ` ${failures.length} recusado(s): ${failures[0].message}` : ""}`, failures.length ? "error" : "ok");
+    setSelected(new Set());
+  };
+  const runFiltered = (action, verb) => async () => {
+    const data = await gql(`mutation Bulk { r: ${action}(filter: ${filterLiteral(filter)}) { matched changed } }`);
+    notify(`${data.r.changed} de ${data.r.matched} trabalho(s) ${verb}.`);
+    list.reload();
+  };
+
+  return html`<div class="page" data-live=${live ? "1" : "0"}>
+    <h1>Trabalhos</h1>
+    <${Filters} filter=${filter} choices=${choices.data} onApply=${(f) => { setFilter(f); setPage(1); }} />
+    <${ErrorNote} error=${list.error || liveError} />
+    ${fresh ? html`<p><button class="btn" type="button" onClick=${() => { setFresh(0); list.reload(); }}>${formatNumber(fresh)} trabalho(s) novo(s) — atualizar a lista</button></p>` : null}
+    ${canWrite ? html`<div class="bulk" role="group" aria-label="Ações nos selecionados">
+      <span>${selected.size} selecionado(s)</span>
+      <${ActionButton} label="Cancelar selecionados" name="cancelar-selecionados" kind="danger" disabled=${!selected.size}
+        confirm=${`Cancelar ${selected.size} trabalho(s)?`} run=${runBulk("cancelWorker", "cancelado(s)")} />
+      <${ActionButton} label="Retentar selecionados" name="retentar-selecionados" disabled=${!selected.size}
+        run=${runBulk("retryWorker", "enviado(s) de novo")} />
+      ${session.features.bulk ? html`
+        <${ActionButton} label="Cancelar todos do filtro" name="cancelar-filtro" kind="danger" confirm="Cancelar todos os trabalhos abertos que atendem ao filtro?" run=${runFiltered("cancelWorkers", "cancelado(s)")} />
+        <${ActionButton} label="Retentar todos do filtro" name="retentar-filtro" confirm="Retentar todos os trabalhos com falha ou cancelados que atendem ao filtro?" run=${runFiltered("retryWorkers", "enviado(s) de novo")} />` : null}
+    </div>` : null}
+    ${!workers ? html`<${Loading} />` : html`
+      <div class="table-wrap"><table class="grid jobs" aria-describedby="jobs-count">
+        <thead><tr>
+          ${canWrite ? html`<th scope="col"><input type="checkbox" aria-label="Selecionar todos desta página" checked=${allChosen}
+            onChange=${() => setSelected(allChosen ? new Set() : new Set(ids))} /></th>` : null}
+          <th scope="col">#</th><th scope="col">Automação</th><th scope="col">Cliente</th><th scope="col">Situação</th>
+          <th scope="col">Progresso</th><th scope="col">Fila</th><th scope="col" class="n">Prior.</th>
+          <th scope="col">Criado em</th><th scope="col">Fim</th><th scope="col">Erro</th>
+        </tr></thead>
+        <tbody>${workers.items.map((w) => html`<tr key=${w.id} data-id=${w.id} data-status=${w.status}>
+          ${canWrite ? html`<td><input type="checkbox" aria-label=${`Selecionar o trabalho ${w.id}`} checked=${selected.has(w.id)} onChange=${() => toggle(w.id)} /></td>` : null}
+          <td><a href=${`#/trabalhos/${w.id}`}>${w.id}</a></td>
+          <td><span title=${w.automationType}>${w.displayName}</span></td>
+          <td>${w.clientName || (w.clienteId ? `#${w.clienteId}` : "—")}</td>
+          <td><${StatusBadge} status=${w.status} /></td>
+          <td><${ProgressBar} value=${w.progress} label=${`Progresso do trabalho ${w.id}`} /></td>
+          <td>${w.queue}</td><td class="n">${w.priority}</td>
+          <td>${formatDate(w.createdAt)}</td><td>${formatDate(w.dataFim)}</td>
+          <td class="err-cell" title=${w.mensagemErro || ""}>${w.mensagemErro || ""}</td>
+        </tr>`)}</tbody>
+      </table></div>
+      ${workers.items.length === 0 ? html`<p class="muted">Nenhum trabalho com estes filtros.</p>` : null}
+      <p id="jobs-count" class="sr-only">${formatNumber(workers.total)} trabalhos</p>
+      <${Pager} page=${page} pages=${workers.pages} total=${workers.total} onPage=${setPage} />`}
+  </div>`;
+}
