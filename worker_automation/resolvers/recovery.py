@@ -33,7 +33,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Final
@@ -116,10 +116,39 @@ Key = tuple[int, str | None, str]
 
 
 class Reconciler:
-    """Remembers what it found unaccounted for in its last pass, to confirm it in the next."""
+    """Remembers what it found unaccounted for in its last pass, to confirm it in the next, and on
+    which worker each run was last seen, to tell a worker that is gone from one that is slow."""
 
     def __init__(self) -> None:
         self._suspects: set[Key] = set()
+        # Task id -> the worker (Celery hostname) last seen running it; worker -> when it last
+        # answered an inspection.
+        self._ran_on: dict[str, str] = {}
+        self._answered: dict[str, float] = {}
+
+    def _silent_workers_may_run(self, inspected: InspectResult, settings: Settings) -> Callable[[str], bool]:
+        """Whether a run missing from every answer may still be going on a worker that did not
+        answer this time: the worker last seen running it has been silent for less than the
+        recovery window (stopped for a moment, overloaded; a worker silent for longer is gone),
+        or, for a run never seen on any worker, nobody answered at all (a broadcast that failed
+        looks the same as no worker)."""
+        now = time.monotonic()
+        for host in inspected.ping:
+            self._answered[host] = now
+        for host, requests in inspected.active.items():
+            for request in requests or []:
+                if isinstance(request, dict) and request.get("id"):
+                    self._ran_on[str(request["id"])] = host
+
+        def may_run(task_id: str) -> bool:
+            host = self._ran_on.get(task_id)
+            if host is None:
+                return not inspected.available
+            if host in inspected.ping:
+                return False
+            return now - self._answered.get(host, now) < settings.recovery_seconds
+
+        return may_run
 
     async def run_pass(self, services: Services, actor: Actor = RECONCILER_ACTOR) -> ReconcileReport:
         report = ReconcileReport()
@@ -131,7 +160,18 @@ class Reconciler:
         inspected = await services.broker.inspect()
         held, running = _held_by_workers(inspected)
         report.broker_checked = True
-        found = await _unaccounted(services, waiting | held, running)
+        may_run = self._silent_workers_may_run(inspected, services.settings)
+        unaccounted = await _unaccounted(services, waiting | held, running)
+        open_runs = {key[1] for key in unaccounted if key[2] == JobStatus.EXECUTANDO}
+        # Only the runs still open are worth remembering.
+        self._ran_on = {
+            task: host for task, host in self._ran_on.items() if task in running or task in open_runs
+        }
+        found = [
+            key
+            for key in unaccounted
+            if not (key[2] == JobStatus.EXECUTANDO and key[1] is not None and may_run(key[1]))
+        ]
         # A job without a task id has no message anywhere: it needs no second look.
         confirmed = [key for key in found if key in self._suspects or key[1] is None]
         self._suspects = set(found) - set(confirmed)
