@@ -14,7 +14,6 @@ TRANSPORTS = (
     "worker_automation.rest_compat",
     "worker_automation.app",
     "worker_automation.cli",
-    "worker_automation.operator_cli",
     "worker_automation.mcp_server",
 )
 # Layer (a folder of the package) -> what none of its modules may import.

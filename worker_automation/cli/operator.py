@@ -12,10 +12,9 @@ import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
-from zoneinfo import ZoneInfo
 
+from worker_automation.cli.connect import broker_settings, iso, json_option, run_db
 from worker_automation.settings import Settings
 
 if TYPE_CHECKING:  # the command line starts without the database layer loaded
@@ -30,48 +29,16 @@ NO_BROKER = (
 )
 
 
-def iso(value: datetime | None, tz: ZoneInfo) -> str | None:
-    """A timestamp as the API shows it (ISO 8601 in the configured zone)."""
-    return None if value is None else value.astimezone(tz).isoformat(timespec="seconds")
-
-
 def _actor() -> Actor:
     from worker_automation.resolvers.audit import CLI_ACTOR
 
     return CLI_ACTOR
 
 
-def _broker_settings() -> Settings | None:
-    """Settings that reach a broker, or None when there is none to reach."""
-    from worker_automation.embedded_state import running_broker_url
-
-    settings = Settings()
-    if settings.redis_url is not None:
-        return settings
-    url = running_broker_url()
-    return None if url is None else settings.model_copy(update={"redis_url": url})
-
-
-def _run_db(fn: Callable[[Database, Settings], Awaitable[int]]) -> int:
-    from worker_automation.models.database import Database
-    from worker_automation.models.migrate import migrate
-
-    async def run() -> int:
-        settings = Settings()
-        await migrate(settings.database_url)
-        db = Database(settings)
-        try:
-            return await fn(db, settings)
-        finally:
-            await db.close()
-
-    return asyncio.run(run())
-
-
 def _run_services(fn: Callable[[Services], Awaitable[int]]) -> int:
     from worker_automation.services import Services
 
-    settings = _broker_settings()
+    settings = broker_settings()
     if settings is None:
         print(NO_BROKER, file=sys.stderr)
         return 1
@@ -119,7 +86,7 @@ def cmd_jobs_list(args: argparse.Namespace) -> int:
         print(f"page {page.page}/{page.pages}, {page.total} job(s)")
         return 0
 
-    return _run_db(run)
+    return run_db(run)
 
 
 def cmd_jobs_show(args: argparse.Namespace) -> int:
@@ -140,7 +107,7 @@ def cmd_jobs_show(args: argparse.Namespace) -> int:
             )
         return 0
 
-    return _run_db(run)
+    return run_db(run)
 
 
 def _cmd_jobs_act(args: argparse.Namespace, action: str) -> int:
@@ -183,8 +150,8 @@ def cmd_queues(args: argparse.Namespace) -> int:
             state = await pauses.pause_queue(db, settings.queues, _actor(), args.queue)
         else:
             # Without a broker at hand its jobs come back through their own retries.
-            broker_settings = _broker_settings()
-            services = await Services.start(broker_settings, migrate_db=False) if broker_settings else None
+            reach = broker_settings()
+            services = await Services.start(reach, migrate_db=False) if reach else None
             try:
                 broker = services.broker if services is not None else None
                 state = await pauses.resume_queue(db, settings.queues, _actor(), args.queue, broker)
@@ -194,7 +161,7 @@ def cmd_queues(args: argparse.Namespace) -> int:
         print(f"queue {state.queue}: {'paused' if state.paused else 'running'}")
         return 0
 
-    return _run_db(run)
+    return run_db(run)
 
 
 def cmd_schedules_list(_args: argparse.Namespace) -> int:
@@ -210,17 +177,13 @@ def cmd_schedules_list(_args: argparse.Namespace) -> int:
             )
         return 0
 
-    return _run_db(run)
+    return run_db(run)
 
 
 def cmd_schedules_add(args: argparse.Namespace) -> int:
     from worker_automation.resolvers.schedules import ScheduleInput, create_schedule
 
-    try:
-        context = json.loads(args.context)
-    except json.JSONDecodeError as exc:
-        print(f"error: --context is not valid JSON: {exc}", file=sys.stderr)
-        return 2
+    context = json_option("--context", args.context)
 
     async def run(db: Database, settings: Settings) -> int:
         data = ScheduleInput(
@@ -231,7 +194,7 @@ def cmd_schedules_add(args: argparse.Namespace) -> int:
         print(view.id)
         return 0
 
-    return _run_db(run)
+    return run_db(run)
 
 
 def cmd_schedules_rm(args: argparse.Namespace) -> int:
@@ -242,7 +205,7 @@ def cmd_schedules_rm(args: argparse.Namespace) -> int:
         print(f"schedule {args.id} deleted")
         return 0
 
-    return _run_db(run)
+    return run_db(run)
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
@@ -256,7 +219,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
         print(f"{deleted} finished job(s) older than {args.older_than_days} day(s) deleted")
         return 0
 
-    return _run_db(run)
+    return run_db(run)
 
 
 def cmd_keys_list(_args: argparse.Namespace) -> int:
@@ -271,7 +234,7 @@ def cmd_keys_list(_args: argparse.Namespace) -> int:
             )
         return 0
 
-    return _run_db(run)
+    return run_db(run)
 
 
 def _add_filters(parser: argparse.ArgumentParser) -> None:

@@ -1,0 +1,93 @@
+"""Commands that send jobs through the broker: ``dispatch`` (one new job) and ``reconcile`` (the
+jobs no message will run or no process runs). Without a broker at hand, ``dispatch`` records the
+job for the next ``serve`` to send."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import TYPE_CHECKING
+
+from worker_automation.cli.connect import broker_settings, json_option, run_db
+from worker_automation.errors import Unavailable
+from worker_automation.settings import Settings
+
+if TYPE_CHECKING:  # the command line starts without the database layer loaded
+    from worker_automation.models.database import Database
+
+
+def cmd_dispatch(args: argparse.Namespace) -> int:
+    from worker_automation.resolvers.audit import CLI_ACTOR
+    from worker_automation.resolvers.dispatch import JobRequest, dispatch, record_only
+    from worker_automation.services import Services
+
+    context = json_option("--context", args.context)
+    settings = broker_settings()
+    if settings is None:
+
+        async def record(db: Database, _settings: Settings) -> int:
+            request = JobRequest(args.automation, args.cliente, context, args.priority)
+            view = await record_only(db, CLI_ACTOR, request)
+            print(
+                f"job {view.id} {view.status} on queue {view.queue}: no serve is running in this "
+                "directory; it runs when `worker-automation serve` starts"
+            )
+            print(view.id)
+            return 0
+
+        return run_db(record)
+
+    async def run(settings: Settings) -> int:
+        services = await Services.start(settings)
+        try:
+            view = await dispatch(
+                services,
+                CLI_ACTOR,
+                automation_type=args.automation,
+                cliente_id=args.cliente,
+                context=context,
+                priority=args.priority,
+            )
+        except Unavailable as exc:
+            print(f"error: {exc.message} (worker id {exc.details.get('worker_id')})", file=sys.stderr)
+            return 3
+        finally:
+            await services.close()
+        print(f"job {view.id} {view.status} on queue {view.queue} (task {view.task_id})")
+        print(view.id)
+        return 0
+
+    return asyncio.run(run(settings))
+
+
+def cmd_reconcile(_args: argparse.Namespace) -> int:
+    from worker_automation.resolvers.audit import CLI_ACTOR
+    from worker_automation.resolvers.recovery import reconcile
+    from worker_automation.services import Services
+
+    settings = broker_settings()
+    if settings is None:
+        print(
+            "error: no serve is running in this directory; an embedded serve sends every queued "
+            "job again and ends its lost runs when it starts",
+            file=sys.stderr,
+        )
+        return 1
+
+    async def run(settings: Settings) -> int:
+        services = await Services.start(settings)
+        try:
+            report = await reconcile(services, CLI_ACTOR)
+        finally:
+            await services.close()
+        if not report.broker_checked:
+            print("error: the broker could not be read; nothing was decided", file=sys.stderr)
+            return 3
+        print(
+            f"sent again: {report.resent}, lost runs queued again: {report.requeued}, "
+            f"lost runs failed: {report.failed}, still under watch: {report.suspects}"
+        )
+        return 0
+
+    return asyncio.run(run(settings))

@@ -1,0 +1,198 @@
+"""The command line's layout: every command, its options and help, and the function it runs."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from worker_automation.cli.admin import (
+    cmd_bootstrap,
+    cmd_clientes_add,
+    cmd_keys_create,
+    cmd_keys_revoke,
+    cmd_machines_list,
+    cmd_machines_register,
+    cmd_machines_switch,
+    cmd_migrate,
+    cmd_seed_demo,
+)
+from worker_automation.cli.dispatch import cmd_dispatch, cmd_reconcile
+from worker_automation.cli.operator import add_operator_commands
+from worker_automation.cli.processes import cmd_machine_run, cmd_mcp, cmd_worker
+from worker_automation.cli.serve import cmd_serve
+
+DESCRIPTION = (
+    "Control plane for automation workers: the API (REST, GraphQL, MCP), Celery pool workers, "
+    "dedicated worker machines, migrations and admin chores. Configured from WA_* environment "
+    "variables; with none set, serve runs everything in one process on a SQLite file in the "
+    "working directory."
+)
+
+
+def _bounded(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer in [minimum, maximum]."""
+
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
+        if number < minimum or (maximum is not None and number > maximum):
+            upper = f" and at most {maximum}" if maximum is not None else ""
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}{upper}, not {number}")
+        return number
+
+    return parse
+
+
+_positive = _bounded(1)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("worker-automation")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+def _port(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {value!r}") from None
+    if not 1 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 65535, not {number}")
+    return number
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from worker_automation.seed import MAX_CLIENTES, MAX_JOBS
+
+    parser = argparse.ArgumentParser(prog="worker-automation", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = sub.add_parser(
+        "serve", help="run the API (embedded broker and workers when WA_REDIS_URL is unset)"
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s)")
+    serve.add_argument("--port", type=_port, default=8000, help="port to listen on (default %(default)s)")
+    serve.add_argument(
+        "--log-level",
+        default="info",
+        choices=["critical", "error", "warning", "info", "debug", "trace"],
+        help="the HTTP server's log level (default %(default)s)",
+    )
+    serve.add_argument(
+        "--workers",
+        type=_positive,
+        default=1,
+        help="API processes sharing the port (needs WA_DATABASE_URL and WA_REDIS_URL when > 1)",
+    )
+    serve.set_defaults(fn=cmd_serve)
+
+    worker = sub.add_parser("worker", help="run a Celery pool worker for one queue")
+    worker.add_argument("-Q", "--queue", required=True, help="the queue to consume (certidao, scan, ...)")
+    worker.add_argument(
+        "-c",
+        "--concurrency",
+        type=_positive,
+        default=None,
+        help="jobs run at once (default: the queue's configured worker count)",
+    )
+    worker.add_argument("-n", "--name", default=None, help="Celery node name (default QUEUE-PID@HOST)")
+    worker.set_defaults(fn=cmd_worker)
+
+    machine = sub.add_parser("machine", help="dedicated worker machines")
+    machine_sub = machine.add_subparsers(dest="machine_command", required=True, metavar="COMMAND")
+    run = machine_sub.add_parser("run", help="run the worker process for one automation")
+    run.add_argument("--automation", required=True, help="the automation this machine serves")
+    run.add_argument("-c", "--concurrency", type=_positive, default=1, help="jobs run at once (default 1)")
+    run.set_defaults(fn=cmd_machine_run)
+
+    sub.add_parser("migrate", help="apply database migrations").set_defaults(fn=cmd_migrate)
+
+    bootstrap = sub.add_parser(
+        "bootstrap", help="migrate, and give each queue's pool workers a machine and a key file"
+    )
+    bootstrap.add_argument(
+        "--keys-dir", required=True, help="where to write QUEUE.key (a working key is kept)"
+    )
+    bootstrap.set_defaults(fn=cmd_bootstrap)
+
+    mcp = sub.add_parser(
+        "mcp", help="serve the MCP tools over stdio (for a desktop LLM client)"
+    )
+    mcp.add_argument(
+        "--api-key",
+        default=None,
+        help="the operator API key the tools act with (default: WA_API_KEY)",
+    )
+    mcp.set_defaults(fn=cmd_mcp)
+
+    keys = sub.add_parser("keys", help="operator API keys")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True, metavar="COMMAND")
+    create = keys_sub.add_parser("create", help="create a key (printed once, as the last line)")
+    create.add_argument("--perfil", required=True, help="administrador | diretoria | funcionario")
+    create.add_argument("--scopes", required=True, help="comma-separated, e.g. worker_automation:read")
+    create.add_argument("--name", default="cli", help="a label shown in the audit log (default %(default)s)")
+    create.set_defaults(fn=cmd_keys_create)
+    revoke = keys_sub.add_parser("revoke", help="revoke a key by id")
+    revoke.add_argument("id", type=int, help="the key's id (shown when it was created)")
+    revoke.set_defaults(fn=cmd_keys_revoke)
+
+    clientes = sub.add_parser("clientes", help="client companies")
+    clientes_sub = clientes.add_subparsers(dest="clientes_command", required=True, metavar="COMMAND")
+    add = clientes_sub.add_parser("add", help="add a client (its id is the last line)")
+    add.add_argument("--razao-social", required=True, help="the company's legal name")
+    add.add_argument("--cnpj", default=None, help="14 digits, punctuation allowed (optional)")
+    add.set_defaults(fn=cmd_clientes_add)
+
+    machines = sub.add_parser("machines", help="registered worker machines")
+    machines_sub = machines.add_subparsers(dest="machines_command", required=True, metavar="COMMAND")
+    register = machines_sub.add_parser("register", help="register a machine (its key is the last line)")
+    register.add_argument("--name", required=True, help="a unique name for the machine")
+    target = register.add_mutually_exclusive_group(required=True)
+    target.add_argument("--automation", help="the one automation a dedicated machine serves")
+    target.add_argument("--queue", help="the queue a Celery pool worker serves")
+    register.set_defaults(fn=cmd_machines_register)
+    machines_sub.add_parser("list", help="list machines").set_defaults(fn=cmd_machines_list)
+    for action in ("on", "off"):
+        switch = machines_sub.add_parser(action, help=f"turn a machine {action}")
+        switch.add_argument("id", type=int, help="the machine's id (see machines list)")
+        switch.set_defaults(fn=cmd_machines_switch, action=action)
+
+    dispatch = sub.add_parser("dispatch", help="create a job (its id is the last line)")
+    dispatch.add_argument("automation", help="the automation's key, e.g. demo.sleep")
+    dispatch.add_argument("--cliente", type=int, default=None, help="the client's id (optional)")
+    dispatch.add_argument("--context", default="{}", help="the job's input, a JSON object (default {})")
+    dispatch.add_argument(
+        "--priority", type=_bounded(0, 9), default=0, help="0 (runs first) to 9 (default %(default)s)"
+    )
+    dispatch.set_defaults(fn=cmd_dispatch)
+
+    sub.add_parser(
+        "reconcile", help="put right now the jobs no message will run or no process runs"
+    ).set_defaults(fn=cmd_reconcile)
+
+    seed = sub.add_parser(
+        "seed-demo", help="add demo clients and finished or queued jobs (none running)"
+    )
+    seed.add_argument(
+        "--jobs",
+        type=_bounded(0, MAX_JOBS),
+        default=3000,
+        help=f"job rows to add, 0 to {MAX_JOBS} (default %(default)s)",
+    )
+    seed.add_argument(
+        "--clientes",
+        type=_bounded(0, MAX_CLIENTES),
+        default=60,
+        help="clients to have in all; only the missing ones are added (default %(default)s)",
+    )
+    seed.set_defaults(fn=cmd_seed_demo)
+    add_operator_commands(sub)
+    return parser
