@@ -5,6 +5,9 @@ A base of :class:`~worker_automation.schema.mutation.Mutation`: its fields are t
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
 import strawberry
 
 from worker_automation.resolvers import bulk, pauses, retention, schedule_firing, schedules
@@ -15,6 +18,24 @@ from worker_automation.schema.operator_types import BulkResult, PruneResult, Que
 from worker_automation.schema.permissions import manager, write
 from worker_automation.schema.schedule_types import Schedule, ScheduleInput, ScheduleUpdateInput
 from worker_automation.schema.types import Worker
+
+if TYPE_CHECKING:
+    from worker_automation.resolvers.audit import Actor
+    from worker_automation.resolvers.reads import WorkerFilter
+    from worker_automation.services import Services
+
+    BulkAction = Callable[[Services, Actor, WorkerFilter, int | None], Awaitable[bulk.BulkResult]]
+
+
+async def _acting(info: Info) -> tuple[Services, Actor]:
+    """What a mutation acts with: the services, and the caller (whose key is checked here)."""
+    principal = await info.context.principal()
+    return info.context.services, principal.actor
+
+
+async def _bulk(info: Info, action: BulkAction, filter: WorkerFilterInput, limit: int | None) -> BulkResult:
+    services, actor = await _acting(info)
+    return BulkResult.from_view(await action(services, actor, filter.to_filter(), limit))
 
 
 @strawberry.type
@@ -31,9 +52,7 @@ class OperatorMutation:
     async def retry_workers(
         self, info: Info, filter: WorkerFilterInput, limit: int | None = None
     ) -> BulkResult:
-        principal = await info.context.principal()
-        result = await bulk.retry_workers(info.context.services, principal.actor, filter.to_filter(), limit)
-        return BulkResult.from_view(result)
+        return await _bulk(info, bulk.retry_workers, filter, limit)
 
     @mutation(
         description=(
@@ -46,9 +65,7 @@ class OperatorMutation:
     async def cancel_workers(
         self, info: Info, filter: WorkerFilterInput, limit: int | None = None
     ) -> BulkResult:
-        principal = await info.context.principal()
-        result = await bulk.cancel_workers(info.context.services, principal.actor, filter.to_filter(), limit)
-        return BulkResult.from_view(result)
+        return await _bulk(info, bulk.cancel_workers, filter, limit)
 
     @mutation(
         description=(
@@ -58,9 +75,8 @@ class OperatorMutation:
         extensions=manager(),
     )
     async def pause_queue(self, info: Info, queue: str) -> QueuePause:
-        principal = await info.context.principal()
-        services = info.context.services
-        state = await pauses.pause_queue(services.db, services.settings.queues, principal.actor, queue)
+        services, actor = await _acting(info)
+        state = await pauses.pause_queue(services.db, services.settings.queues, actor, queue)
         return QueuePause.from_view(state, info.context.tz)
 
     @mutation(
@@ -68,10 +84,9 @@ class OperatorMutation:
         extensions=manager(),
     )
     async def resume_queue(self, info: Info, queue: str) -> QueuePause:
-        principal = await info.context.principal()
-        services = info.context.services
+        services, actor = await _acting(info)
         state = await pauses.resume_queue(
-            services.db, services.settings.queues, principal.actor, queue, services.broker
+            services.db, services.settings.queues, actor, queue, services.broker
         )
         return QueuePause.from_view(state, info.context.tz)
 
@@ -83,8 +98,8 @@ class OperatorMutation:
         extensions=manager(),
     )
     async def prune_workers(self, info: Info, older_than_days: int) -> PruneResult:
-        principal = await info.context.principal()
-        deleted = await retention.prune_workers(info.context.services.db, principal.actor, older_than_days)
+        services, actor = await _acting(info)
+        deleted = await retention.prune_workers(services.db, actor, older_than_days)
         return PruneResult(deleted=deleted, older_than_days=older_than_days)
 
     @mutation(
@@ -95,27 +110,25 @@ class OperatorMutation:
         extensions=write(),
     )
     async def create_schedule(self, info: Info, input: ScheduleInput) -> Schedule:
-        principal = await info.context.principal()
-        services = info.context.services
+        services, actor = await _acting(info)
         view = await schedules.create_schedule(
-            services.db, services.settings.timezone, principal.actor, input.to_data()
+            services.db, services.settings.timezone, actor, input.to_data()
         )
         return Schedule.from_view(view, info.context.tz)
 
     @mutation(description="Change a schedule; omitted fields stay.", extensions=write())
     async def update_schedule(self, info: Info, id: int, input: ScheduleUpdateInput) -> Schedule:
-        principal = await info.context.principal()
-        view = await schedules.update_schedule(info.context.services.db, principal.actor, id, input.to_data())
+        services, actor = await _acting(info)
+        view = await schedules.update_schedule(services.db, actor, id, input.to_data())
         return Schedule.from_view(view, info.context.tz)
 
     @mutation(
         description="Delete a schedule (the jobs it created stay); returns it as it was.", extensions=write()
     )
     async def delete_schedule(self, info: Info, id: int) -> Schedule:
-        principal = await info.context.principal()
-        services = info.context.services
+        services, actor = await _acting(info)
         view = await schedules.get_schedule(services.db, id)
-        await schedules.delete_schedule(services.db, principal.actor, id)
+        await schedules.delete_schedule(services.db, actor, id)
         return Schedule.from_view(view, info.context.tz)
 
     @mutation(
@@ -123,6 +136,6 @@ class OperatorMutation:
         extensions=write(),
     )
     async def run_schedule_now(self, info: Info, id: int) -> Worker:
-        principal = await info.context.principal()
-        view = await schedule_firing.run_schedule_now(info.context.services, principal.actor, id)
+        services, actor = await _acting(info)
+        view = await schedule_firing.run_schedule_now(services, actor, id)
         return Worker.from_view(view, info.context.tz)
