@@ -21,6 +21,7 @@ from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.dispatch import dispatch
 from worker_automation.resolvers.machines import register_machine
 from worker_automation.resolvers.recovery import LOST_RUN_MESSAGE, Reconciler, end_lost_run, reconcile
+from worker_automation.resolvers.resending import resend_all
 from worker_automation.services import Services
 from worker_automation.vocabulary import Fault
 
@@ -92,6 +93,40 @@ async def test_a_queued_job_whose_message_is_lost_is_sent_again_under_a_new_task
 
     third = await reconciler.run_pass(services)
     assert third.total == 0 and third.suspects == 0
+
+
+async def test_queued_jobs_are_sent_again_together_each_with_its_own_record(services: Services) -> None:
+    jobs = [
+        await dispatch(services, CLI_ACTOR, automation_type="demo.echo", cliente_id=None, context={"n": n})
+        for n in range(4)
+    ]
+    await services.broker.redis.delete(*queues.priority_keys("scan"))
+    unsent, moved_on = jobs[1], jobs[2]
+    async with services.db.session() as session:
+        await session.execute(update(Worker).where(Worker.id == unsent.id).values(task_id=None))
+        # An operator acted after the look: the job holds another task than the one seen.
+        await session.execute(update(Worker).where(Worker.id == moved_on.id).values(task_id="t-operator"))
+    seen = [(job.id, None if job is unsent else job.task_id) for job in jobs]
+
+    sent = await resend_all(services, CLI_ACTOR, seen)
+
+    assert sent == [job.id for job in jobs if job is not moved_on]
+    rows = {job.id: await _row(services, job.id) for job in jobs}
+    assert rows[moved_on.id].task_id == "t-operator", "a job that moved on is left as it is"
+    new_tasks = {rows[job_id].task_id for job_id in sent}
+    assert None not in new_tasks and not new_tasks & {job.task_id for job in jobs}
+    assert await _waiting(services) == new_tasks
+    assert len({rows[job_id].updated_at for job_id in sent}) == 1, "one statement changed them all"
+    async with services.db.reader() as session:
+        entries = (
+            await session.scalars(
+                select(AuditEntry).where(AuditEntry.action == "recover").order_by(AuditEntry.id)
+            )
+        ).all()
+    assert [e.target for e in entries] == [f"worker:{job_id}" for job_id in sent]
+    faults = {e.target: e.detail["fault"] for e in entries}
+    assert faults[f"worker:{unsent.id}"] == "not_sent" and faults[f"worker:{jobs[0].id}"] == "message_lost"
+    assert all(e.actor == "cli" and e.result == "ok" and e.detail["outcome"] == "resent" for e in entries)
 
 
 async def test_a_queued_job_the_broker_refused_is_sent_at_the_first_look(services: Services) -> None:

@@ -59,6 +59,26 @@ class AuditNote:
         )
 
 
+async def record_entries(
+    session: Executor, actor: Actor, action: str, entries: list[tuple[str | None, dict[str, Any]]]
+) -> None:
+    """Add one ``ok`` entry per (target, detail) to the caller's transaction, in one statement:
+    the entries of a batch operation that acts on each target on its own account."""
+    if entries:
+        rows = [
+            {
+                "actor": actor.label,
+                "perfil": actor.perfil,
+                "action": action,
+                "target": target,
+                "result": "ok",
+                "detail": detail or None,
+            }
+            for target, detail in entries
+        ]
+        await session.execute(insert(_AUDIT), rows)
+
+
 @asynccontextmanager
 async def audited(db: Database, actor: Actor, action: str, target: str | None) -> AsyncIterator[AuditNote]:
     """Record the operation's outcome (``ok`` or the error code) after it ends."""

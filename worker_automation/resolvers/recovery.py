@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Final
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 
 from worker_automation.broker.inspect import InspectResult
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
@@ -47,11 +47,12 @@ from worker_automation.housekeeping import Periodic
 from worker_automation.metrics import count_recovered
 from worker_automation.models import JobStatus, Machine, Worker, utcnow
 from worker_automation.resolvers.announce import announce
-from worker_automation.resolvers.audit import Actor, AuditNote, audited
+from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.dispatch import Send, send_all
 from worker_automation.resolvers.machines import MachineView
 from worker_automation.resolvers.operations import back_in_queue
 from worker_automation.resolvers.reads import MSG_WORKER_NOT_FOUND
+from worker_automation.resolvers.resending import resend_all
 from worker_automation.resolvers.rows import view_in
 from worker_automation.resolvers.views import WorkerView
 from worker_automation.services import Services
@@ -176,12 +177,16 @@ class Reconciler:
         confirmed = [key for key in found if key in self._suspects or key[1] is None]
         self._suspects = set(found) - set(confirmed)
         report.suspects = len(self._suspects)
-        for job_id, task_id, status in confirmed[:ACT_LIMIT]:
+        acting = confirmed[:ACT_LIMIT]
+        sent = await resend_all(
+            services,
+            actor,
+            [(job_id, task_id) for job_id, task_id, status in acting if status == JobStatus.AGENDADO],
+        )
+        report.resent += len(sent)
+        report.job_ids += sent
+        for job_id, task_id, status in acting:
             if status == JobStatus.AGENDADO:
-                fault = Fault.MESSAGE_LOST if task_id else Fault.NOT_SENT
-                if await resend(services, actor, job_id, task_id, fault):
-                    report.resent += 1
-                    report.job_ids.append(job_id)
                 continue
             view = await end_lost_run(services, actor, job_id, task_id, Fault.WORKER_LOST)
             if view is not None:
@@ -258,34 +263,6 @@ async def _unaccounted(services: Services, held: set[str], running: set[str]) ->
         if task_id is None or task_id not in running
     ]
     return found
-
-
-async def resend(services: Services, actor: Actor, job_id: int, task_id: str | None, fault: Fault) -> bool:
-    """Send an AGENDADO job again under a new task id, if it still has ``task_id``."""
-    new_task = str(uuid.uuid4())
-    seen = Worker.task_id.is_(None) if task_id is None else Worker.task_id == task_id
-    statement = (
-        update(Worker)
-        .where(Worker.id == job_id, Worker.status == JobStatus.AGENDADO.value, seen)
-        .values(task_id=new_task, updated_at=utcnow())
-        .returning(Worker.automation_type, Worker.queue, Worker.priority)
-    )
-    async with services.db.transaction() as conn:
-        row = (await conn.execute(statement)).first()
-        if row is None:
-            return False
-        detail = {"fault": fault.value, "outcome": "resent", "old_task_id": task_id}
-        await AuditNote(f"worker:{job_id}", detail).record_in(conn, actor, "recover")
-    automation = AUTOMATION_REGISTRY.get(row.automation_type)
-    if automation is None:
-        return False
-    send = Send(job_id, new_task, automation.task_name, row.queue, row.priority)
-    if await send_all(services, [send]):
-        log.warning("recovery: job %s (%s) could not be sent again: broker down", job_id, fault.value)
-        return False
-    count_recovered(fault.value)
-    log.warning("recovery: job %s sent again (%s), task %s -> %s", job_id, fault.value, task_id, new_task)
-    return True
 
 
 async def end_lost_run(
@@ -397,11 +374,9 @@ async def recover_after_restart(services: Services, machine_ids: Iterable[int]) 
             report.job_ids.append(job_id)
             report.requeued += view.status == JobStatus.AGENDADO
             report.failed += view.status == JobStatus.FALHA
-    for job_id, task_id in queued:
-        fault = Fault.MESSAGE_LOST if task_id else Fault.NOT_SENT
-        if await resend(services, RECONCILER_ACTOR, job_id, task_id, fault):
-            report.resent += 1
-            report.job_ids.append(job_id)
+    sent = await resend_all(services, RECONCILER_ACTOR, [(job_id, task_id) for job_id, task_id in queued])
+    report.resent += len(sent)
+    report.job_ids += sent
     if report.total:
         log.warning(
             "start-up recovery: %d queued job(s) sent again, %d lost run(s) queued again, %d failed (%.1f s)",
