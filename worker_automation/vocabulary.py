@@ -97,3 +97,11 @@ class EventKind(StrEnum):
     REORDERED = "reordered"
     DELETED = "deleted"
     RESYNC = "resync"
+
+
+class QueueChange(StrEnum):
+    """What happened to a queue itself: published on the event bus beside the job events, so that
+    live views of the queues (queueLoad, dashboard) refresh at once; job subscribers skip them."""
+
+    PAUSED = "queue_paused"
+    RESUMED = "queue_resumed"

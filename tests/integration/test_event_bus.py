@@ -14,7 +14,7 @@ import redis
 from worker_automation.broker.embedded import EmbeddedRedis
 from worker_automation.broker.events import Event, EventBus, Listener
 from worker_automation.errors import Unavailable
-from worker_automation.vocabulary import EventKind
+from worker_automation.vocabulary import EventKind, QueueChange
 
 # Generous bounds for delivery on a loaded two-core machine; the happy path takes milliseconds.
 DELIVERY_TIMEOUT = 5.0
@@ -79,6 +79,8 @@ async def test_event_round_trips_through_json() -> None:
     event = Event(kind=EventKind.PROGRESS, worker={"id": 1, "progress": 40, "metadata_json": {"a": [1]}})
     assert Event.from_json(event.to_json()) == event
     assert Event.from_json(event.to_json().encode()) == event
+    paused = Event(kind=QueueChange.PAUSED, worker={"queue": "scan"})
+    assert Event.from_json(paused.to_json()) == paused and paused.kind is QueueChange.PAUSED
     with pytest.raises(ValueError):
         Event.from_json('{"kind": "nope", "worker": {}, "at": "x", "id": "y"}')
     with pytest.raises(ValueError):

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.integration.graphql_ws_support import GqlSubscription, serve
 from tests.integration.harness import Stack
 from tests.integration.operator_support import any_services, pool_machine
 from tests.unit.graphql_support import make_api
@@ -103,3 +104,46 @@ def test_a_dedicated_machine_runs_the_paused_job_after_resume(stack: Stack) -> N
     _graphql(stack, RESUME, {"q": "scan"})
     # Found again by the machine's next periodic sweep (every 30 s).
     stack.wait_status(job_id, "CONCLUIDO", timeout=45)
+
+
+# A pause or resume reaches the live views of the queues at once, not at the next job event.
+PUSH_WITHIN = 3.0
+LOAD_PAUSED = "subscription { queueLoad { queues { queueName paused } } }"
+BOARD_PAUSED = "subscription { dashboard { queues { queueName paused } } }"
+EVENT_KINDS = "subscription { workerEvents { kind worker { id } } }"
+
+
+def _scan_paused(payload: dict[str, Any], root: str) -> bool:
+    return bool(next(q["paused"] for q in payload[root]["queues"] if q["queueName"] == "scan"))
+
+
+@pytest.mark.services
+async def test_live_views_of_the_queues_show_a_pause_and_a_resume_at_once(
+    pg_database_url: str,
+    redis_url: str,
+    make_settings: Any,
+) -> None:
+    settings = make_settings(pg_database_url, redis_url)
+    # Subscribers on one replica, the pause and resume on another.
+    async with serve(settings) as first, serve(settings, make_keys=False) as second:
+        second.keys = first.keys
+        init = {"X-API-Key": first.keys["reader"]}
+        async with (
+            GqlSubscription(first.ws_url, init, LOAD_PAUSED) as load,
+            GqlSubscription(first.ws_url, init, BOARD_PAUSED) as board,
+            GqlSubscription(first.ws_url, init, EVENT_KINDS) as events,
+        ):
+            assert not _scan_paused(await load.next(), "queueLoad")
+            assert not _scan_paused(await board.next(), "dashboard")
+            await first.wait_listeners(3)
+
+            for mutation, paused in ((PAUSE, True), (RESUME, False)):
+                body = await second.post(mutation, {"q": "scan"})
+                assert "errors" not in body, body
+                assert _scan_paused(await load.next(within=PUSH_WITHIN), "queueLoad") is paused
+                assert _scan_paused(await board.next(within=PUSH_WITHIN), "dashboard") is paused
+
+            # Job subscribers hear jobs only: the next event is the job dispatched after.
+            job = await second.dispatch()
+            event = (await events.next())["workerEvents"]
+    assert event == {"kind": "CREATED", "worker": {"id": job["id"]}}

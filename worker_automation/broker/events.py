@@ -27,7 +27,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from worker_automation.errors import Unavailable
-from worker_automation.vocabulary import EventKind
+from worker_automation.vocabulary import EventKind, QueueChange
 
 logger = logging.getLogger(__name__)
 
@@ -58,9 +58,10 @@ def _new_id() -> str:
 
 @dataclass(frozen=True)
 class Event:
-    """One job event: its kind and the job row as a JSON-ready dict."""
+    """One job event: its kind and the job row as a JSON-ready dict; or a queue's change, with
+    ``{"queue": name}`` for the row."""
 
-    kind: EventKind
+    kind: EventKind | QueueChange
     worker: dict[str, Any]
     at: str = field(default_factory=_now_iso)
     id: str = field(default_factory=_new_id)
@@ -82,10 +83,18 @@ class Event:
             raise ValueError("not an event")
         try:
             return cls(
-                kind=EventKind(data["kind"]), worker=data["worker"], at=str(data["at"]), id=str(data["id"])
+                kind=_kind(data["kind"]), worker=data["worker"], at=str(data["at"]), id=str(data["id"])
             )
         except KeyError as exc:
             raise ValueError(f"event without {exc}") from exc
+
+
+def _kind(value: Any) -> EventKind | QueueChange:
+    """The kind named ``value``; ValueError when there is none."""
+    try:
+        return EventKind(value)
+    except ValueError:
+        return QueueChange(value)
 
 
 class _EndOfStream:

@@ -146,18 +146,21 @@ def cmd_queues(args: argparse.Namespace) -> int:
     from worker_automation.services import Services
 
     async def run(db: Database, settings: Settings) -> int:
-        if args.action == "pause":
-            state = await pauses.pause_queue(db, settings.queues, _actor(), args.queue)
-        else:
-            # Without a broker at hand its jobs come back through their own retries.
-            reach = broker_settings()
-            services = await Services.start(reach, migrate_db=False) if reach else None
-            try:
-                broker = services.broker if services is not None else None
-                state = await pauses.resume_queue(db, settings.queues, _actor(), args.queue, broker)
-            finally:
-                if services is not None:
-                    await services.close()
+        # With a broker at hand the change is published to the live views of the queues, and a
+        # resume sends the first queued jobs again; without one, the views show it at the next job
+        # event and the jobs come back through their own retries.
+        reach = broker_settings()
+        services = await Services.start(reach, migrate_db=False) if reach else None
+        try:
+            broker = services.broker if services is not None else None
+            events = services.events if services is not None else None
+            if args.action == "pause":
+                state = await pauses.pause_queue(db, settings.queues, _actor(), args.queue, events)
+            else:
+                state = await pauses.resume_queue(db, settings.queues, _actor(), args.queue, broker, events)
+        finally:
+            if services is not None:
+                await services.close()
         print(f"queue {state.queue}: {'paused' if state.paused else 'running'}")
         return 0
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from worker_automation.broker.events import Event
+from worker_automation.broker.events import Event, EventBus
 from worker_automation.errors import Unavailable
 from worker_automation.metrics import count_transitions
 from worker_automation.resolvers.views import WorkerView
 from worker_automation.services import Services
-from worker_automation.vocabulary import EventKind
+from worker_automation.vocabulary import EventKind, QueueChange
 
 log = logging.getLogger(__name__)
 # Events that put a job in a (new) status; progress, reorder and delete leave it where it was.
@@ -43,3 +43,14 @@ async def announce(services: Services, kind: EventKind, views: Iterable[WorkerVi
             await services.events.publish_many(events)
     except Unavailable:
         log.warning("event bus down: %d %s event(s) not published", len(events), kind.value)
+
+
+async def announce_queue(events: EventBus | None, change: QueueChange, queue: str) -> None:
+    """Publish a queue's pause or resume once committed, so the live views of the queues show it
+    at once rather than at the next job event (without a bus at hand, they show it then)."""
+    if events is None:
+        return
+    try:
+        await events.publish(Event(change, {"queue": queue}))
+    except Unavailable:
+        log.warning("event bus down: %s of queue %s not published", change.value, queue)

@@ -17,13 +17,16 @@ from typing import Final
 
 from sqlalchemy import delete, select
 
+from worker_automation.broker.events import EventBus
 from worker_automation.broker.gateway import BrokerGateway
 from worker_automation.models import JobStatus, QueuePause, Worker, utcnow
 from worker_automation.models.database import Database
+from worker_automation.resolvers.announce import announce_queue
 from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.automations import registered
 from worker_automation.resolvers.reads import check_queue
 from worker_automation.resolvers.views import RUN_ORDER, order_by
+from worker_automation.vocabulary import QueueChange
 
 log = logging.getLogger(__name__)
 
@@ -50,27 +53,40 @@ async def paused_queues(db: Database) -> set[str]:
         return set((await session.scalars(_PAUSED)).all())
 
 
-async def pause_queue(db: Database, queues: dict[str, int], actor: Actor, queue: str) -> PauseState:
-    """Pause ``queue`` (pausing a paused queue changes nothing)."""
+async def pause_queue(
+    db: Database, queues: dict[str, int], actor: Actor, queue: str, events: EventBus | None = None
+) -> PauseState:
+    """Pause ``queue`` (pausing a paused queue changes nothing); with ``events``, the pause is
+    published for the live views of the queues."""
     check_queue(queue, queues)
     async with audited(db, actor, "pause_queue", f"queue:{queue}") as note:
         async with db.session() as session:
             found = await session.get(QueuePause, queue, with_for_update=True)
+            changed = found is None
             if found is None:
                 found = QueuePause(queue=queue, paused_at=utcnow(), paused_by=actor.label)
                 session.add(found)
                 await session.flush()
             else:
                 note.detail = {"already_paused": True}
-            return PauseState(queue, True, found.paused_at, found.paused_by)
+            state = PauseState(queue, True, found.paused_at, found.paused_by)
+    if changed:
+        await announce_queue(events, QueueChange.PAUSED, queue)
+    return state
 
 
 async def resume_queue(
-    db: Database, queues: dict[str, int], actor: Actor, queue: str, broker: BrokerGateway | None
+    db: Database,
+    queues: dict[str, int],
+    actor: Actor,
+    queue: str,
+    broker: BrokerGateway | None,
+    events: EventBus | None = None,
 ) -> PauseState:
     """Resume ``queue`` and, with a ``broker``, send its first queued jobs' tasks again (without
     one, as from a command with no serve running, they come back through their own retries or the
-    next start of the embedded serve)."""
+    next start of the embedded serve); with ``events``, the resume is published for the live views
+    of the queues."""
     check_queue(queue, queues)
     async with audited(db, actor, "resume_queue", f"queue:{queue}") as note:
         async with db.session() as session:
@@ -80,6 +96,8 @@ async def resume_queue(
             note.detail = {"was_paused": False}
         elif broker is not None:
             note.detail = {"resent": await _nudge(db, broker, queue)}
+    if removed is not None:
+        await announce_queue(events, QueueChange.RESUMED, queue)
     return PauseState(queue, False)
 
 

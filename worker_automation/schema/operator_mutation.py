@@ -76,7 +76,7 @@ class OperatorMutation:
     )
     async def pause_queue(self, info: Info, queue: str) -> QueuePause:
         services, actor = await _acting(info)
-        state = await pauses.pause_queue(services.db, services.settings.queues, actor, queue)
+        state = await pauses.pause_queue(services.db, services.settings.queues, actor, queue, services.events)
         return QueuePause.from_view(state, info.context.tz)
 
     @mutation(
@@ -86,7 +86,7 @@ class OperatorMutation:
     async def resume_queue(self, info: Info, queue: str) -> QueuePause:
         services, actor = await _acting(info)
         state = await pauses.resume_queue(
-            services.db, services.settings.queues, actor, queue, services.broker
+            services.db, services.settings.queues, actor, queue, services.broker, services.events
         )
         return QueuePause.from_view(state, info.context.tz)
 

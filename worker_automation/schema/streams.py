@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final, Generic, TypeVar
 
 from worker_automation.broker.events import Event, EventBus, Listener
-from worker_automation.vocabulary import EventKind
+from worker_automation.vocabulary import EventKind, QueueChange
 
 T = TypeVar("T")
 
@@ -29,15 +29,30 @@ class FeedClosed(Exception):
 
 
 class Feed:
-    """One subscriber's view of the bus; created before reading state so nothing falls between."""
+    """One subscriber's view of the bus; created before reading state so nothing falls between.
 
-    def __init__(self, bus: EventBus, maxsize: int = EVENT_QUEUE) -> None:
+    Job events only, unless ``queue_changes``: a queue's pause or resume concerns the views of the
+    queues, not a subscriber of jobs.
+    """
+
+    def __init__(self, bus: EventBus, maxsize: int = EVENT_QUEUE, *, queue_changes: bool = False) -> None:
         self._bus = bus
         self._maxsize = maxsize
+        self._queue_changes = queue_changes
         self._listener: Listener = bus.listen(maxsize)
 
     async def next(self, within: float | None = None) -> Event | None:
         """The next event; None when ``within`` seconds pass first; FeedClosed when the bus stopped."""
+        if self._queue_changes:
+            return await self._next(within)
+        loop = asyncio.get_running_loop()
+        deadline = None if within is None else loop.time() + within
+        while True:
+            event = await self._next(None if deadline is None else max(0.0, deadline - loop.time()))
+            if event is None or not isinstance(event.kind, QueueChange):
+                return event
+
+    async def _next(self, within: float | None) -> Event | None:
         try:
             if within is None:
                 return await self._listener.__anext__()

@@ -98,7 +98,7 @@ class Subscription:
             result: QueueLiveStatus = await slot.get(fresh_after, compute)
             return result
 
-        feed = Feed(services.events)
+        feed = Feed(services.events, queue_changes=True)
         try:
             async for state in coalesced(feed, load):
                 context.begin_operation()
@@ -222,7 +222,7 @@ class Subscription:
             result: Dashboard = await slot.get(fresh_after, compute)
             return result
 
-        feed = Feed(services.events)
+        feed = Feed(services.events, queue_changes=True)
         try:
             async for board in coalesced(feed, load):
                 context.begin_operation()

@@ -279,10 +279,11 @@ class WorkerEvent:
     def from_event(cls, event: Event, tz: ZoneInfo) -> WorkerEvent:
         """Build from a bus event."""
         worker = Worker.from_dict(event.worker) if event.worker else None
+        kind = EventKind(event.kind)
         return cls(
             id=event.id,
-            kind=EventKind(event.kind),
-            change=change_of(event.kind),
+            kind=kind,
+            change=change_of(kind),
             at=DateTime(_in_zone(event.at, tz)),
             worker=worker,
         )
