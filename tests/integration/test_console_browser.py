@@ -315,6 +315,21 @@ def test_retry_a_failed_job_from_its_page(page: Any, system: System) -> None:
     assert system.status(job) == {"status": "FALHA", "retryCount": 1}
 
 
+def test_a_jobs_page_lists_its_audit_entries_however_many_came_after(page: Any, system: System) -> None:
+    job = system.dispatch("demo.fail", {"message": "auditada"})
+    system.wait_status(job, "FALHA")
+    # Over a hundred entries about something else come after the job's own.
+    try:
+        for _ in range(101):
+            body = system.graphql('mutation { pauseQueue(queue: "observer") { paused } }')
+            assert "errors" not in body, body
+    finally:
+        system.graphql('mutation { resumeQueue(queue: "observer") { paused } }')
+    go(page, f"trabalhos/{job}")
+    page.wait_for_selector('#auditoria-job [data-audit="dispatch"]')
+    assert page.eval_on_selector_all("#auditoria-job [data-audit]", "nodes => nodes.length") == 1
+
+
 def test_pause_and_resume_a_queue(page: Any, system: System) -> None:
     go(page, "filas")
     paused_field = '[data-queue="observer"] [data-field="paused"]'

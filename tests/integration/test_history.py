@@ -99,3 +99,31 @@ async def test_audit_log_filters(any_services: Services) -> None:
     mine = (await api.ok(query, {"f": {"actor": "ADMIN", "since": before}, "n": 2, "p": 2}))["auditLog"]
     assert mine["total"] == 3 and mine["pages"] == 2 and len(mine["items"]) == 1
     assert (await api.ok(query, {"f": {"actor": "nobody"}}))["auditLog"]["total"] == 0
+
+
+async def test_audit_log_of_one_target(any_services: Services) -> None:
+    services = any_services
+    api = await make_api(services)
+    mine = await api.dispatch("demo.echo")
+    other = await api.dispatch("demo.echo")
+    cancel = "mutation($id: Int!) { cancelWorker(id: $id) { status } }"
+    await api.ok(cancel, {"id": mine["id"]})
+    await api.ok(cancel, {"id": other["id"]})
+    await api.ok('mutation { pauseQueue(queue: "scan") { paused } }')
+    query = (
+        "query($f: AuditFilter, $p: Int, $n: Int) { auditLog(filter: $f, page: $p, perPage: $n) "
+        "{ total items { action target } } }"
+    )
+    target = f"worker:{mine['id']}"
+    found = (await api.ok(query, {"f": {"target": target}}))["auditLog"]
+    assert found["total"] == 2
+    assert found["items"] == [
+        {"action": "cancel", "target": target},
+        {"action": "dispatch", "target": target},
+    ]
+    both = (await api.ok(query, {"f": {"target": target, "action": "cancel"}}))["auditLog"]
+    assert both["items"] == [{"action": "cancel", "target": target}]
+    assert (await api.ok(query, {"f": {"target": "worker:0"}}))["auditLog"]["total"] == 0
+    # Paging works on the target's entries alone.
+    second = (await api.ok(query, {"f": {"target": target}, "p": 2, "n": 1}))["auditLog"]
+    assert second["items"] == [{"action": "dispatch", "target": target}]

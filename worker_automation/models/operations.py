@@ -45,4 +45,6 @@ class AuditEntry(Base):
         Index("ix_audit_log_at", "at"),
         # auditLog filtered by action, newest first.
         Index("ix_audit_log_action_id", "action", "id"),
+        # auditLog filtered by target (a job's page), newest first.
+        Index("ix_audit_log_target_id", "target", "id"),
     )

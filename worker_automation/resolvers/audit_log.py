@@ -16,11 +16,13 @@ from worker_automation.resolvers.pagination import Page, PageRequest
 
 @dataclass(frozen=True)
 class AuditFilter:
-    """``actor``: part of the actor's label (any case); ``action``: exact; ``since``: inclusive."""
+    """``actor``: part of the actor's label (any case); ``action`` and ``target``: exact;
+    ``since``: inclusive."""
 
     actor: str | None = None
     action: str | None = None
     since: datetime | None = None
+    target: str | None = None
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,8 @@ def _conditions(filters: AuditFilter) -> list[ColumnElement[bool]]:
         conds.append(func.lower(AuditEntry.actor).contains(filters.actor.lower(), autoescape=True))
     if filters.action:
         conds.append(AuditEntry.action == filters.action)
+    if filters.target:
+        conds.append(AuditEntry.target == filters.target)
     if filters.since is not None:
         if filters.since.tzinfo is None:
             raise BadInput("since", "since precisa de fuso horario (ex.: 2026-12-01T08:00:00-03:00)")

@@ -72,7 +72,7 @@ class OperatorQuery:
     ) -> AuditPage:
         tz = info.context.tz
         chosen = filter or AuditFilterInput()
-        filters = AuditFilter(chosen.actor, chosen.action, instant(chosen.since, tz))
+        filters = AuditFilter(chosen.actor, chosen.action, instant(chosen.since, tz), chosen.target)
         found = await audit_page(info.context.services.db, filters, page, per_page)
         return AuditPage.from_page(found, tz)
 

@@ -149,11 +149,14 @@ class AuditPage:
 
 @strawberry.input(name="AuditFilter", description="Filters of the audit trail; every field optional.")
 class AuditFilterInput:
-    """Who, what and since when."""
+    """Who, what, on what and since when."""
 
     actor: str | None = strawberry.field(default=None, description="Part of the actor's label (any case).")
     action: str | None = strawberry.field(default=None, description="The action, exactly (e.g. cancel).")
     since: DateTime | None = strawberry.field(default=None, description="Entries from this instant on.")
+    target: str | None = strawberry.field(
+        default=None, description="What was acted on, exactly (e.g. worker:12 for job 12, queue:scan)."
+    )
 
 
 def instant(value: str | None, tz: ZoneInfo) -> datetime | None:

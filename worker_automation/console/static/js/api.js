@@ -256,6 +256,7 @@ const PROBES = {
   attempts: "w: worker(id: 1) @skip(if: true) { attempts { number } }",
   throughput: 't: throughput(since: "2026-01-01T00:00:00Z", bucketMinutes: 1) @skip(if: true) { bucketStart }',
   auditLog: "a: auditLog(page: 1, perPage: 1) @skip(if: true) { total }",
+  auditTarget: 'at: auditLog(filter: { target: "" }, perPage: 1) @skip(if: true) { total }',
   durations: "d: durations @skip(if: true) { p50Ms }",
   schedules: "s: schedules @skip(if: true) { id }",
   priorities: "b: brokerStatus @skip(if: true) { priorityLengths { priority } }",

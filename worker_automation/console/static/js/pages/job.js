@@ -12,7 +12,10 @@ const FIELDS = `id taskId status automationType displayName clientName clienteId
 const JOB = `query Job($id: Int!) { worker(id: $id) { ${FIELDS} } }`;
 const EVENTS = `subscription JobLive($id: Int!) { workerEvents(filter: { id: $id }) { kind change worker { ${FIELDS} } } }`;
 const ATTEMPTS = `query Attempts($id: Int!) { worker(id: $id) { id attempts { number machineId machineName taskId startedAt endedAt outcome error } } }`;
-const AUDIT = `query JobAudit($page: Int!) { auditLog(page: $page, perPage: 100) { items { id at actor perfil action target result detail } } }`;
+const AUDIT_FIELDS = "id at actor perfil action target result detail";
+const AUDIT = `query JobAudit($target: String!) { auditLog(filter: { target: $target }, perPage: 100) { total items { ${AUDIT_FIELDS} } } }`;
+// A service from before the target filter: its latest entries, this job's picked out of them.
+const RECENT_AUDIT = `query RecentAudit { auditLog(page: 1, perPage: 100) { items { ${AUDIT_FIELDS} } } }`;
 
 const DURATIONS = `query Typical($a: String!) { durations(automationType: $a) { count p50Ms p95Ms maxMs } }`;
 
@@ -46,15 +49,22 @@ function Attempts({ id, features, resync }) {
 }
 
 function AuditEntries({ id, features, resync }) {
-  const audit = useQuery(features.auditLog ? AUDIT : null, { page: 1 }, [resync]);
+  // Entries about this job name it as their target ("worker:12").
+  const target = `worker:${id}`;
+  const byTarget = features.auditTarget;
+  const query = features.auditLog ? (byTarget ? AUDIT : RECENT_AUDIT) : null;
+  const audit = useQuery(query, byTarget ? { target } : {}, [resync, target]);
   if (!features.auditLog) return html`<${UnavailableNote} what="O registro de auditoria" />`;
   if (audit.error) return html`<${ErrorNote} error=${audit.error} />`;
-  const items = audit.data?.auditLog?.items;
-  if (!items) return html`<${Loading} />`;
-  // Entries about this job name it as their target ("worker:12"); bulk actions list their ids.
-  const mine = items.filter((e) => e.target === `worker:${id}` || (e.detail?.ids || []).includes(Number(id)));
-  if (!mine.length) return html`<p class="muted">Nenhuma ação sobre este trabalho entre as últimas 100 registradas.</p>`;
-  return html`<ul class="audit">${mine.map((e) => html`<li key=${e.id}>${formatDate(e.at)} · <strong>${e.action}</strong> por ${e.actor} — ${e.result}</li>`)}</ul>`;
+  const log = audit.data?.auditLog;
+  if (!log) return html`<${Loading} />`;
+  const mine = byTarget ? log.items : log.items.filter((e) => e.target === target);
+  if (!mine.length) {
+    const none = byTarget ? "Nenhuma ação registrada sobre este trabalho." : "Nenhuma ação sobre este trabalho entre as últimas 100 registradas.";
+    return html`<p class="muted">${none}</p>`;
+  }
+  const more = byTarget && log.total > mine.length ? html`<p class="muted small">As ${mine.length} mais recentes de ${log.total}.</p>` : null;
+  return html`<ul class="audit">${mine.map((e) => html`<li key=${e.id} data-audit=${e.action}>${formatDate(e.at)} · <strong>${e.action}</strong> por ${e.actor} — ${e.result}</li>`)}</ul>${more}`;
 }
 
 function Actions({ job, choices, onChanged }) {
