@@ -9,15 +9,17 @@ from typing import Any
 
 import pytest
 from sqlalchemy import insert, select
+from sqlalchemy.exc import DBAPIError
 
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 from worker_automation.errors import BadInput, NotFound
 from worker_automation.models import Cliente, JobStatus, Worker
-from worker_automation.models.database import Database
+from worker_automation.models.database import Database, driver_statement
 from worker_automation.models.migrate import migrate
 from worker_automation.resolvers.reads import (
     MSG_WORKER_NOT_FOUND,
     WorkerFilter,
+    _list_statements,
     active_workers,
     get_worker,
     list_workers,
@@ -635,3 +637,28 @@ async def test_rest_item_has_the_documented_keys_and_local_offsets(
     assert item["display_name"] == AUTOMATION_REGISTRY["scan_integridade_dados"].display_name
     assert item["client_name"] == "Padaria Pão Dourado Ltda"
     assert item["data_fim"] == "2026-03-02T11:00:00-03:00"
+
+
+async def test_a_list_statement_reads_the_same_rows_through_the_driver(
+    db: Database, mixed: dict[str, int]
+) -> None:
+    rows_q, _ = _list_statements(("status",), with_text=False, from_counters=True)
+    parameters = {"filter_status": "CONCLUIDO", "page_offset": 0, "page_size": 100}
+    async with db.connection() as conn:
+        through_sqlalchemy = [tuple(row) for row in (await conn.execute(rows_q, parameters)).all()]
+    assert through_sqlalchemy
+    assert [tuple(row) for row in await db.rows(rows_q, parameters)] == through_sqlalchemy
+    # On PostgreSQL the driver ran it; SQLite always takes SQLAlchemy's path.
+    plan = driver_statement(db.engine, rows_q)
+    assert (plan is not None) is (db.dialect == "postgresql")
+
+
+async def test_a_failing_list_statement_is_reported_as_sqlalchemy_reports_it(
+    db: Database, mixed: dict[str, int]
+) -> None:
+    if db.dialect != "postgresql":
+        pytest.skip("the driver's own path is PostgreSQL's")
+    rows_q, _ = _list_statements(("status",), with_text=False, from_counters=True)
+    # (PostgreSQL refuses a negative OFFSET; the driver's error is run again through SQLAlchemy.)
+    with pytest.raises(DBAPIError):
+        await db.rows(rows_q, {"filter_status": "CONCLUIDO", "page_offset": -1, "page_size": 20})

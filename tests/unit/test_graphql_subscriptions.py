@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import json
+from typing import Any, cast
 
 import pytest
 from sqlalchemy import event
+from strawberry import Schema
 
 from tests.unit.graphql_support import Api, code, make_api, subscribed
 from worker_automation.broker.events import Event
 from worker_automation.resolvers import claims
 from worker_automation.resolvers.machines import MachineView, authenticate_machine
+from worker_automation.schema.live_views import LiveViews, Subscriber
 from worker_automation.schema.streams import Feed
 from worker_automation.services import Services
 from worker_automation.vocabulary import EventKind
@@ -166,28 +169,49 @@ async def test_dashboard_subscription_and_refusals(api: Api) -> None:
 
 
 async def test_subscribers_asking_the_same_thing_share_one_execution(api: Api) -> None:
+    """Over the websocket transport, subscribers of the same operation read one live view."""
     machine, _ = await machine_for(api)
     same = "subscription { workerEvents { kind worker { id machine { name } } } }"
     other = "subscription { workerEvents { worker { id machine { name isOn } } } }"
-    async with (
-        subscribed(api, same) as first,
-        subscribed(api, same) as second,
-        subscribed(api, other) as third,
-    ):
-        statements: list[str] = []
+    views = LiveViews(cast(Schema, api.schema))
+    written: list[list[str]] = [[], [], []]
+    serving = []
+    for query, out in zip((same, same, other), written, strict=True):
+        context = api.context("reader")
+        admission = await views.admit(context, query, None, None)
+        assert admission is not None
 
-        def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-            statements.append(statement)
+        async def send_text(text: str, out: list[str] = out) -> None:
+            out.append(text)
 
-        event.listen(api.services.db.engine.sync_engine, "before_cursor_execute", record)
-        try:
-            row = {"id": 77, "status": "EXECUTANDO", "queue": "scan", "automation_type": "demo.echo",
-                   "created_at": "2026-07-08T09:15:00-03:00", "updated_at": "2026-07-08T09:15:00-03:00",
-                   "machine_id": machine.id}  # fmt: skip
-            await api.services.events.publish(Event(kind=EventKind.CLAIMED, worker=row))
-            results = [await sub.data() for sub in (first, second, third)]
-        finally:
-            event.remove(api.services.db.engine.sync_engine, "before_cursor_execute", record)
+        subscriber = Subscriber(send_text, "", "", snapshots=False)
+        serving.append(asyncio.create_task(views.serve(admission, context, subscriber)))
+    for _ in range(200):  # until both views listen to the bus
+        if api.services.events.listener_count >= 2:
+            break
+        await asyncio.sleep(0.01)
+    assert len(views) == 2 and views.subscriber_count == 3
+    statements: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        statements.append(statement)
+
+    event.listen(api.services.db.engine.sync_engine, "before_cursor_execute", record)
+    try:
+        row = {"id": 77, "status": "EXECUTANDO", "queue": "scan", "automation_type": "demo.echo",
+               "created_at": "2026-07-08T09:15:00-03:00", "updated_at": "2026-07-08T09:15:00-03:00",
+               "machine_id": machine.id}  # fmt: skip
+        await api.services.events.publish(Event(kind=EventKind.CLAIMED, worker=row))
+        for _ in range(500):
+            if all(written):
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        event.remove(api.services.db.engine.sync_engine, "before_cursor_execute", record)
+        for task in serving:
+            task.cancel()
+        await asyncio.gather(*serving, return_exceptions=True)
+    results = [json.loads(out[0])["data"] for out in written]
     assert (
         results[0]
         == results[1]

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from worker_automation.models.shared_reads import SharedReads
+from worker_automation.sharing import SharedReads
 
 
 class Source:

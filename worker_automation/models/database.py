@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import event, text
+from sqlalchemy import Select, event, text
 from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
@@ -21,8 +22,8 @@ from sqlalchemy.ext.asyncio import (
 )
 
 from worker_automation.models.folding import SQLITE_FUNCTION, sqlite_fold
-from worker_automation.models.shared_reads import SharedReads
 from worker_automation.settings import Settings
+from worker_automation.sharing import SharedReads
 
 # What a resolver's statements run on: an ORM session, or a bare connection on hot paths.
 Executor = AsyncSession | AsyncConnection
@@ -132,6 +133,32 @@ def make_engine(database_url: str, *, pool_size: int = 5, max_overflow: int = 5)
     return engine
 
 
+@dataclass(frozen=True)
+class DriverStatement:
+    """A statement compiled once for the driver: its SQL and its parameters' names in order."""
+
+    sql: str
+    names: tuple[str, ...]
+    defaults: Mapping[str, Any]
+
+
+def driver_statement(engine: AsyncEngine, statement: Select[Any]) -> DriverStatement | None:
+    """``statement`` as asyncpg runs it, or None when a parameter needs SQLAlchemy (a list expanded
+    at execution, a value its type converts): such statements always take SQLAlchemy's path."""
+    dialect = engine.dialect
+    if dialect.name != "postgresql" or dialect.driver != "asyncpg":
+        return None
+    compiled = statement.compile(dialect=dialect)
+    names = tuple(compiled.positiontup or ())
+    for name in names:
+        bind = compiled.binds.get(name)
+        if bind is None or bind.expanding or bind.type.bind_processor(dialect) is not None:
+            return None
+    # (A value written in the statement, such as coalesce's 0, is a parameter with its value.)
+    defaults = {name: compiled.binds[name].value for name in names}
+    return DriverStatement(str(compiled), names, defaults)
+
+
 class Database:
     """Owns the engine and hands out sessions; closed by the app's lifespan."""
 
@@ -149,6 +176,8 @@ class Database:
         self.readers = async_sessionmaker(self._autocommit_engine, expire_on_commit=False)
         # Aggregates that many screens poll at once are computed once for all of them.
         self.shared = SharedReads()
+        # Hot read statements compiled for the driver, by identity (each kept alive with its entry).
+        self._driver_statements: dict[int, tuple[Select[Any], DriverStatement | None]] = {}
 
     @property
     def dialect(self) -> str:
@@ -180,6 +209,39 @@ class Database:
         statement it runs."""
         async with self._autocommit_engine.connect() as conn:
             yield conn
+
+    async def rows(self, statement: Select[Any], parameters: Mapping[str, Any]) -> Sequence[Sequence[Any]]:
+        """The rows of a read statement built once and run on every page of a list (a module-level
+        statement: it is compiled once, by identity).
+
+        On PostgreSQL the driver runs it directly: SQLAlchemy's execution and result objects cost
+        more CPU than the statement's round trip. Anything the driver refuses or fails on is run
+        again through SQLAlchemy, which reports it as for any statement (wrapped, parameters
+        scrubbed, a broken connection invalidated, an outage told apart); a read can run twice.
+        While anything listens to the statements SQLAlchemy sends (instrumentation, a test counting
+        them), every statement takes SQLAlchemy's path, so none goes unseen. Rows are plain
+        sequences in the statement's column order.
+        """
+        found = self._driver_statements.get(id(statement))
+        if found is None or found[0] is not statement:
+            found = (statement, driver_statement(self.engine, statement))
+            self._driver_statements[id(statement)] = found
+        dispatch = self.engine.sync_engine.dispatch
+        watched = bool(dispatch.before_cursor_execute or dispatch.after_cursor_execute)
+        plan = None if watched else found[1]
+        async with self.connection() as conn:
+            if plan is not None:
+                values = [parameters.get(name, plan.defaults[name]) for name in plan.names]
+                try:
+                    raw = await conn.get_raw_connection()
+                    driver = raw.driver_connection
+                    if driver is not None:
+                        records: Sequence[Sequence[Any]] = await driver.fetch(plan.sql, *values)
+                        return records
+                except Exception:  # SQLAlchemy's path below reports it properly
+                    pass
+            rows: Sequence[Sequence[Any]] = (await conn.execute(statement, dict(parameters))).all()
+            return rows
 
     async def ping(self) -> bool:
         """True when the database answers a trivial query."""

@@ -136,12 +136,16 @@ async def list_workers(
     parameters.update(page_offset=request.offset, page_size=request.per_page)
     if text is not None:
         parameters.update(_text_parameters(text))
-    # A bare connection: every list page of every screen runs this.
-    async with db.connection() as conn:
-        rows = (await conn.execute(rows_q, parameters)).all()
-        # Past the last page no row carries the total: it is asked for alone.
-        total = int(rows[0][-1]) if rows else int(await conn.scalar(count_q, parameters) or 0)
+    # Every list page of every screen runs this: on the driver's fast path (see Database.rows).
+    rows = await db.rows(rows_q, parameters)
+    # Past the last page no row carries the total: it is asked for alone.
+    total = int(rows[0][-1]) if rows else await _count(db, count_q, parameters)
     return Page(views_of(rows), total, request.page, request.per_page)
+
+
+async def _count(db: Database, count_q: Select[Any], parameters: dict[str, Any]) -> int:
+    async with db.connection() as conn:
+        return int(await conn.scalar(count_q, parameters) or 0)
 
 
 @cache
@@ -214,9 +218,8 @@ async def list_workers_after(
         parameters["after_id"] = after
     if text is not None:
         parameters.update(_text_parameters(text))
-    async with db.connection() as conn:
-        rows = (await conn.execute(rows_q, parameters)).all()
-        total = int(rows[0][-1]) if rows else int(await conn.scalar(count_q, parameters) or 0)
+    rows = await db.rows(rows_q, parameters)
+    total = int(rows[0][-1]) if rows else await _count(db, count_q, parameters)
     return Slice(views_of(rows[:first]), len(rows) > first, total)
 
 

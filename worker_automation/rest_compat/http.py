@@ -118,7 +118,7 @@ ReadHandler = Callable[[Request, Services], Awaitable[Response]]
 def read_route(handler: ReadHandler) -> Handler:
     """A GET route for any key with the read scope, whose answer depends only on its path and
     query string: identical requests arriving together share one answer (each still gets one
-    computed after it asked; see :mod:`worker_automation.models.shared_reads`)."""
+    computed after it asked; see :mod:`worker_automation.sharing`)."""
 
     async def run(request: Request) -> Response:
         services, _ = await principal_of(request, SCOPE_READ)

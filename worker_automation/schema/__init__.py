@@ -15,9 +15,9 @@ from worker_automation.schema.errors import is_expected, translate_in_place
 from worker_automation.schema.extension_runner import LeanExtensionsRunner
 from worker_automation.schema.limits import MAX_DOCUMENT_BYTES, guard_extension
 from worker_automation.schema.mutation import Mutation
+from worker_automation.schema.plain_fields import PlainFieldsExecutionContext
 from worker_automation.schema.query import Query
 from worker_automation.schema.scalars import SCALAR_MAP
-from worker_automation.schema.sharing import SharedExecutionContext
 from worker_automation.schema.subscription import Subscription
 from worker_automation.settings import Settings
 
@@ -55,5 +55,5 @@ def build_schema(
             guard_extension(settings, max_document_bytes),
         ],
         config=StrawberryConfig(scalar_map=SCALAR_MAP),
-        execution_context_class=SharedExecutionContext,
+        execution_context_class=PlainFieldsExecutionContext,
     )

@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
-
-from graphql import GraphQLError, OperationDefinitionNode, parse
+from graphql import DocumentNode, OperationDefinitionNode
 
 from worker_automation.schema.limits import MAX_DOCUMENT_BYTES
+from worker_automation.sharing import parsed_document
 
 
-@lru_cache(maxsize=256)
-def chosen_operation(query: str, operation_name: str | None) -> OperationDefinitionNode | None:
+def chosen_operation(
+    query: str, operation_name: str | None, max_tokens: int
+) -> OperationDefinitionNode | None:
     """The operation a request would run (the only one, or the one named); None when the document
-    is larger than the schema accepts, does not parse or names no such operation. The node is
-    shared: read it, never change it."""
+    is larger than the schema accepts, does not parse (within ``max_tokens``, the schema's limit)
+    or names no such operation. The node is the process's one parse of the document (see
+    :mod:`worker_automation.sharing`): read it, never change it."""
     if len(query) > MAX_DOCUMENT_BYTES:
         return None  # refused later by the schema's own limits, and never parsed here
-    try:
-        document = parse(query)
-    except GraphQLError:
+    document: DocumentNode | None = parsed_document(query, max_tokens)
+    if document is None:
         return None
     operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
     if operation_name is None:

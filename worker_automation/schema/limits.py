@@ -10,12 +10,11 @@ subscriptions (every extension is visited for every payload) as low as it can be
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
 
-from graphql import ASTValidationRule, GraphQLError, ValidationRule, parse
+from graphql import ASTValidationRule, GraphQLError, ValidationRule
 from graphql.language import (
     ArgumentNode,
     DocumentNode,
@@ -33,6 +32,7 @@ from worker_automation.limits import check_storable, text_problem
 from worker_automation.schema.cost import bounds_rule
 from worker_automation.schema.response_budget import current_budget, response_budget
 from worker_automation.settings import Settings
+from worker_automation.sharing import Recent, parsed_document
 
 # Large enough for any hand-written or generated operation of this API, small enough that parsing
 # a refused document costs nothing worth noticing.
@@ -101,41 +101,30 @@ def _ambiguous(document: DocumentNode | None, operation_name: str | None) -> Gra
 
 
 class DocumentCache:
-    """Documents parsed and validated recently, by text: clients send the same few operations over
-    and over (a screen's polling, thousands of identical subscriptions after a deploy)."""
+    """This schema's view of the process's parsed documents: the token and size limits it parses
+    with, and which documents passed its validation (a verdict that depends on nothing but the
+    schema's rules and the document; see :mod:`worker_automation.sharing`)."""
 
     def __init__(self, max_tokens: int, max_chars: int, keep: int = 256) -> None:
         self.max_tokens = max_tokens
         self.max_chars = max_chars
-        self._keep = keep
-        self._documents: OrderedDict[str, DocumentNode] = OrderedDict()
-        self._valid: set[str] = set()
+        # Query text -> the parse that passed validation.
+        self._valid: Recent[str, DocumentNode] = Recent(keep)
 
     def document(self, query: str) -> DocumentNode | None:
         """The parsed document, or None to let Strawberry parse it (and report its errors)."""
         if len(query) > self.max_chars:
             return None
-        found = self._documents.get(query)
-        if found is not None:
-            self._documents.move_to_end(query)
-            return found
-        try:
-            found = parse(query, max_tokens=self.max_tokens)
-        except GraphQLError:
-            return None
-        self._documents[query] = found
-        if len(self._documents) > self._keep:
-            evicted, _ = self._documents.popitem(last=False)
-            self._valid.discard(evicted)
+        found: DocumentNode | None = parsed_document(query, self.max_tokens)
         return found
 
     def is_valid(self, query: str, document: DocumentNode | None) -> bool:
-        """Whether ``document`` is this cache's parse of ``query`` and passed validation before."""
-        return query in self._valid and self._documents.get(query) is document
+        """Whether ``document`` is the shared parse of ``query`` and passed validation before."""
+        return document is not None and self._valid.peek(query) is document
 
     def mark_valid(self, query: str, document: DocumentNode | None) -> None:
-        if document is not None and self._documents.get(query) is document:
-            self._valid.add(query)
+        if document is not None and document is self.document(query):
+            self._valid.put(query, document)
 
 
 class Guards(SchemaExtension):

@@ -32,7 +32,7 @@ from typing import Any, Final
 from zoneinfo import ZoneInfo
 
 from graphql import ExecutionResult as GraphQLExecutionResult
-from graphql import FieldNode, GraphQLError, OperationType, execute, parse
+from graphql import FieldNode, GraphQLError, OperationType, execute
 from strawberry import Schema
 from strawberry.types.execution import ExecutionResult, PreExecutionError
 
@@ -45,6 +45,7 @@ from worker_automation.schema.documents import chosen_operation
 from worker_automation.schema.errors import TOO_SLOW_CODE
 from worker_automation.schema.streams import EVENT_QUEUE
 from worker_automation.schema.types import WorkerEvent
+from worker_automation.sharing import parsed_document
 from worker_automation.vocabulary import EventKind
 
 logger = logging.getLogger(__name__)
@@ -220,9 +221,12 @@ class LiveView:
         if root is None:
             return None
         key = self.key
+        document = parsed_document(key.query, context.services.settings.max_query_tokens)
+        if document is None:  # (a view's document parsed when it started: never the case)
+            return None
         result = execute(
             self._views.graphql_schema,
-            parse(key.query),
+            document,
             root_value=root(context.tz),
             context_value=context,
             variable_values=json.loads(key.variables),
@@ -305,7 +309,7 @@ class LiveViews:
             return None
         if variables is not None and not isinstance(variables, dict):
             return None
-        field = view_field(query, operation_name)
+        field = view_field(query, operation_name, context.services.settings.max_query_tokens)
         if field is None:
             return None
         try:
@@ -337,9 +341,9 @@ class LiveViews:
             view.leave(subscriber)
 
 
-def view_field(query: str, operation_name: str | None) -> str | None:
+def view_field(query: str, operation_name: str | None, max_tokens: int) -> str | None:
     """The root field of a one-field subscription on a :data:`VIEW_FIELDS` field, else None."""
-    operation = chosen_operation(query, operation_name)
+    operation = chosen_operation(query, operation_name, max_tokens)
     if operation is None or operation.operation is not OperationType.SUBSCRIPTION:
         return None
     selections = operation.selection_set.selections

@@ -7,13 +7,23 @@ it. That per-field work was most of the CPU of a GraphQL list page. Here such a 
 returns a scalar or an enum, is read and serialized directly; anything else (resolvers, objects,
 lists, arguments, middleware, a null where none is allowed, a value its type refuses) takes
 graphql-core's path unchanged, errors included.
+
+An object whose selected fields are all plain (a job of a list page) goes further: its fields are
+read in one loop, without a path or a call per field. The first value that does not fit (a null
+where none is allowed, a value its type refuses) sends the whole object down the per-field path,
+which reports it as graphql-core would.
+
+The sub-selections collected for a list are memoized per execution, as graphql-core does; the memo
+is this class's own, so the executor copied for each subscription event starts with an empty one
+(graphql-core's copy shares its memo, which then grew on every event for the life of the
+subscription).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, TypeVar
 
 from graphql import (
     GraphQLField,
@@ -23,6 +33,12 @@ from graphql import (
     get_nullable_type,
     is_leaf_type,
     is_non_null_type,
+)
+from graphql.execution.collect_fields import (
+    CollectedFields,
+    FieldDetailsList,
+    GroupedFieldSet,
+    collect_subfields,
 )
 from graphql.pyutils import Path
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
@@ -66,8 +82,123 @@ def _plan(field: GraphQLField) -> _Plain | None:
     return plan
 
 
+# A selection whose fields are not all plain: executed field by field.
+_MIXED: Final = ()
+Keyed = TypeVar("Keyed")
+Value = TypeVar("Value")
+
+
+def _remembered(
+    memo: dict[tuple[GraphQLObjectType, int], tuple[Keyed, Value]],
+    parent_type: GraphQLObjectType,
+    keyed: Keyed,
+    build: Callable[[], Value],
+) -> Value:
+    """``build()`` once per type and object of one execution. By identity, as graphql-core does:
+    the object is kept with its entry, so its id cannot be reused while the memo lives."""
+    key = (parent_type, id(keyed))
+    found = memo.get(key)
+    if found is not None and found[0] is keyed:
+        return found[1]
+    value = build()
+    memo[key] = (keyed, value)
+    return value
+
+
 class PlainFieldsExecutionContext(StrawberryGraphQLCoreExecutionContext):
     """Strawberry's execution context with the shortcut for plain scalar fields."""
+
+    # This execution's memos (see the module doc); None until first used, and again in the
+    # executor of each subscription event.
+    _subfields: dict[tuple[GraphQLObjectType, int], tuple[FieldDetailsList, CollectedFields]] | None = None
+    _objects: dict[tuple[GraphQLObjectType, int], tuple[GroupedFieldSet, tuple[Any, ...]]] | None = None
+
+    def build_per_event_executor(self, payload: Any) -> Any:
+        executor = super().build_per_event_executor(payload)
+        assert isinstance(executor, PlainFieldsExecutionContext)  # a copy of this one
+        executor._subfields = None
+        executor._objects = None
+        return executor
+
+    def collect_subfields(
+        self, return_type: GraphQLObjectType, field_details_list: FieldDetailsList
+    ) -> CollectedFields:
+        if self._subfields is None:
+            self._subfields = {}
+        return _remembered(
+            self._subfields,
+            return_type,
+            field_details_list,
+            lambda: collect_subfields(
+                self.schema,
+                self.fragments,
+                self.variable_values,
+                self.operation,
+                return_type,
+                field_details_list,
+                self.hide_suggestions,
+            ),
+        )
+
+    def execute_fields(
+        self,
+        parent_type: GraphQLObjectType,
+        source_value: Any,
+        path: Path | None,
+        grouped_field_set: GroupedFieldSet,
+        position_context: Any,
+    ) -> Any:
+        plans = self._object_plans(parent_type, grouped_field_set) if position_context is None else _MIXED
+        if plans:
+            results: dict[str, Any] = {}
+            try:
+                for response_name, plan in plans:
+                    value = plan.read(source_value, plan.attribute)
+                    if value is None:
+                        if plan.non_null:
+                            break
+                        results[response_name] = None
+                        continue
+                    if isinstance(value, Exception) or self.is_awaitable(value):
+                        break
+                    serialized = plan.leaf.serialize(value)
+                    if serialized is None or serialized is Undefined:
+                        break
+                    results[response_name] = serialized
+                else:
+                    return results
+            except Exception:  # the per-field path below reports it properly
+                pass
+        return super().execute_fields(parent_type, source_value, path, grouped_field_set, position_context)
+
+    def _object_plans(
+        self, parent_type: GraphQLObjectType, grouped_field_set: GroupedFieldSet
+    ) -> tuple[Any, ...]:
+        """How to read each field of ``grouped_field_set`` when every one is plain, else ``_MIXED``."""
+        if self._objects is None:
+            self._objects = {}
+        return _remembered(
+            self._objects,
+            parent_type,
+            grouped_field_set,
+            lambda: self._plan_object(parent_type, grouped_field_set),
+        )
+
+    def _plan_object(
+        self, parent_type: GraphQLObjectType, grouped_field_set: GroupedFieldSet
+    ) -> tuple[Any, ...]:
+        manager = self.middleware_manager
+        if manager is not None and manager.middlewares:
+            return _MIXED
+        chosen: list[tuple[str, _Plain]] = []
+        for response_name, field_details_list in grouped_field_set.items():
+            node = field_details_list[0].node
+            field = self.schema.get_field(parent_type, node.name.value)
+            plan = _plan(field) if field is not None and field.resolve is not None else None
+            if plan is None or any(details.node.arguments for details in field_details_list):
+                return _MIXED
+            chosen.append((response_name, plan))
+        return tuple(chosen)
 
     def execute_field(
         self,

@@ -1,4 +1,4 @@
-"""Building blocks of the subscriptions: a subscriber's event feed, coalescing, shared snapshots.
+"""Building blocks of the subscriptions: a subscriber's event feed and coalescing.
 
 Every subscription reads the process's one event bus through a :class:`Feed`. A subscriber that
 falls too far behind is dropped by the bus; the feed then listens again and reports a ``resync``
@@ -8,9 +8,8 @@ event, exactly as after a Redis outage: whatever was missed, current state must 
 from __future__ import annotations
 
 import asyncio
-import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Final, Generic, TypeVar
+from typing import Final, TypeVar
 
 from worker_automation.broker.events import Event, EventBus, Listener
 from worker_automation.vocabulary import EventKind, QueueChange
@@ -71,61 +70,19 @@ class Feed:
         self._listener.close()
 
 
-class SharedLoad(Generic[T]):
-    """One computation of a snapshot shared by every subscriber that needs one at the same time.
-
-    A snapshot started after a subscriber heard its last event reflects that event (events are
-    published after their transaction commits), so it can be handed to that subscriber as well.
-    """
-
-    def __init__(self) -> None:
-        self._started = float("-inf")
-        self._task: asyncio.Task[T] | None = None
-
-    async def get(self, fresh_after: float, load: Callable[[], Awaitable[T]]) -> T:
-        """A snapshot started at or after ``fresh_after`` (loop time), computing one if needed."""
-        task = self._task
-        usable = task is not None and self._started >= fresh_after
-        if usable and task is not None and task.done() and (task.cancelled() or task.exception()):
-            usable = False
-        if not usable or task is None:
-            loop = asyncio.get_running_loop()
-            self._started = loop.time()
-
-            async def run() -> T:
-                return await load()
-
-            task = self._task = loop.create_task(run())
-        # One subscriber going away must not cancel the others' snapshot.
-        return await asyncio.shield(task)
-
-
-# Snapshots are shared per event bus (one per process); the bus going away frees them.
-_SHARED: weakref.WeakKeyDictionary[EventBus, dict[Any, SharedLoad[Any]]] = weakref.WeakKeyDictionary()
-
-
-def shared_load(bus: EventBus, key: Any) -> SharedLoad[Any]:
-    """The shared snapshot slot named ``key`` of ``bus``'s process."""
-    slots = _SHARED.setdefault(bus, {})
-    slot = slots.get(key)
-    if slot is None:
-        slot = slots[key] = SharedLoad()
-    return slot
-
-
 async def coalesced(
-    feed: Feed, load: Callable[[float], Awaitable[T]], interval: float = COALESCE_SECONDS
+    feed: Feed, load: Callable[[], Awaitable[T]], interval: float = COALESCE_SECONDS
 ) -> AsyncIterator[T]:
     """The state at once, then a fresh state after changes: at most one per ``interval``.
 
     The first change after a quiet spell is pushed at once; changes inside a burst are folded into
     one push when ``interval`` has passed since the previous one, so the last push always follows
-    the last change; a state equal to the one pushed before is not pushed again. ``load`` gets the
-    loop time of the last event heard (see :class:`SharedLoad`).
+    the last change; a state equal to the one pushed before is not pushed again. Each ``load``
+    starts after the events it follows were heard (events are published after their transaction
+    commits), so its state includes them.
     """
     loop = asyncio.get_running_loop()
-    heard = loop.time()
-    last = await load(heard)
+    last = await load()
     yield last
     pushed = loop.time()
     dirty = False
@@ -133,16 +90,15 @@ async def coalesced(
         try:
             if not dirty:
                 await feed.next()
-                heard, dirty = loop.time(), True
+                dirty = True
                 continue
             wait = pushed + interval - loop.time()
             if wait > 0 and await feed.next(within=wait) is not None:
-                heard = loop.time()
                 continue
         except FeedClosed:
             return
         dirty = False
-        value = await load(heard)
+        value = await load()
         pushed = loop.time()
         # An event heard while a snapshot was being read may already be in it: no repeat push.
         if value != last:

@@ -27,15 +27,16 @@ from worker_automation.schema.monitoring import Dashboard, QueueLiveStatus, Task
 from worker_automation.schema.permissions import machine, read
 from worker_automation.schema.query import TASK_FIELDS
 from worker_automation.schema.scalars import JSON
-from worker_automation.schema.sharing import SharedPayloads, shareable
-from worker_automation.schema.streams import Feed, FeedClosed, coalesced, shared_load
+from worker_automation.schema.streams import Feed, FeedClosed, coalesced
 from worker_automation.schema.types import Worker, WorkerEvent
+from worker_automation.sharing import Recent
 from worker_automation.vocabulary import EventKind
 
 # A task id with no job row is only known to Celery's result backend, which sends no events.
 BACKEND_POLL_SECONDS = 2.0
-# Every subscriber of the process gets the same WorkerEvent object for an event (see sharing).
-_EVENTS = SharedPayloads()
+# The payload of an event is a pure function of the event and the time zone: built once for every
+# subscription of the process (see worker_automation.sharing).
+_EVENTS: Recent[tuple[str, str], WorkerEvent] = Recent(64)
 
 
 def _shared_event(event: Event, tz: ZoneInfo) -> WorkerEvent:
@@ -88,15 +89,11 @@ class Subscription:
         context = info.context
         services = context.services
         with_tasks = selects(info, *TASK_FIELDS)
-        slot = shared_load(services.events, ("queue_load", with_tasks))
 
-        async def compute() -> QueueLiveStatus:
+        async def load() -> QueueLiveStatus:
+            # Read after the last event heard; subscribers reading at once share the read.
             states, summary = await live.queue_states(services, with_tasks=with_tasks)
-            return shareable(QueueLiveStatus.build(states, summary, services.settings.tz))
-
-        async def load(fresh_after: float) -> QueueLiveStatus:
-            result: QueueLiveStatus = await slot.get(fresh_after, compute)
-            return result
+            return QueueLiveStatus.build(states, summary, services.settings.tz)
 
         feed = Feed(services.events, queue_changes=True)
         try:
@@ -213,14 +210,10 @@ class Subscription:
     async def dashboard(self, info: Info) -> AsyncGenerator[Dashboard, None]:
         context = info.context
         services = context.services
-        slot = shared_load(services.events, "dashboard")
 
-        async def compute() -> Dashboard:
-            return shareable(Dashboard.from_view(await live.dashboard(services), services.settings.tz))
-
-        async def load(fresh_after: float) -> Dashboard:
-            result: Dashboard = await slot.get(fresh_after, compute)
-            return result
+        async def load() -> Dashboard:
+            # Read after the last event heard; subscribers reading at once share the read.
+            return Dashboard.from_view(await live.dashboard(services), services.settings.tz)
 
         feed = Feed(services.events, queue_changes=True)
         try:

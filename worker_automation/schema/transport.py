@@ -8,7 +8,6 @@ missing or not valid, before any operation can start.
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 from collections.abc import Hashable
 from datetime import timedelta
 from importlib import resources
@@ -55,8 +54,6 @@ STATIC_DIR = resources.files("worker_automation.schema") / "static"
 # Bodies carry variables (a dispatch context can be a few kB) besides the document, whose own
 # limit is enforced by the schema; anything past this is refused before it is read.
 MAX_BODY_BYTES = 256 * 1024
-# Messages that push a result: "next" (graphql-transport-ws) and "data" (graphql-ws).
-PUSH_TYPES = frozenset({"next", "data"})
 # graphql-ws (legacy) clients expect keep-alive messages to tell a quiet stream from a dead one.
 KEEP_ALIVE_SECONDS = 15.0
 
@@ -87,7 +84,6 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
         self.max_response_bytes = runtime.settings.graphql_max_response_bytes
         self.memory = MemoryReleaser()
         self._ide_html = (STATIC_DIR / "graphiql.html").read_text(encoding="utf-8")
-        self._encoded = RecentEncodings()
         self.live_views = LiveViews(cast(Schema, self.schema))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -208,7 +204,7 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
         except DomainError:
             return None
         request.state.principal = principal
-        return sharing_key(await request.body(), principal)
+        return sharing_key(await request.body(), principal, services.settings.max_query_tokens)
 
     async def get_context(
         self, request: Request | WebSocket, response: Response | WebSocket
@@ -237,34 +233,8 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
         return HTMLResponse(self._ide_html)
 
     def encode_json(self, data: object) -> str | bytes:
-        """JSON of a message; the data of a pushed payload is encoded once for every subscriber
-        that receives the very same result (see :mod:`worker_automation.schema.sharing`)."""
-        if isinstance(data, dict) and len(data) == 3 and data.get("type") in PUSH_TYPES:
-            payload = data.get("payload")
-            if isinstance(payload, dict) and len(payload) == 1 and "data" in payload:
-                body = self._encoded.get(payload["data"])
-                message_id = json.dumps(data.get("id"))
-                return f'{{"id":{message_id},"type":"{data["type"]}","payload":{{"data":{body}}}}}'
+        """JSON of a websocket message (orjson: pushed payloads are written by the thousand)."""
         return dumps_text(data)
-
-
-class RecentEncodings:
-    """JSON of the last few payload data objects, by identity (the objects are kept alive here,
-    so an identity is never mistaken for a newer object's)."""
-
-    def __init__(self, keep: int = 64) -> None:
-        self._keep = keep
-        self._items: OrderedDict[int, tuple[object, str]] = OrderedDict()
-
-    def get(self, value: object) -> str:
-        found = self._items.get(id(value))
-        if found is not None and found[0] is value:
-            return found[1]
-        encoded = dumps_text(value)
-        self._items[id(value)] = (value, encoded)
-        if len(self._items) > self._keep:
-            self._items.popitem(last=False)
-        return encoded
 
 
 def _refuse_constant(name: str) -> Any:
