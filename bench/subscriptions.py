@@ -1,16 +1,20 @@
-"""Websocket subscribers of ``workerEvents`` on one API process: delivery latency and memory.
+"""Websocket subscribers of ``workerEvents``: delivery latency and memory of the API processes.
 
-For each N, a fresh ``worker-automation serve`` (PostgreSQL + Redis) gets N graphql-transport-ws
-subscribers, opened by this process; then M job events are published on the event bus, one every
-``--interval`` seconds, each stamped with its send time. Every subscriber records when each event
-reached it (the time its bytes arrived). Printed per N: p50 / p99 / max event-to-client latency,
-events delivered, server RSS (idle with N subscribers, and after the events), and CPU per
-subscriber per event of the server and of the clients.
+For each N, a fresh ``worker-automation serve`` (PostgreSQL + Redis; ``--api-workers 2`` runs
+``serve --workers 2``, processes sharing one port) gets N graphql-transport-ws subscribers, opened
+by this process or spread over ``--client-procs`` processes (``bench/ws_fleet.py``); then M job
+events are published on the event bus, one every ``--interval`` seconds, each stamped with its
+send time. Every subscriber records when each event reached it (the time its bytes arrived).
+Printed per N: p50 / p99 / max event-to-client latency, events delivered, how the subscribers
+fell to the API processes, server RSS (idle with N subscribers, and after the events; every API
+process summed), and CPU per subscriber per event of the server (every API process) and of the
+clients. The open-files limit is raised to its hard limit (the servers inherit it).
 
     python -m bench.subscriptions --subscribers 100,1000,2000 --events 30 --interval 0.5
     python -m bench.subscriptions --subscribers 2000 --compression none
     python -m bench.subscriptions --subscribers 2000 --baseline /tmp/wa_base   # before/after
     python -m bench.subscriptions --subscribers 2000 --views 1,20,2000          # distinct documents
+    python -m bench.subscriptions --subscribers 10000 --api-workers 2 --client-procs 2 --events 20
 
 The subscribers share the machine with the server (two cores here), so the latencies include the
 clients' own time to read their sockets; they are ``bench/ws_client.py`` connections, which read
@@ -25,8 +29,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import json
+import os
 import time
 import uuid
 from pathlib import Path
@@ -45,7 +51,8 @@ from bench.common import (
     start_api,
     table,
 )
-from bench.ws_client import WsClient
+from bench.ws_fleet import Fleet, raise_open_files
+from tests.integration.harness import descendants
 from worker_automation.broker.events import Event, EventBus
 from worker_automation.vocabulary import EventKind
 
@@ -54,29 +61,6 @@ PREFIX = "wa_bench"
 QUERY = """subscription { workerEvents { kind worker {
   id taskId status queue automationType priority progress displayName clientName metadataJson updatedAt
 } } }"""
-CONNECT_CONCURRENCY = 100
-
-
-class Subscriber:
-    """One websocket client; ``latencies`` maps event number -> seconds from send to arrival."""
-
-    def __init__(self) -> None:
-        self.latencies: dict[int, float] = {}
-        self.acked: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self.connection: WsClient | None = None
-
-    def on_message(self, raw: bytes, arrived: float) -> None:
-        message = json.loads(raw)
-        kind = message.get("type")
-        if kind == "next":
-            meta = message["payload"]["data"]["workerEvents"]["worker"]["metadataJson"]
-            self.latencies[int(meta["n"])] = arrived - float(meta["sent"])
-        elif not self.acked.done():
-            self.acked.set_result(message)
-
-    def close(self) -> None:
-        if self.connection is not None:
-            self.connection.close()
 
 
 def document(view: int) -> str:
@@ -84,33 +68,28 @@ def document(view: int) -> str:
     return QUERY if view == 0 else f"{QUERY}\n# view {view}"
 
 
-async def subscribe(ws_url: str, key: str, compression: str | None, query: str) -> Subscriber:
-    subscriber = Subscriber()
-    async with asyncio.timeout(60):
-        connection = subscriber.connection = await WsClient.connect(
-            ws_url,
-            subscriber.on_message,
-            subprotocol="graphql-transport-ws",
-            deflate=compression == "deflate",
-        )
-    connection.send_text(json.dumps({"type": "connection_init", "payload": {"X-API-Key": key}}))
-    ack = await asyncio.wait_for(subscriber.acked, 60)
-    if ack.get("type") != "connection_ack":
-        raise SystemExit(f"connection refused: {ack}")
-    connection.send_text(json.dumps({"id": "1", "type": "subscribe", "payload": {"query": query}}))
-    return subscriber
+def socket_inodes(pid: int) -> set[int]:
+    inodes = set()
+    with contextlib.suppress(OSError):
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    inodes.add(int(target[8:-1]))
+    return inodes
 
 
-async def open_subscribers(
-    ws_url: str, key: str, count: int, compression: str | None, views: int
-) -> list[Subscriber]:
-    gate = asyncio.Semaphore(CONNECT_CONCURRENCY)
-
-    async def one(i: int) -> Subscriber:
-        async with gate:
-            return await subscribe(ws_url, key, compression, document(i % views))
-
-    return list(await asyncio.gather(*(one(i) for i in range(count))))
+def connections_per_process(pid: int, port: int) -> list[int]:
+    """Established connections to ``port`` held by each API process (``pid`` and its children)."""
+    established = set()
+    for table_path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table_path).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "01" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    established.add(int(fields[9]))
+    counts = [len(socket_inodes(one) & established) for one in [pid, *descendants(pid)]]
+    return [count for count in counts if count] or [0]
 
 
 def job_event(n: int) -> Event:
@@ -130,15 +109,6 @@ def job_event(n: int) -> Event:
     )  # fmt: skip
 
 
-async def wait_delivered(subscribers: list[Subscriber], n: int, within: float) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if all(n in s.latencies for s in subscribers):
-            return True
-        await asyncio.sleep(0.05)
-    return False
-
-
 async def run_one(
     count: int,
     events: int,
@@ -146,41 +116,47 @@ async def run_one(
     compression: str | None,
     source: Path | None = None,
     views: int = 1,
+    api_workers: int = 1,
+    client_procs: int = 0,
 ) -> dict[str, Any]:
     await recreate_database(DATABASE)
     flush_bench_redis()
     procs = Procs(f"subs{count}")
     bus = EventBus(redis_url(), PREFIX)
-    subscribers: list[Subscriber] = []
+    fleet = Fleet(client_procs)
     try:
-        api = start_api(procs, DATABASE, source=source)
+        api = start_api(procs, DATABASE, source=source, workers=api_workers)
         key = api.operator_key()
         ws_url = api.url.replace("http://", "ws://") + "/graphql"
         started = time.monotonic()
-        subscribers = await open_subscribers(ws_url, key, count, compression, views)
+        await fleet.open(ws_url, key, compression, [document(i % views) for i in range(count)])
         connect_seconds = time.monotonic() - started
         # A warm-up event proves every subscription is live before anything is timed.
         for attempt in range(50):
             await bus.publish(job_event(-1 - attempt))
-            if await wait_delivered(subscribers, -1 - attempt, 2.0):
+            if await fleet.wait_delivered(-1 - attempt, 5.0):
                 break
         else:
             raise SystemExit("subscribers never all became live")
-        rss_idle = rss_mb(api.proc.pid)
-        cpu_before = cpu_seconds(api.proc.pid)
-        client_before = time.process_time()
+        spread = connections_per_process(api.proc.pid, int(api.url.rsplit(":", 1)[1]))
+        # RSS and CPU of every API process: with --workers, uvicorn's parent and its children.
+        rss_idle = rss_mb(api.proc.pid, with_children=True)
+        cpu_before = cpu_seconds(api.proc.pid, with_children=True)
+        await fleet.mark()
         for n in range(events):
             await bus.publish(job_event(n))
             await asyncio.sleep(interval)
-        await wait_delivered(subscribers, events - 1, 30.0)
+        await fleet.wait_delivered(events - 1, 30.0)
         await asyncio.sleep(1.0)
-        cpu_used = cpu_seconds(api.proc.pid) - cpu_before
-        client_used = time.process_time() - client_before
-        rss_after = rss_mb(api.proc.pid)
-        latencies = [s.latencies[n] * 1000 for s in subscribers for n in range(events) if n in s.latencies]
+        cpu_used = cpu_seconds(api.proc.pid, with_children=True) - cpu_before
+        latencies, client_used = await fleet.results(events)
+        rss_after = rss_mb(api.proc.pid, with_children=True)
         return {
             "subscribers": count,
             "views": min(views, count),
+            "api_processes": api_workers,
+            "per_process": "/".join(str(c) for c in spread),
+            "client_processes": max(1, client_procs),
             "compression": compression or "none",
             "connect_s": connect_seconds,
             "delivered": f"{len(latencies)}/{count * events}",
@@ -193,8 +169,7 @@ async def run_one(
             "client_cpu_us_per_delivery": client_used / max(1, len(latencies)) * 1e6,
         }
     finally:
-        for subscriber in subscribers:
-            subscriber.close()
+        await fleet.close()
         await bus.stop()
         procs.close()
 
@@ -206,21 +181,27 @@ async def main_async(
     compression: str | None,
     baseline: Path | None,
     views: list[int],
+    api_workers: list[int],
+    client_procs: int,
 ) -> None:
     print_facts()
+    print(f"open files limit: {raise_open_files()}", flush=True)
     variants: list[tuple[str, Path | None]] = [("current", None)]
     if baseline is not None:
         variants.insert(0, ("baseline", baseline))
     rows = []
-    for count, spread, (label, source) in itertools.product(counts, views, variants):
-        # With a baseline, both variants run for each N and V, one after the other.
-        result = await run_one(count, events, interval, compression, source, spread)
+    for count, spread, workers, (label, source) in itertools.product(counts, views, api_workers, variants):
+        # With a baseline, both variants run for each N, V and API processes, one after the other.
+        result = await run_one(count, events, interval, compression, source, spread, workers, client_procs)
         print(label, json.dumps(result), flush=True)
         rows.append(
             [
                 label,
                 fmt(result["subscribers"]),
                 fmt(result["views"]),
+                fmt(result["api_processes"]),
+                result["per_process"],
+                fmt(result["client_processes"]),
                 result["compression"],
                 result["delivered"],
                 fmt(result["p50_ms"]),
@@ -234,7 +215,8 @@ async def main_async(
             ]
         )
     headers = [
-        "variant", "subscribers", "views", "compression", "delivered", "p50 ms", "p99 ms", "max ms",
+        "variant", "subscribers", "views", "API procs", "subscribers per API proc", "client procs",
+        "compression", "delivered", "p50 ms", "p99 ms", "max ms",
         "RSS idle MiB", "RSS after MiB", "server CPU us/delivery", "client CPU us/delivery", "connect s",
     ]  # fmt: skip
     print(table(headers, rows))
@@ -255,12 +237,26 @@ def main() -> None:
     )
     parser.add_argument("--baseline", help="directory with another worker_automation package, run too")
     parser.add_argument("--views", default="1", help="comma-separated numbers of distinct documents")
+    parser.add_argument(
+        "--api-workers", default="1", help="comma-separated API processes (serve --workers N) on one port"
+    )
+    parser.add_argument(
+        "--client-procs",
+        type=int,
+        default=0,
+        help="client processes the subscribers are spread over (0: all in this process)",
+    )
     args = parser.parse_args()
     counts = [int(c) for c in args.subscribers.split(",") if c.strip()]
     compression = None if args.compression == "none" else args.compression
     baseline = Path(args.baseline) if args.baseline else None
     views = [int(v) for v in args.views.split(",") if v.strip()]
-    asyncio.run(main_async(counts, args.events, args.interval, compression, baseline, views))
+    api_workers = [int(w) for w in args.api_workers.split(",") if w.strip()]
+    asyncio.run(
+        main_async(
+            counts, args.events, args.interval, compression, baseline, views, api_workers, args.client_procs
+        )
+    )
 
 
 if __name__ == "__main__":

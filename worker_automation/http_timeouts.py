@@ -29,6 +29,11 @@ class _HeaderDeadline(asyncio.Protocol):
     _headers_timer: asyncio.TimerHandle | None = None
 
     def _waiting_for_headers(self) -> bool:
+        # A websocket upgrade hands the transport to the websocket protocol: from then on no
+        # request headers are awaited on it, and the connection lives as long as its socket does.
+        handler: object = self.transport.get_protocol()
+        if handler is not self:
+            return False
         return self.cycle is None or bool(self.cycle.response_complete)
 
     def _arm(self) -> None:

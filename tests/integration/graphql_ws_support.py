@@ -25,6 +25,7 @@ from worker_automation.schema.live_views import LiveViews
 from worker_automation.schema.transport import GraphQLApp
 from worker_automation.services import Services
 from worker_automation.settings import Settings
+from worker_automation.ws_protocol import FramedWebSocketProtocol
 
 STEP_TIMEOUT = 15.0
 KEY_KINDS = {
@@ -100,7 +101,16 @@ async def serve(settings: Settings, *, make_keys: bool = True) -> AsyncIterator[
     app = create_app(settings)
     port = free_port()
     server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+        uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            lifespan="on",
+            # As ``serve`` runs: live views write their frames straight to the sockets.
+            ws=FramedWebSocketProtocol,
+            ws_per_message_deflate=False,
+        )
     )
     task = asyncio.create_task(server.serve())
     try:

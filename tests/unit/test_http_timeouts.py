@@ -1,5 +1,5 @@
 """``serve``'s HTTP protocol closes a connection whose request headers do not arrive in time, and
-still serves requests that arrive whole."""
+still serves requests that arrive whole and websockets that outlive the deadline."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket
+from websockets.asyncio.client import connect
 
 from worker_automation import http_timeouts
 from worker_automation.http_timeouts import server_options
@@ -23,12 +25,18 @@ async def ok(_request: Request) -> PlainTextResponse:
     return PlainTextResponse("ok")
 
 
+async def echo(websocket: WebSocket) -> None:
+    await websocket.accept()
+    while True:
+        await websocket.send_text(await websocket.receive_text())
+
+
 @contextlib.asynccontextmanager
 async def serving() -> AsyncIterator[int]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = int(probe.getsockname()[1])
-    app = Starlette(routes=[Route("/", ok)])
+    app = Starlette(routes=[Route("/", ok), WebSocketRoute("/ws", echo)])
     config = uvicorn.Config(
         app, host="127.0.0.1", port=port, log_level="warning", lifespan="off", **server_options()
     )
@@ -65,3 +73,15 @@ async def test_slow_headers_are_cut_and_whole_requests_served(monkeypatch: pytes
         answer = await asyncio.wait_for(reader.read(4096), timeout=5)
         assert answer.startswith(b"HTTP/1.1 200")  # an idle kept-alive connection is not cut
         writer.close()
+
+
+async def test_a_websocket_outlives_the_headers_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The upgrade request's headers arm the deadline; once the connection is a websocket, nothing
+    # must cut it (live subscriptions were closed 10 s after they opened).
+    monkeypatch.setattr(http_timeouts, "HEADERS_TIMEOUT_SECONDS", 0.2)
+    async with serving() as port, connect(f"ws://127.0.0.1:{port}/ws", ping_interval=None) as ws:
+        await ws.send("first")
+        assert await asyncio.wait_for(ws.recv(), timeout=5) == "first"
+        await asyncio.sleep(0.6)  # three deadlines later
+        await ws.send("second")
+        assert await asyncio.wait_for(ws.recv(), timeout=5) == "second"

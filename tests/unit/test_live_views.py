@@ -16,6 +16,7 @@ from worker_automation.schema.errors import TOO_SLOW_CODE
 from worker_automation.schema.live_views import (
     VIEW_FIELDS,
     Ending,
+    Frames,
     LiveView,
     LiveViews,
     Subscriber,
@@ -23,6 +24,7 @@ from worker_automation.schema.live_views import (
     view_field,
 )
 from worker_automation.services import Services
+from worker_automation.ws_protocol import text_frame
 
 
 class Socket:
@@ -113,6 +115,45 @@ async def test_a_snapshot_subscriber_only_ever_waits_for_the_newest_snapshot() -
     subscriber.end(Ending())
     assert await asyncio.wait_for(writer, 5) == Ending()
     assert socket.written == ["a", "j"]
+
+
+class DirectSocket(Socket):
+    """A socket that also takes whole frames at once, until it declines (its buffer is full)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.frames: list[bytes] = []
+        self.accepting = True
+
+    def write_frame(self, frame: bytes) -> bool:
+        if self.accepting:
+            self.frames.append(frame)
+        return self.accepting
+
+
+async def test_frames_go_straight_to_the_socket_and_a_declined_one_waits_in_order() -> None:
+    socket = DirectSocket()
+    subscriber = Subscriber(
+        socket.send_text, '{"id":"1","payload":', "}", snapshots=False, write_frame=socket.write_frame
+    )
+    writer = asyncio.create_task(subscriber.run())
+    shared = Frames('{"n":0}')
+    subscriber.deliver(shared)
+    assert socket.frames == [text_frame(b'{"id":"1","payload":{"n":0}}')]
+    assert shared.framed('{"id":"1","payload":', "}") is socket.frames[0]  # built once, shared
+    socket.accepting = False
+    socket.reading.clear()  # the ordinary send hangs as well
+    subscriber.deliver(Frames('{"n":1}'))
+    await settle()
+    socket.accepting = True
+    subscriber.deliver(Frames('{"n":2}'))  # the socket would take it, but {"n":1} is still waiting
+    socket.reading.set()
+    await settle()
+    subscriber.deliver(Frames('{"n":3}'))  # nothing waits any more: straight to the socket again
+    subscriber.end(Ending())
+    assert await asyncio.wait_for(writer, 5) == Ending()
+    assert socket.written == ['{"id":"1","payload":{"n":1}}', '{"id":"1","payload":{"n":2}}']
+    assert socket.frames[1:] == [text_frame(b'{"id":"1","payload":{"n":3}}')]
 
 
 async def test_a_closed_connection_ends_the_subscriber() -> None:

@@ -19,6 +19,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from worker_automation.app import create_app
     from worker_automation.http_timeouts import server_options
     from worker_automation.serving import DrainingServer
+    from worker_automation.ws_protocol import FramedWebSocketProtocol
 
     overrides: dict[str, Any] = {}
     base = Settings()
@@ -32,6 +33,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "lifespan": "on",
         # Compression costs CPU and ~50 kB per subscriber socket; events are small JSON.
         "ws_per_message_deflate": False,
+        # uvicorn's own websocket protocol, with frames written once for every live view subscriber.
+        "ws": FramedWebSocketProtocol,
         # Deadlines for slow headers and idle connections, and a bound on header size.
         **server_options(),
         # Each process (a fresh interpreter with --workers) sets up uvicorn's loggers and ours.

@@ -358,12 +358,17 @@ def result_object(status: JobStatus, worker: WorkerView) -> dict[str, Any] | Non
     return None
 
 
+# Built once: a lookup by task id is one primary-key-like read (unique index), where building
+# the statement and running it through an ORM session cost more than the read itself.
+_BY_TASK_ID = enriched_select().where(Worker.task_id == bindparam("task_id"))
+
+
 async def task_status_from_db(db: Database, task_id: str) -> TaskStatus | None:
     """The status of ``task_id`` from its row, or None when no row has it."""
     if not task_id.strip():
         raise BadInput("task_id", "task_id nao pode ser vazio")
-    async with db.reader() as session:
-        row = (await session.execute(enriched_select().where(Worker.task_id == task_id))).first()
+    async with db.connection() as conn:
+        row = (await conn.execute(_BY_TASK_ID, {"task_id": task_id})).first()
     if row is None:
         return None
     worker = views_of([row])[0]

@@ -47,6 +47,7 @@ from worker_automation.schema.streams import EVENT_QUEUE
 from worker_automation.schema.types import WorkerEvent
 from worker_automation.sharing import parsed_document
 from worker_automation.vocabulary import EventKind
+from worker_automation.ws_protocol import text_frame
 
 logger = logging.getLogger(__name__)
 
@@ -115,8 +116,29 @@ class Ending:
     gone: bool = False
 
 
+class Frames:
+    """One payload's websocket frames, built once per distinct operation prefix (nearly always
+    one) and shared by every subscriber of the view."""
+
+    def __init__(self, payload: str) -> None:
+        self.payload = payload
+        self._built: dict[tuple[str, str], bytes] = {}
+
+    def framed(self, prefix: str, suffix: str) -> bytes:
+        key = (prefix, suffix)
+        frame = self._built.get(key)
+        if frame is None:
+            frame = self._built[key] = text_frame((prefix + self.payload + suffix).encode())
+        return frame
+
+
 class Subscriber:
-    """One websocket operation reading a view: its framing, its backlog and its writer."""
+    """One websocket operation reading a view: its framing, its backlog and its writer.
+
+    While nothing waits in its backlog, a payload goes straight to the socket as a frame shared
+    with the view's other subscribers (``write_frame``, see :mod:`worker_automation.ws_protocol`);
+    otherwise, or when the socket declines it, it waits in the backlog for the writer's send.
+    """
 
     def __init__(
         self,
@@ -126,22 +148,36 @@ class Subscriber:
         *,
         snapshots: bool,
         limit: int = EVENT_QUEUE,
+        write_frame: Callable[[bytes], bool] | None = None,
     ) -> None:
         self._send_text = send_text
+        self._write_frame = write_frame
         self._prefix = prefix
         self._suffix = suffix
         self._snapshots = snapshots
         self._limit = limit
         self._backlog: deque[str] = deque()
         self._wake: asyncio.Future[None] | None = None
+        # True while the writer sends from the backlog: a direct write then would overtake it.
+        self._sending = False
         self._ending: Ending | None = None
         # Set by an event view on join: its RESYNC payload (None when it cannot build one).
         self.resync: Callable[[], str | None] | None = None
 
-    def deliver(self, payload: str) -> None:
-        """Queue one payload for writing; never waits."""
+    def deliver(self, payload: str | Frames) -> None:
+        """Write one payload now, or queue it for the writer; never waits."""
         if self._ending is not None:
             return
+        if (
+            self._write_frame is not None
+            and not self._backlog
+            and not self._sending
+            and isinstance(payload, Frames)
+            and self._write_frame(payload.framed(self._prefix, self._suffix))
+        ):
+            return
+        if isinstance(payload, Frames):
+            payload = payload.payload
         if self._snapshots:
             self._backlog.clear()
         elif len(self._backlog) >= self._limit:
@@ -173,11 +209,13 @@ class Subscriber:
         loop = asyncio.get_running_loop()
         backlog = self._backlog
         while True:
+            self._sending = True
             while backlog:
                 try:
                     await self._send_text(backlog.popleft())
                 except Exception:  # the connection is gone; its handler tidies up
                     return Ending(gone=True)
+            self._sending = False
             if self._ending is not None:
                 return self._ending
             self._wake = loop.create_future()
@@ -259,11 +297,11 @@ class LiveView:
                     if isinstance(result, PreExecutionError):
                         ending = Ending(errors=list(result.errors or []))
                         break
-                    payload = payload_json(result)
+                    frames = Frames(payload_json(result))
                     if self._kind.snapshots:
-                        self._latest = payload
+                        self._latest = frames.payload
                     for subscriber in self.subscribers:
-                        subscriber.deliver(payload)
+                        subscriber.deliver(frames)
             finally:
                 # Whoever subscribes from here on starts a view of its own.
                 self._views.forget(self)

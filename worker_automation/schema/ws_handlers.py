@@ -23,6 +23,7 @@ from strawberry.subscriptions.protocols.graphql_ws.types import CompleteMessage,
 from worker_automation.metrics import SUBSCRIBERS
 from worker_automation.schema.context import GraphQLContext
 from worker_automation.schema.live_views import Admission, Ending, LiveViews, Subscriber
+from worker_automation.ws_protocol import frame_writer
 
 
 class HasLiveViews(Protocol):
@@ -32,9 +33,12 @@ class HasLiveViews(Protocol):
 
 
 def _subscriber(websocket: AsyncWebSocketAdapter, prefix: str, admission: Admission) -> Subscriber:
-    """A subscriber writing ``prefix`` + payload + ``}`` to the Starlette websocket underneath."""
-    send_text = cast(ASGIWebSocketAdapter, websocket).ws.send_text
-    return Subscriber(send_text, prefix, "}", snapshots=admission.kind.snapshots)
+    """A subscriber writing ``prefix`` + payload + ``}`` to the Starlette websocket underneath
+    (straight to its socket when the server's protocol offers it)."""
+    ws = cast(ASGIWebSocketAdapter, websocket).ws
+    return Subscriber(
+        ws.send_text, prefix, "}", snapshots=admission.kind.snapshots, write_frame=frame_writer(ws.scope)
+    )
 
 
 class TransportWSHandler(BaseGraphQLTransportWSHandler[GraphQLContext, None]):
