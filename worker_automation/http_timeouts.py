@@ -17,8 +17,9 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 HEADERS_TIMEOUT_SECONDS: Final = 10.0
 
 
-class _HeaderDeadline:
-    """Arms a timer while the connection waits for a request's headers."""
+class _HeaderDeadline(asyncio.Protocol):
+    """Arms a timer while the connection waits for a request's headers; placed before a uvicorn
+    protocol in the bases, its hooks run around that protocol's."""
 
     transport: asyncio.Transport
     loop: asyncio.AbstractEventLoop
@@ -42,10 +43,6 @@ class _HeaderDeadline:
         if self._waiting_for_headers() and not self.transport.is_closing():
             self.transport.close()
 
-
-class H11WithDeadline(_HeaderDeadline, H11Protocol):
-    """uvicorn's h11 protocol with a headers deadline."""
-
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._arm()
@@ -62,6 +59,10 @@ class H11WithDeadline(_HeaderDeadline, H11Protocol):
         super().connection_lost(exc)
 
 
+class H11WithDeadline(_HeaderDeadline, H11Protocol):
+    """uvicorn's h11 protocol with a headers deadline."""
+
+
 try:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 except ImportError:  # httptools is optional: h11 then
@@ -71,21 +72,6 @@ if HttpToolsProtocol is not None:
 
     class HttpToolsWithDeadline(_HeaderDeadline, HttpToolsProtocol):
         """uvicorn's httptools protocol with a headers deadline."""
-
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._arm()
-
-        def data_received(self, data: bytes) -> None:
-            if self._waiting_for_headers():
-                self._arm()
-            super().data_received(data)
-            if not self._waiting_for_headers():
-                self._disarm()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
-            super().connection_lost(exc)
 
 
 def http_protocol() -> type[asyncio.Protocol]:
