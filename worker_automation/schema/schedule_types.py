@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import strawberry
 
 from worker_automation.resolvers.schedules import ScheduleInput as ScheduleData
 from worker_automation.resolvers.schedules import ScheduleView
 from worker_automation.schema.derived import FromView, derived
-from worker_automation.schema.scalars import JSON, DateTime
-
-
-def _stamp(value: str | None) -> DateTime | None:
-    return DateTime(value) if value else None
+from worker_automation.schema.scalars import JSON
 
 
 @derived(ScheduleView, description="A cron timetable that creates a job at each occurrence.")
 class Schedule(FromView):
     """A schedule with the state of its timetable."""
+
+
+def _data_of(given: ScheduleInput | ScheduleUpdateInput) -> ScheduleData:
+    """The resolver's input: the fields of the same names."""
+    return ScheduleData(**{f.name: getattr(given, f.name) for f in dataclasses.fields(ScheduleData)})
 
 
 @strawberry.input(description="A new schedule.")
@@ -33,15 +36,7 @@ class ScheduleInput:
 
     def to_data(self) -> ScheduleData:
         """The resolver's input."""
-        return ScheduleData(
-            self.automation_type,
-            self.cliente_id,
-            self.context,
-            self.priority,
-            self.cron,
-            self.timezone,
-            self.enabled,
-        )
+        return _data_of(self)
 
 
 @strawberry.input(description="Changes to a schedule; omitted fields stay as they are.")
@@ -58,12 +53,4 @@ class ScheduleUpdateInput:
 
     def to_data(self) -> ScheduleData:
         """The resolver's input (None keeps the current value)."""
-        return ScheduleData(
-            self.automation_type,
-            self.cliente_id,
-            self.context,
-            self.priority,
-            self.cron,
-            self.timezone,
-            self.enabled,
-        )
+        return _data_of(self)
