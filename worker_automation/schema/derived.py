@@ -53,12 +53,17 @@ def _graphql_of(hint: Any) -> tuple[Any, Convert | None]:
     elif inner in _VIEWS:
         found = _VIEWS[inner]
     elif origin in (list, tuple):
-        item, item_convert = _graphql_of(get_args(inner)[0])
+        item_hint = get_args(inner)[0]
+        item, item_convert = _graphql_of(item_hint)
         if item_convert is None:
             found = (list[item], lambda v, tz: list(v))  # type: ignore[valid-type]
-        else:
+        elif strip_optional(item_hint)[1]:
             convert = item_convert
             found = (list[item], lambda v, tz: [None if x is None else convert(x, tz) for x in v])  # type: ignore[valid-type]
+        else:
+            # Lists of rows (a queue's jobs) are the long ones: no per-item test when none is null.
+            convert = item_convert
+            found = (list[item], lambda v, tz: [convert(x, tz) for x in v])  # type: ignore[valid-type]
     elif inner is dict or origin is dict or inner is Any:
         found = (JSON, None)
     else:
