@@ -15,6 +15,8 @@ from typing import Any, Final
 from worker_automation.errors import BadInput
 from worker_automation.json_codec import dumps
 
+# Ids are 32-bit columns (and GraphQL's Int): a number outside would be a database error rather
+# than "not found", so every transport refuses it as bad input.
 INT32_MIN: Final = -(2**31)
 INT32_MAX: Final = 2**31 - 1
 # Nesting a stored JSON value may have (the parser's own limit is far above anything real).

@@ -28,6 +28,7 @@ from worker_automation.errors import (
     BadInput,
     DomainError,
 )
+from worker_automation.limits import INT32_MAX, INT32_MIN
 from worker_automation.resolvers import live, operations
 from worker_automation.resolvers import reads as read_ops
 from worker_automation.resolvers.auth import (
@@ -41,7 +42,7 @@ from worker_automation.resolvers.automations import all_effective
 from worker_automation.resolvers.dispatch import dispatch
 from worker_automation.resolvers.search import search_automations
 from worker_automation.rest_compat.http import text_param
-from worker_automation.rest_compat.reads import INT32_MAX, INT32_MIN, dashboard_dict, page_dict
+from worker_automation.rest_compat.reads import dashboard_dict, page_dict
 from worker_automation.services import Services
 from worker_automation.settings import Settings
 

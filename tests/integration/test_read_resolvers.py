@@ -29,6 +29,7 @@ from worker_automation.resolvers.reads import (
     task_status_from_db,
 )
 from worker_automation.settings import DEFAULT_QUEUES, Settings
+from worker_automation.shapes import as_dict
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 QUEUES = dict(DEFAULT_QUEUES)
@@ -497,7 +498,7 @@ async def test_stats_counts(db: Database, mixed: dict[str, int]) -> None:
         "CANCELADO": 1,
     }
     assert result.by_queue == {"certidao": 2, "scraping": 1, "scan": 1, "observer": 1, "ui_automation": 1}
-    assert result.as_dict() == {"total": 6, "by_status": result.by_status, "by_queue": result.by_queue}
+    assert as_dict(result) == {"total": 6, "by_status": result.by_status, "by_queue": result.by_queue}
 
 
 async def test_stats_uses_the_configured_queues(db: Database) -> None:

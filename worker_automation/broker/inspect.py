@@ -19,9 +19,11 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
 from celery import Celery
+
+from worker_automation.shapes import Doc
 
 logger = logging.getLogger(__name__)
 
@@ -37,12 +39,12 @@ QUICK_FAILURE_SECONDS: Final = 0.5
 class InspectResult:
     """What the workers answered, per section keyed by worker hostname; empty when none did."""
 
-    active: dict[str, Any] = field(default_factory=dict)
-    reserved: dict[str, Any] = field(default_factory=dict)
-    scheduled: dict[str, Any] = field(default_factory=dict)
-    stats: dict[str, Any] = field(default_factory=dict)
-    ping: dict[str, Any] = field(default_factory=dict)
-    available: bool = False
+    active: Annotated[dict[str, Any], Doc("Tasks running, per worker.")] = field(default_factory=dict)
+    reserved: Annotated[dict[str, Any], Doc("Tasks prefetched, per worker.")] = field(default_factory=dict)
+    scheduled: Annotated[dict[str, Any], Doc("Tasks with an ETA, per worker.")] = field(default_factory=dict)
+    stats: Annotated[dict[str, Any], Doc("Worker statistics, per worker.")] = field(default_factory=dict)
+    ping: Annotated[dict[str, Any], Doc("Ping replies, per worker.")] = field(default_factory=dict)
+    available: Annotated[bool, Doc("False when no worker (or no broker) answered.")] = False
 
 
 def _ask(app: Celery, section: str, timeout: float, destination: list[str] | None = None) -> dict[str, Any]:

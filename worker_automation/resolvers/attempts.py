@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Annotated
 
 from sqlalchemy import bindparam, select
 
 from worker_automation.models import Attempt, Machine
 from worker_automation.models.database import Database
+from worker_automation.shapes import Doc
 
 _BY_WORKERS = (
     select(
@@ -34,14 +36,17 @@ class AttemptView:
     """One run of a job; ``machine_name`` is None when the machine was removed since."""
 
     worker_id: int
-    number: int
-    machine_id: int | None
-    machine_name: str | None
-    task_id: str | None
-    started_at: datetime
-    ended_at: datetime | None
-    outcome: str | None
-    error: str | None
+    number: Annotated[int, Doc("1 for the first run, then one more per claim.")]
+    machine_id: Annotated[int | None, Doc("Machine that claimed it.")]
+    machine_name: Annotated[str | None, Doc("That machine's name (null if removed).")]
+    task_id: Annotated[str | None, Doc("The task id the run was claimed under.")]
+    started_at: Annotated[datetime, Doc("When it was claimed.")]
+    ended_at: Annotated[datetime | None, Doc("When the run ended; null while running.")]
+    outcome: Annotated[
+        str | None,
+        Doc("CONCLUIDO, FALHA, CANCELADO, or REENFILEIRADO (moved or queued again); null while running."),
+    ]
+    error: Annotated[str | None, Doc("The error or cancellation message of the run.")]
 
 
 async def attempts_by_worker(db: Database, ids: list[int]) -> dict[int, list[AttemptView]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from sqlalchemy import ColumnElement, func, select
 
@@ -12,6 +12,7 @@ from worker_automation.errors import BadInput
 from worker_automation.models import AuditEntry
 from worker_automation.models.database import Database
 from worker_automation.resolvers.pagination import Page, PageRequest
+from worker_automation.shapes import Doc
 
 
 @dataclass(frozen=True)
@@ -29,14 +30,14 @@ class AuditFilter:
 class AuditView:
     """One entry of the audit trail."""
 
-    id: int
-    at: datetime
-    actor: str
-    perfil: str | None
-    action: str
-    target: str | None
-    result: str
-    detail: dict[str, Any] | None
+    id: Annotated[int, Doc("Internal id (rising).")]
+    at: Annotated[datetime, Doc("When it was recorded.")]
+    actor: Annotated[str, Doc("Who acted (key, machine or cli).")]
+    perfil: Annotated[str | None, Doc("The actor's perfil, if known.")]
+    action: Annotated[str, Doc("What was done (cancel, retry_workers, pause_queue, ...).")]
+    target: Annotated[str | None, Doc("What it was done to (worker:12, queue:scan, ...).")]
+    result: Annotated[str, Doc("ok, or the error's code.")]
+    detail: Annotated[dict[str, Any] | None, Doc("Parameters and figures of the action.")]
 
 
 def _conditions(filters: AuditFilter) -> list[ColumnElement[bool]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import asdict, dataclass
-from typing import Final
+from typing import Annotated, Final
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -24,6 +24,7 @@ from worker_automation.resolvers.reads import WorkerFilter, filter_conditions
 from worker_automation.resolvers.transitions import allows, mark_cancelled, mark_retried
 from worker_automation.resolvers.views import WorkerView, enriched_select, views_of
 from worker_automation.services import Services
+from worker_automation.shapes import Doc
 from worker_automation.vocabulary import Action, EventKind
 
 # Jobs one bulk action may take (one transaction holds their row locks).
@@ -35,9 +36,9 @@ DEFAULT_BULK: Final = 1000
 class BulkResult:
     """``matched``: jobs the filter matched (up to the limit); ``ids``: those that changed."""
 
-    matched: int
-    changed: int
-    ids: list[int]
+    matched: Annotated[int, Doc("Jobs the filter matched (up to the limit).")]
+    changed: Annotated[int, Doc("Jobs the action changed (their own rules allowed it).")]
+    ids: Annotated[list[int], Doc("Ids of the jobs that changed.")]
 
 
 def check_limit(limit: int | None) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Annotated
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -12,13 +13,14 @@ from worker_automation.catalog.forms import is_valid_cnpj
 from worker_automation.errors import BadInput, Conflict
 from worker_automation.models import Cliente
 from worker_automation.models.database import Database
+from worker_automation.shapes import Doc
 
 
 @dataclass(frozen=True)
 class ClienteView:
-    id: int
-    razao_social: str
-    cnpj: str | None
+    id: Annotated[int, Doc("Internal id (what jobs' clienteId points at).")]
+    razao_social: Annotated[str, Doc("Registered company name.")]
+    cnpj: Annotated[str | None, Doc("CNPJ, digits only.")]
 
 
 async def add_cliente(db: Database, *, razao_social: str, cnpj: str | None = None) -> ClienteView:

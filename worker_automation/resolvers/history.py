@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
 from sqlalchemy import ColumnElement, Integer, cast, func, select
 
@@ -18,6 +18,7 @@ from worker_automation.errors import BadInput
 from worker_automation.models import JobStatus, Worker, utcnow
 from worker_automation.resolvers.reads import check_queue
 from worker_automation.services import Services
+from worker_automation.shapes import Doc
 
 DEFAULT_WINDOW: Final = timedelta(hours=24)
 MAX_BUCKETS: Final = 1000
@@ -32,23 +33,23 @@ RAN: Final = (JobStatus.CONCLUIDO.value, JobStatus.FALHA.value)
 
 @dataclass(frozen=True)
 class Bucket:
-    """Jobs that finished in ``[start, start + width)``, by how they ended."""
+    """Jobs that finished in ``[bucket_start, bucket_start + width)``, by how they ended."""
 
-    start: datetime
-    completed: int = 0
-    failed: int = 0
-    cancelled: int = 0
+    bucket_start: Annotated[datetime, Doc("Start of the bucket (inclusive).")]
+    completed: Annotated[int, Doc("Jobs that ended CONCLUIDO in it.")] = 0
+    failed: Annotated[int, Doc("Jobs that ended FALHA in it.")] = 0
+    cancelled: Annotated[int, Doc("Jobs that ended CANCELADO in it.")] = 0
 
 
 @dataclass(frozen=True)
 class Durations:
     """Run time (claim to end) of finished runs, in milliseconds; None when there were none."""
 
-    count: int
-    p50_ms: float | None
-    p95_ms: float | None
-    p99_ms: float | None
-    max_ms: float | None
+    count: Annotated[int, Doc("Runs measured (CONCLUIDO or FALHA).")]
+    p50_ms: Annotated[float | None, Doc("Median.")]
+    p95_ms: Annotated[float | None, Doc("95th percentile.")]
+    p99_ms: Annotated[float | None, Doc("99th percentile.")]
+    max_ms: Annotated[float | None, Doc("Longest.")]
 
 
 def _since(value: datetime | None, field: str = "since") -> datetime:

@@ -7,8 +7,9 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime, time
 from functools import cache
-from typing import Any
+from typing import Annotated, Any
 
+from annotated_types import Ge
 from sqlalchemy import CompoundSelect, select, union_all
 
 from worker_automation.broker.inspect import InspectResult
@@ -35,6 +36,7 @@ from worker_automation.resolvers.views import (
     views_of,
 )
 from worker_automation.services import Services
+from worker_automation.shapes import Doc
 
 log = logging.getLogger(__name__)
 # Task lists per queue in the live view are capped: the counts carry the totals.
@@ -43,48 +45,51 @@ LIVE_TASKS_PER_QUEUE = 20
 
 @dataclass(frozen=True)
 class QueueState:
-    """One configured queue right now."""
+    """One configured queue right now: counts, capacity and load, with its first running and
+    queued jobs."""
 
-    queue_name: str
-    workers_count: int
-    active_count: int
-    pending_count: int
-    active_tasks: list[WorkerView] = field(default_factory=list)
-    pending_tasks: list[WorkerView] = field(default_factory=list)
-    # Paused: its jobs are accepted and none is claimed until it is resumed.
-    paused: bool = False
+    queue_name: Annotated[str, Doc("Queue name.")]
+    workers_count: Annotated[int, Doc("Configured workers for the queue."), Ge(0)]
+    active_count: Annotated[int, Doc("Jobs EXECUTANDO on it."), Ge(0)]
+    pending_count: Annotated[int, Doc("Jobs AGENDADO on it."), Ge(0)]
+    # Computed from the counts (see __post_init__); fields, not properties, so they stand here.
+    capacity: Annotated[int, Doc("How many jobs it runs at once (= workersCount)."), Ge(0)] = field(
+        init=False
+    )
+    load_percent: Annotated[float, Doc("activeCount / capacity * 100, one decimal."), Ge(0)] = field(
+        init=False
+    )
+    active_tasks: Annotated[
+        list[WorkerView], Doc("First 20 running jobs, longest running first (empty inside dashboard).")
+    ] = field(default_factory=list)
+    pending_tasks: Annotated[
+        list[WorkerView], Doc("First 20 queued jobs in run order (empty inside dashboard).")
+    ] = field(default_factory=list)
+    paused: Annotated[bool, Doc("Paused: its jobs are accepted and none runs until it is resumed.")] = False
 
-    @property
-    def capacity(self) -> int:
-        return self.workers_count
-
-    @property
-    def load_percent(self) -> float:
-        return round(self.active_count / self.capacity * 100, 1) if self.capacity else 0.0
+    def __post_init__(self) -> None:
+        capacity = self.workers_count
+        load = round(self.active_count / capacity * 100, 1) if capacity else 0.0
+        object.__setattr__(self, "capacity", capacity)
+        object.__setattr__(self, "load_percent", load)
 
 
 @dataclass(frozen=True)
 class Summary:
     """Totals across queues; "today" is the configured time zone's day."""
 
-    total_active: int
-    total_pending: int
-    total_completed_today: int
-    total_errors_today: int
-
-    def as_dict(self) -> dict[str, int]:
-        return {
-            "total_active": self.total_active,
-            "total_pending": self.total_pending,
-            "total_completed_today": self.total_completed_today,
-            "total_errors_today": self.total_errors_today,
-        }
+    total_active: Annotated[int, Doc("Jobs EXECUTANDO."), Ge(0)]
+    total_pending: Annotated[int, Doc("Jobs AGENDADO."), Ge(0)]
+    total_completed_today: Annotated[int, Doc("Jobs CONCLUIDO today."), Ge(0)]
+    total_errors_today: Annotated[int, Doc("Jobs FALHA today."), Ge(0)]
 
 
 @dataclass(frozen=True)
 class QueueLiveStatus:
-    queues: list[QueueState]
-    summary: Summary
+    """Every configured queue right now, and the totals."""
+
+    queues: Annotated[list[QueueState], Doc("One entry per configured queue.")]
+    summary: Annotated[Summary, Doc("Totals across queues.")]
 
 
 def start_of_today(services: Services) -> datetime:
@@ -199,11 +204,10 @@ async def queue_live_status(services: Services) -> QueueLiveStatus:
 
 @dataclass(frozen=True)
 class BrokerStatus:
-    available: bool
-    queues: dict[str, int]
+    """LLEN of each queue over all its priority lists."""
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"available": self.available, "queues": self.queues}
+    available: Annotated[bool, Doc("False when Redis does not answer.")]
+    queues: Annotated[dict[str, int], Doc('Map queue -> messages waiting, e.g. {"certidao": 4}.')]
 
 
 async def broker_status(services: Services) -> BrokerStatus:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
+from typing import Annotated
 
+from annotated_types import Ge
 from sqlalchemy import ColumnElement, and_, delete, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -16,6 +18,7 @@ from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.reads import check_queue
 from worker_automation.resolvers.views import WorkerView, enriched_select, views_of
 from worker_automation.services import Services
+from worker_automation.shapes import Doc
 from worker_automation.vocabulary import EventKind
 
 
@@ -74,15 +77,20 @@ async def _cancel_many(
     return views_of(await session.execute(enriched_select().where(Worker.id.in_(changed_ids))))
 
 
+# Every maintenance result carries the summary the REST API answers with, in the documented wording.
+SUMMARY_DOC = Doc("Human summary, as the REST API words it.")
+
+
 @dataclass(frozen=True)
 class ClearResult:
-    cancelled: int
-    scope: ClearScope
-    queue: str | None
+    """Jobs cancelled in bulk."""
+
+    cancelled: Annotated[int, Doc("Jobs marked CANCELADO (their tasks revoked)."), Ge(0)]
+    scope: Annotated[ClearScope, Doc("The scope applied.")]
+    queue: Annotated[str | None, Doc("The queue it was limited to, if any.")]
 
     @property
-    def message(self) -> str:
-        """The summary every transport shows, in the documented wording."""
+    def message(self) -> Annotated[str, SUMMARY_DOC]:
         return f"{self.cancelled} worker(s) cancelado(s) com sucesso"
 
 
@@ -111,11 +119,13 @@ async def clear_queue(
 
 @dataclass(frozen=True)
 class PurgeResult:
-    queue_name: str
-    redis_keys_deleted: int
+    """Broker lists deleted."""
+
+    queue_name: Annotated[str, Doc("The queue purged.")]
+    redis_keys_deleted: Annotated[int, Doc("Priority lists deleted."), Ge(0)]
 
     @property
-    def message(self) -> str:
+    def message(self) -> Annotated[str, SUMMARY_DOC]:
         return f"Fila '{self.queue_name}' purgada no broker"
 
 
@@ -130,12 +140,18 @@ async def purge_queue(services: Services, actor: Actor, queue_name: str, confirm
     return PurgeResult(queue_name, deleted)
 
 
-def cleanup_message(deleted: int) -> str:
-    """The summary of :func:`cleanup_no_client`, in the documented wording."""
-    return f"{deleted} worker(s) sem cliente removido(s) do banco"
+@dataclass(frozen=True)
+class CleanupResult:
+    """Open jobs without a client, deleted."""
+
+    deleted: Annotated[int, Doc("Rows deleted (their tasks revoked first)."), Ge(0)]
+
+    @property
+    def message(self) -> Annotated[str, SUMMARY_DOC]:
+        return f"{self.deleted} worker(s) sem cliente removido(s) do banco"
 
 
-async def cleanup_no_client(services: Services, actor: Actor) -> int:
+async def cleanup_no_client(services: Services, actor: Actor) -> CleanupResult:
     """Delete open jobs whose client is null or unknown, revoking their tasks first."""
     async with audited(services.db, actor, "cleanup_no_client", None) as note:
         await _require_broker(services)
@@ -160,16 +176,18 @@ async def cleanup_no_client(services: Services, actor: Actor) -> int:
                 )
         note.detail = {"deleted": len(targets)}
     await announce(services, EventKind.DELETED, targets)
-    return len(targets)
+    return CleanupResult(len(targets))
 
 
 @dataclass(frozen=True)
 class SyncResult:
-    orphans_found: int
-    total_checked: int
+    """Open jobs that had lost their task, cancelled."""
+
+    orphans_found: Annotated[int, Doc("Jobs marked CANCELADO."), Ge(0)]
+    total_checked: Annotated[int, Doc("Open jobs examined."), Ge(0)]
 
     @property
-    def message(self) -> str:
+    def message(self) -> Annotated[str, SUMMARY_DOC]:
         return f"{self.orphans_found} worker(s) orfao(s) detectado(s) e cancelado(s)"
 
 

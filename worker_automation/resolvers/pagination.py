@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from worker_automation.errors import BadInput
+from worker_automation.limits import INT32_MAX
 
 MAX_PER_PAGE = 100
 T = TypeVar("T")
@@ -53,7 +54,6 @@ class Page(Generic[T]):
 # nobody builds one by hand and the format can change without breaking a client that only
 # passes back what it was given.
 _CURSOR_PREFIX = "worker:"
-MAX_ID = 2**31 - 1
 
 
 def cursor_of(job_id: int) -> str:
@@ -74,7 +74,7 @@ def id_of_cursor(cursor: str, field: str = "after") -> int:
     if digits == text or not digits.isdigit() or not 0 < len(digits) <= 10:
         raise invalid
     job_id = int(digits)
-    if job_id > MAX_ID:
+    if job_id > INT32_MAX:
         raise invalid
     return job_id
 

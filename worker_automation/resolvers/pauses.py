@@ -13,7 +13,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final
+from typing import Annotated, Final
 
 from sqlalchemy import delete, select
 
@@ -26,6 +26,7 @@ from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.automations import registered
 from worker_automation.resolvers.reads import check_queue
 from worker_automation.resolvers.views import RUN_ORDER, order_by
+from worker_automation.shapes import Doc
 from worker_automation.vocabulary import QueueChange
 
 log = logging.getLogger(__name__)
@@ -41,10 +42,10 @@ _PAUSED = select(QueuePause.queue)
 class PauseState:
     """A queue's pause: ``paused_at``/``paused_by`` only while paused."""
 
-    queue: str
-    paused: bool
-    paused_at: datetime | None = None
-    paused_by: str | None = None
+    queue: Annotated[str, Doc("Queue name.")]
+    paused: Annotated[bool, Doc("True while its jobs are accepted but not run.")]
+    paused_at: Annotated[datetime | None, Doc("Since when (null when not paused).")] = None
+    paused_by: Annotated[str | None, Doc("Who paused it (null when not paused).")] = None
 
 
 async def paused_queues(db: Database) -> set[str]:

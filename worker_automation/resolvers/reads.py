@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
+from annotated_types import Ge
 from sqlalchemy import ColumnElement, Select, bindparam, func, or_, select
 
 from worker_automation.errors import BadInput, NotFound
@@ -22,6 +23,7 @@ from worker_automation.resolvers.views import (
     order_by,
     views_of,
 )
+from worker_automation.shapes import Doc
 
 # How a list statement finds its page: skipping rows, after a cursor, or from the newest.
 Seek = Literal["offset", "after", "first"]
@@ -286,12 +288,9 @@ async def recent_terminal(db: Database, limit: int = 20) -> list[WorkerView]:
 class Stats:
     """Totals by status and by queue."""
 
-    total: int
-    by_status: dict[str, int]
-    by_queue: dict[str, int]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"total": self.total, "by_status": self.by_status, "by_queue": self.by_queue}
+    total: Annotated[int, Doc("Every job row."), Ge(0)]
+    by_status: Annotated[dict[str, int], Doc('Map status -> count, e.g. {"AGENDADO": 18}.')]
+    by_queue: Annotated[dict[str, int], Doc('Map queue -> count, e.g. {"certidao": 640}.')]
 
 
 async def stats(db: Database, queues: dict[str, int]) -> Stats:

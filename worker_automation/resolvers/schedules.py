@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Final
+from typing import Annotated, Any, Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
@@ -23,6 +23,7 @@ from worker_automation.models.database import Database, Executor
 from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.automations import effective
 from worker_automation.resolvers.rows import check_priority
+from worker_automation.shapes import Doc
 
 MSG_SCHEDULE_NOT_FOUND: Final = "Agendamento nao encontrado."
 # The columns' sizes.
@@ -47,18 +48,18 @@ class ScheduleInput:
 class ScheduleView:
     """A schedule as every transport shows it."""
 
-    id: int
-    automation_type: str
-    cliente_id: int | None
-    context: dict[str, Any] | None
-    priority: int
-    cron: str
-    timezone: str
-    enabled: bool
-    next_run_at: datetime | None
-    last_run_at: datetime | None
-    last_worker_id: int | None
-    created_at: datetime
+    id: Annotated[int, Doc("Internal id (its jobs carry it in metadataJson.schedule_id).")]
+    automation_type: Annotated[str, Doc("Automation of the jobs it creates.")]
+    cliente_id: Annotated[int | None, Doc("Client of the jobs it creates.")]
+    context: Annotated[dict[str, Any] | None, Doc("Input of the jobs it creates (checked by the form).")]
+    priority: Annotated[int, Doc("Priority of the jobs it creates (0..9).")]
+    cron: Annotated[str, Doc("Five-field cron expression (minute hour day month weekday).")]
+    timezone: Annotated[str, Doc("IANA zone the cron expression is read in.")]
+    enabled: Annotated[bool, Doc("False: no occurrence fires.")]
+    next_run_at: Annotated[datetime | None, Doc("Next occurrence to fire (null: disabled).")]
+    last_run_at: Annotated[datetime | None, Doc("When it last created a job.")]
+    last_worker_id: Annotated[int | None, Doc("The last job it created.")]
+    created_at: Annotated[datetime, Doc("When it was created.")]
 
 
 def schedule_view(row: Schedule) -> ScheduleView:

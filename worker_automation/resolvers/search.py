@@ -7,7 +7,6 @@ trabalhsta"), so text is compared accent- and case-insensitively with RapidFuzz.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 from rapidfuzz import fuzz
 
 from worker_automation.catalog.registry import Automation
+from worker_automation.models.folding import fold_text
 
 MIN_SCORE = 60
 
@@ -81,9 +81,7 @@ class AutomationSearchResult:
 
 def normalize(text: str) -> str:
     """Lowercase, without accents: "Certidões" and "certidoes" compare equal."""
-    decomposed = unicodedata.normalize("NFKD", text)
-    stripped = "".join(char for char in decomposed if not unicodedata.combining(char))
-    return " ".join(stripped.lower().split())
+    return " ".join(fold_text(text).split())
 
 
 def search_automations(automations: Iterable[Automation], q: str | None) -> AutomationSearchResult:

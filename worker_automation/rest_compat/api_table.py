@@ -6,6 +6,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from worker_automation.limits import INT32_MAX, INT32_MIN
+from worker_automation.resolvers.maintenance import (
+    CleanupResult,
+    ClearResult,
+    ClearScope,
+    PurgeResult,
+    SyncResult,
+)
+from worker_automation.rest_compat.jobs import (
+    MSG_COMPLETED,
+    MSG_CREATED,
+    MSG_FAILED,
+    MSG_LOST,
+    MSG_PENDING,
+    MSG_PROGRESS,
+    MSG_STARTED,
+    batch_message,
+)
 from worker_automation.rest_compat.reads import (
     MSG_ACTIVE,
     MSG_BROKER,
@@ -17,6 +35,7 @@ from worker_automation.rest_compat.reads import (
     MSG_STATS,
     MSG_TASK_STATUS,
     MSG_WORKER,
+    search_message,
 )
 from worker_automation.rest_compat.writes import MSG_CANCEL, MSG_MOVE, MSG_REORDER, MSG_RETRY
 from worker_automation.vocabulary import Refusal
@@ -25,7 +44,6 @@ WA = "/api/v1/worker-automation"
 JOBS = "/api/v1/jobs"
 READ = "worker_automation:read"
 WRITE = "worker_automation:write"
-INT32_MAX = 2**31 - 1
 
 
 def ref(name: str) -> dict[str, Any]:
@@ -85,7 +103,7 @@ def per_page(default: int) -> Param:
 
 
 QUEUE = Param("queue", "query", {"type": "string"}, "Fila", enum="queue")
-ID32: dict[str, Any] = {"type": "integer", "minimum": -(2**31), "maximum": INT32_MAX}
+ID32: dict[str, Any] = {"type": "integer", "minimum": INT32_MIN, "maximum": INT32_MAX}
 
 
 def _wa(
@@ -169,7 +187,7 @@ _WORKER_OPS: tuple[Operation, ...] = (
     _wa("GET", "/queued", "listQueued", ref("WorkerPage"), MSG_QUEUED, "Workers AGENDADO, prioridade e idade",
         params=(PAGE, per_page(10), QUEUE)),
     _wa("GET", "/search-automations", "searchAutomations", ref("SearchResult"),
-        "2 automacao(oes) encontrada(s)", "Busca fuzzy no catalogo de automacoes",
+        search_message(2), "Busca fuzzy no catalogo de automacoes",
         params=(Param("q", "query", _TEXT, "Termo de busca"),),
         description="Com q: score >= 60, do mais relevante ao menos. Sem q: o catalogo, por categoria."),
     _wa("GET", "/queue-live-status", "queueLiveStatus", ref("QueueLiveStatus"), MSG_QUEUE_LIVE,
@@ -180,14 +198,14 @@ _WORKER_OPS: tuple[Operation, ...] = (
         params=(Param("task_id", "path", _TEXT, "Task id (UUID)"),), errors=(404,)),
     _wa("GET", "/dashboard", "dashboard", ref("Dashboard"), MSG_DASHBOARD, "Dashboard agregado",
         description="Secoes isoladas: uma secao que falha vem vazia e nomeada em errors."),
-    _maintenance("POST", "/clear-queue", "clearQueue", "ClearResult", "18 worker(s) cancelado(s) com sucesso",
-                 "Cancela em massa", params=(SCOPE, QUEUE)),
+    _maintenance("POST", "/clear-queue", "clearQueue", "ClearResult",
+                 ClearResult(18, ClearScope.ALL, None).message, "Cancela em massa", params=(SCOPE, QUEUE)),
     _maintenance("POST", "/broker/purge-queue/{queue_name}", "purgeQueue", "PurgeResult",
-                 "Fila 'scraping' purgada no broker", "Apaga a fila no broker", params=PURGE_PARAMS),
+                 PurgeResult("scraping", 0).message, "Apaga a fila no broker", params=PURGE_PARAMS),
     _maintenance("DELETE", "/cleanup-no-client", "cleanupNoClient", "CleanupResult",
-                 "3 worker(s) sem cliente removido(s) do banco", "Remove workers abertos sem cliente"),
+                 CleanupResult(3).message, "Remove workers abertos sem cliente"),
     _maintenance("POST", "/sync-orphans", "syncOrphans", "SyncResult",
-                 "2 worker(s) orfao(s) detectado(s) e cancelado(s)", "Cancela workers que perderam a task"),
+                 SyncResult(2, 2).message, "Cancela workers que perderam a task"),
     _wa("GET", "/{worker_id}", "getWorker", ref("WorkerItem"), MSG_WORKER, "Detalhe de um worker",
         params=(WORKER_ID,), errors=(404,)),
     _action("/{worker_id}/cancel", "cancelWorker", MSG_CANCEL, "Revoga a task e marca CANCELADO"),
@@ -198,22 +216,22 @@ _WORKER_OPS: tuple[Operation, ...] = (
 
 _JOB_OPS: tuple[Operation, ...] = (
     Operation("POST", JOBS, "dispatchJob", "Dispara uma automacao", "jobs", ref("Job"),
-              "Job criado com sucesso", WRITE, body="DispatchBody", success_code=201, errors=(409, 503),
+              MSG_CREATED, WRITE, body="DispatchBody", success_code=201, errors=(409, 503),
               description="O contexto e validado contra o formulario da automacao; publica JobCreated."),
     Operation("POST", f"{JOBS}/batch", "dispatchJobs", "Dispara um lote de automacoes", "jobs",
-              array_of("Job"), "3 job(s) criado(s) com sucesso", WRITE, body="DispatchBatchBody",
+              array_of("Job"), batch_message(3), WRITE, body="DispatchBatchBody",
               success_code=201, errors=(409, 503),
               description="Todos os jobs ou nenhum: um job invalido e um 422 que o nomeia (jobs[i].campo)."),
-    _job("GET", "/pending", "pendingJobs", "Jobs pendentes recuperados com sucesso",
+    _job("GET", "/pending", "pendingJobs", MSG_PENDING,
          "Jobs que a maquina pode reivindicar", data=array_of("Job"), params=PENDING_PARAMS, errors=()),
-    _job("POST", "/{job_id}/start", "startJob", "Job reivindicado com sucesso", "Reivindica o job",
+    _job("POST", "/{job_id}/start", "startJob", MSG_STARTED, "Reivindica o job",
          body="StartBody", body_required=False, description=f"Recusa: 409 com data.reason em {REFUSALS}."),
-    _job("POST", "/{job_id}/progress", "jobProgress", "Progresso registrado", "Progresso 0..100",
+    _job("POST", "/{job_id}/progress", "jobProgress", MSG_PROGRESS, "Progresso 0..100",
          body="ProgressBody"),
-    _job("POST", "/{job_id}/complete", "completeJob", "Job concluido com sucesso", "Resultado (CONCLUIDO)",
+    _job("POST", "/{job_id}/complete", "completeJob", MSG_COMPLETED, "Resultado (CONCLUIDO)",
          body="CompleteBody", body_required=False),
-    _job("POST", "/{job_id}/fail", "failJob", "Falha registrada", "Falha (FALHA)", body="FailBody"),
-    _job("POST", "/{job_id}/lost", "lostJob", "Execucao perdida registrada",
+    _job("POST", "/{job_id}/fail", "failJob", MSG_FAILED, "Falha (FALHA)", body="FailBody"),
+    _job("POST", "/{job_id}/lost", "lostJob", MSG_LOST,
          "Execucao perdida (relatada na inicializacao)", body="LostBody",
          description="O job volta a fila (automacao idempotente) ou termina FALHA (worker_lost)."),
 )

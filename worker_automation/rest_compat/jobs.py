@@ -9,6 +9,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from worker_automation.errors import BadInput, Unavailable
+from worker_automation.limits import INT32_MAX
 from worker_automation.resolvers import claims, recovery
 from worker_automation.resolvers.auth import SCOPE_WRITE
 from worker_automation.resolvers.automations import registered
@@ -28,12 +29,25 @@ from worker_automation.rest_compat.http import (
 )
 
 PREFIX = "/api/v1/jobs"
+MSG_CREATED = "Job criado com sucesso"
+MSG_PENDING = "Jobs pendentes recuperados com sucesso"
+MSG_STARTED = "Job reivindicado com sucesso"
+MSG_PROGRESS = "Progresso registrado"
+MSG_COMPLETED = "Job concluido com sucesso"
+MSG_FAILED = "Falha registrada"
+MSG_LOST = "Execucao perdida registrada"
+
+
+def batch_message(created: int) -> str:
+    return f"{created} job(s) criado(s) com sucesso"
+
+
 # Most pending jobs one request lists (the OpenAPI document says the same).
 MAX_PENDING = 500
 
 
 def _job_id(request: Request) -> int:
-    value = int_param(request.path_params["job_id"], "job_id", minimum=1, maximum=2**31 - 1)
+    value = int_param(request.path_params["job_id"], "job_id", minimum=1, maximum=INT32_MAX)
     assert value is not None
     return value
 
@@ -77,7 +91,7 @@ async def create_job(request: Request) -> Response:
         )
     except Unavailable as exc:
         return error(exc.message, 503, {"id": exc.details.get("worker_id")})
-    return success("Job criado com sucesso", view.as_dict(services.settings.tz), 201)
+    return success(MSG_CREATED, view.as_dict(services.settings.tz), 201)
 
 
 @guarded
@@ -98,7 +112,7 @@ async def create_jobs(request: Request) -> Response:
     except Unavailable as exc:
         return error(exc.message, 503, {"ids": exc.details.get("worker_ids")})
     tz = services.settings.tz
-    return success(f"{len(views)} job(s) criado(s) com sucesso", [v.as_dict(tz) for v in views], 201)
+    return success(batch_message(len(views)), [v.as_dict(tz) for v in views], 201)
 
 
 @guarded
@@ -114,7 +128,7 @@ async def pending(request: Request) -> Response:
     jobs = await claims.pending_jobs(services, machine, automation, limit)
     tz = services.settings.tz
     data = [job_for_machine(machine, j.as_dict(tz)) for j in jobs]
-    return success("Jobs pendentes recuperados com sucesso", data)
+    return success(MSG_PENDING, data)
 
 
 @guarded
@@ -124,7 +138,7 @@ async def start(request: Request) -> Response:
         job_id = _job_id(request)
         body = await json_body(request, required=False, checked=("task_id",))
         view = await claims.claim(services, machine, job_id, _task_id(body))
-        return success("Job reivindicado com sucesso", view.as_dict(services.settings.tz))
+        return success(MSG_STARTED, view.as_dict(services.settings.tz))
 
 
 @guarded
@@ -138,7 +152,7 @@ async def progress(request: Request) -> Response:
     if message is not None and not isinstance(message, str):
         raise BadInput("message", "message deve ser texto")
     view = await claims.report_progress(services, machine, job_id, body["progress"], message)
-    return success("Progresso registrado", view.as_dict(services.settings.tz))
+    return success(MSG_PROGRESS, view.as_dict(services.settings.tz))
 
 
 @guarded
@@ -149,7 +163,7 @@ async def complete(request: Request) -> Response:
         # The result is the operation's to judge: one it cannot store ends the job FALHA.
         body: dict[str, Any] = await json_body(request, required=False, checked=("task_id",))
         view = await claims.complete(services, machine, job_id, body.get("result"), _task_id(body))
-        return success("Job concluido com sucesso", view.as_dict(services.settings.tz))
+        return success(MSG_COMPLETED, view.as_dict(services.settings.tz))
 
 
 @guarded
@@ -167,7 +181,7 @@ async def fail(request: Request) -> Response:
         view = await claims.fail(
             services, machine, job_id, body.get("error"), exc_type, traceback, _task_id(body)
         )
-        return success("Falha registrada", view.as_dict(services.settings.tz))
+        return success(MSG_FAILED, view.as_dict(services.settings.tz))
 
 
 @guarded
@@ -178,7 +192,7 @@ async def lost(request: Request) -> Response:
     job_id = _job_id(request)
     body = await json_body(request, checked=("fault", "task_id"))
     view = await recovery.recover_lost(services, machine, job_id, body.get("fault"), _task_id(body))
-    return success("Execucao perdida registrada", view.as_dict(services.settings.tz))
+    return success(MSG_LOST, view.as_dict(services.settings.tz))
 
 
 def job_routes() -> list[BaseRoute]:

@@ -15,14 +15,15 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
+from worker_automation.limits import INT32_MAX
 from worker_automation.models import JobStatus
 from worker_automation.resolvers.dispatch import MAX_BATCH
 from worker_automation.rest_compat.api_table import NO_NUL, OPERATIONS, Operation, Param
+from worker_automation.rest_compat.schemas import shape_schemas
 from worker_automation.settings import Settings
 from worker_automation.vocabulary import REPORTED_FAULTS
 
 OPENAPI_PATH = "/api/v1/openapi.json"
-INT32_MAX = 2**31 - 1
 
 _STATUS_CODES: dict[int, str] = {
     400: "Requisicao invalida",
@@ -66,7 +67,6 @@ _STR: dict[str, Any] = {"type": "string"}
 # Text a caller sends: no NUL character (refused with 422 naming the field).
 _IN: dict[str, Any] = {"type": "string", "pattern": NO_NUL}
 _TIME: dict[str, Any] = {"type": "string", "format": "date-time", "nullable": True}
-_COUNTS: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "integer"}}
 
 
 def _worker_item(statuses: list[str]) -> dict[str, Any]:
@@ -96,19 +96,6 @@ def _schemas(queues: list[str]) -> dict[str, Any]:
     statuses = [s.value for s in JobStatus]
     queue_enum = {"type": "string", "enum": queues}
     item = _ref("WorkerItem")
-    summary_keys = ["total_active", "total_pending", "total_completed_today", "total_errors_today"]
-    load = {
-        "queue_name": _STR,
-        "workers_count": _int(0),
-        "active_count": _int(0),
-        "pending_count": _int(0),
-        "capacity": _int(0),
-        "load_percent": {"type": "number", "minimum": 0},
-    }
-    tasks = {
-        "active_tasks": {"type": "array", "items": item},
-        "pending_tasks": {"type": "array", "items": item},
-    }
     search_item = _obj(
         ["key", "display_name", "category", "queue", "requires_selenium"],
         key=_STR,
@@ -150,20 +137,8 @@ def _schemas(queues: list[str]) -> dict[str, Any]:
             per_page=_int(1, 100),
             pages=_int(0),
         ),
-        "Stats": _obj(["total", "by_status", "by_queue"], total=_int(0), by_status=_COUNTS, by_queue=_COUNTS),
-        "Summary": _obj(summary_keys, **{key: _int(0) for key in summary_keys}),
-        "QueueLoad": _obj(list(load), **load),
-        "QueueLive": _obj([*load, *tasks], **load, **tasks),
-        "QueueLiveStatus": _obj(
-            ["queues", "summary"],
-            queues={"type": "array", "items": _ref("QueueLive")},
-            summary=_ref("Summary"),
-        ),
-        "BrokerStatus": _obj(["available", "queues"], available={"type": "boolean"}, queues=_COUNTS),
-        "WorkersInspect": _obj(
-            ["active", "reserved", "scheduled", "stats", "ping", "available"],
-            available={"type": "boolean"},
-            **{s: {"type": "object"} for s in ("active", "reserved", "scheduled", "stats", "ping")},
+        **shape_schemas(
+            "Stats", "Summary", "QueueLoad", "QueueLive", "QueueLiveStatus", "BrokerStatus", "WorkersInspect"
         ),
         "TaskStatus": _obj(
             ["task_id", "status", "state", "result"],
@@ -191,16 +166,7 @@ def _schemas(queues: list[str]) -> dict[str, Any]:
             by_category={"type": "object", "additionalProperties": {"type": "array", "items": search_item}},
             total=_int(0),
         ),
-        "ClearResult": _obj(
-            ["cancelled", "scope"],
-            cancelled=_int(0),
-            scope={"type": "string", "enum": ["all", "queued", "running"]},
-        ),
-        "PurgeResult": _obj(
-            ["queue_name", "redis_keys_deleted"], queue_name=_STR, redis_keys_deleted=_int(0)
-        ),
-        "CleanupResult": _obj(["deleted"], deleted=_int(0)),
-        "SyncResult": _obj(["orphans_found", "total_checked"], orphans_found=_int(0), total_checked=_int(0)),
+        **shape_schemas("ClearResult", "PurgeResult", "CleanupResult", "SyncResult"),
         "MoveBody": _obj(["target_queue"], target_queue=queue_enum),
         "ReorderBody": _obj(["new_priority"], new_priority=_int(0, 9)),
         "DispatchBody": _obj(
@@ -226,9 +192,7 @@ def _schemas(queues: list[str]) -> dict[str, Any]:
             },
         },
         "FailBody": _obj(["error"], error={**_IN, "minLength": 1}, exc_type=_IN, traceback=_IN, task_id=_IN),
-        "LostBody": _obj(
-            ["fault"], fault={"type": "string", "enum": sorted(REPORTED_FAULTS)}, task_id=_IN
-        ),
+        "LostBody": _obj(["fault"], fault={"type": "string", "enum": sorted(REPORTED_FAULTS)}, task_id=_IN),
     }
 
 

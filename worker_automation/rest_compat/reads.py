@@ -7,7 +7,6 @@ requests arriving together share one answer.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -15,6 +14,7 @@ from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import Response
 
+from worker_automation.limits import INT32_MAX, INT32_MIN
 from worker_automation.models import JobStatus
 from worker_automation.resolvers import live
 from worker_automation.resolvers import reads as read_ops
@@ -24,6 +24,7 @@ from worker_automation.resolvers.search import search_automations
 from worker_automation.resolvers.views import WorkerView
 from worker_automation.rest_compat.http import int_param, read_route, success, text_param
 from worker_automation.services import Services
+from worker_automation.shapes import as_dict
 
 MSG_LIST = "Workers recuperados com sucesso"
 MSG_STATS = "Estatisticas recuperadas com sucesso"
@@ -36,9 +37,6 @@ MSG_TASK_STATUS = "Status da task recuperado com sucesso"
 MSG_DASHBOARD = "Dashboard recuperado com sucesso"
 MSG_WORKER = "Worker encontrado com sucesso"
 
-# Ids are 32-bit columns: anything outside would be a database error rather than "not found".
-INT32_MIN = -(2**31)
-INT32_MAX = 2**31 - 1
 DASHBOARD_QUEUED_PER_PAGE = 10
 
 
@@ -104,7 +102,7 @@ async def list_route(request: Request, services: Services) -> Response:
 @read_route
 async def stats_route(request: Request, services: Services) -> Response:
     totals = await read_ops.stats(services.db, services.settings.queues)
-    return success(MSG_STATS, totals.as_dict())
+    return success(MSG_STATS, as_dict(totals))
 
 
 @read_route
@@ -135,19 +133,19 @@ async def queue_live_route(request: Request, services: Services) -> Response:
     tz = services.settings.tz
     data = {
         "queues": [queue_dict(state, tz, with_tasks=True) for state in status.queues],
-        "summary": status.summary.as_dict(),
+        "summary": as_dict(status.summary),
     }
     return success(MSG_QUEUE_LIVE, data)
 
 
 @read_route
 async def broker_status_route(request: Request, services: Services) -> Response:
-    return success(MSG_BROKER, (await live.broker_status(services)).as_dict())
+    return success(MSG_BROKER, as_dict(await live.broker_status(services)))
 
 
 @read_route
 async def workers_inspect_route(request: Request, services: Services) -> Response:
-    return success(MSG_INSPECT, dataclasses.asdict(await live.workers_inspect(services)))
+    return success(MSG_INSPECT, as_dict(await live.workers_inspect(services)))
 
 
 @read_route
@@ -164,10 +162,10 @@ def dashboard_dict(board: live.Dashboard, queues: dict[str, int], tz: ZoneInfo) 
     broker = board.broker or live.BrokerStatus(False, {})
     queued = board.queued or Page[WorkerView]([], 0, 1, DASHBOARD_QUEUED_PER_PAGE)
     return {
-        "stats": stats.as_dict(),
+        "stats": as_dict(stats),
         "queues": [queue_dict(state, tz, with_tasks=False) for state in board.queues],
-        "summary": summary.as_dict(),
-        "broker": broker.as_dict(),
+        "summary": as_dict(summary),
+        "broker": as_dict(broker),
         "active": [item.rest_item(tz) for item in board.active],
         "queued": page_dict(queued, tz),
         "history": [item.rest_item(tz) for item in board.history],

@@ -21,6 +21,8 @@ from worker_automation.rest_compat.http import (
     text_param,
 )
 from worker_automation.rest_compat.reads import worker_id_of
+from worker_automation.rest_compat.schemas import REST_FIELDS
+from worker_automation.shapes import as_dict
 
 MSG_CANCEL = "Task cancelada com sucesso"
 MSG_RETRY = "Task re-enfileirada com sucesso"
@@ -76,7 +78,7 @@ async def clear_queue_route(request: Request) -> Response:
     scope = text_param(query.get("scope"), "scope")
     queue = text_param(query.get("queue"), "queue")
     result = await maintenance.clear_queue(services, principal.actor, scope, queue)
-    return success(result.message, {"cancelled": result.cancelled, "scope": result.scope.value})
+    return success(result.message, as_dict(result, REST_FIELDS["ClearResult"]))
 
 
 @guarded
@@ -85,20 +87,18 @@ async def purge_queue_route(request: Request) -> Response:
     queue_name = text_param(request.path_params["queue_name"], "queue_name") or ""
     confirm = bool_param(request.query_params.get("confirm"), "confirm")
     result = await maintenance.purge_queue(services, principal.actor, queue_name, confirm)
-    data = {"queue_name": result.queue_name, "redis_keys_deleted": result.redis_keys_deleted}
-    return success(result.message, data)
+    return success(result.message, as_dict(result, REST_FIELDS["PurgeResult"]))
 
 
 @guarded
 async def cleanup_no_client_route(request: Request) -> Response:
     services, principal = await principal_of(request, SCOPE_WRITE, manager=True)
-    deleted = await maintenance.cleanup_no_client(services, principal.actor)
-    return success(maintenance.cleanup_message(deleted), {"deleted": deleted})
+    result = await maintenance.cleanup_no_client(services, principal.actor)
+    return success(result.message, as_dict(result, REST_FIELDS["CleanupResult"]))
 
 
 @guarded
 async def sync_orphans_route(request: Request) -> Response:
     services, principal = await principal_of(request, SCOPE_WRITE, manager=True)
     result = await maintenance.sync_orphans(services, principal.actor)
-    data = {"orphans_found": result.orphans_found, "total_checked": result.total_checked}
-    return success(result.message, data)
+    return success(result.message, as_dict(result, REST_FIELDS["SyncResult"]))

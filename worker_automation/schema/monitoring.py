@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
 from zoneinfo import ZoneInfo
 
 import strawberry
@@ -11,6 +12,7 @@ from worker_automation.resolvers import live
 from worker_automation.resolvers.reads import Stats as StatsView
 from worker_automation.resolvers.reads import TaskStatus as TaskStatusView
 from worker_automation.schema.context import Info
+from worker_automation.schema.derived import FromView, derived
 from worker_automation.schema.fields import field
 from worker_automation.schema.scalars import JSON
 from worker_automation.schema.types import Worker, WorkerPage, workers_of
@@ -29,95 +31,40 @@ def counts(values: dict[str, int]) -> list[Count]:
     return [Count(key=k, count=v) for k, v in values.items()]
 
 
-@strawberry.type(description="Totals of jobs by status and by queue (every status and queue, zeros too).")
-class Stats:
+@derived(StatsView, description="Totals of jobs by status and by queue (every status and queue, zeros too).")
+class Stats(FromView):
     """Aggregated counts."""
 
-    total: int = strawberry.field(description="Every job row.")
-    by_status: JSON = strawberry.field(description='Map status -> count, e.g. {"AGENDADO": 18}.')
-    by_queue: JSON = strawberry.field(description='Map queue -> count, e.g. {"certidao": 640}.')
-    status_counts: list[Count] = strawberry.field(description="byStatus as a typed list.")
-    queue_counts: list[Count] = strawberry.field(description="byQueue as a typed list.")
+    by_status: JSON
+    by_queue: JSON
 
-    @classmethod
-    def from_view(cls, view: StatsView) -> Stats:
-        """Build from the resolver's stats."""
-        return cls(
-            total=view.total,
-            by_status=JSON(view.by_status),
-            by_queue=JSON(view.by_queue),
-            status_counts=counts(view.by_status),
-            queue_counts=counts(view.by_queue),
-        )
+    @field(description="byStatus as a typed list.")
+    def status_counts(self) -> list[Count]:
+        return counts(cast(dict[str, int], self.by_status))
+
+    @field(description="byQueue as a typed list.")
+    def queue_counts(self) -> list[Count]:
+        return counts(cast(dict[str, int], self.by_queue))
 
 
-@strawberry.type(description="One configured queue right now.")
-class QueueState:
+@derived(live.QueueState, description="One configured queue right now.")
+class QueueState(FromView):
     """Counts, capacity and load of a queue, with its first running and queued jobs."""
 
-    queue_name: str = strawberry.field(description="Queue name.")
-    workers_count: int = strawberry.field(description="Configured workers for the queue.")
-    active_count: int = strawberry.field(description="Jobs EXECUTANDO on it.")
-    pending_count: int = strawberry.field(description="Jobs AGENDADO on it.")
-    capacity: int = strawberry.field(description="How many jobs it runs at once (= workersCount).")
-    load_percent: float = strawberry.field(description="activeCount / capacity * 100, one decimal.")
-    active_tasks: list[Worker] = strawberry.field(
-        description="First 20 running jobs, longest running first (empty inside dashboard)."
-    )
-    pending_tasks: list[Worker] = strawberry.field(
-        description="First 20 queued jobs in run order (empty inside dashboard)."
-    )
-    paused: bool = strawberry.field(
-        default=False, description="Paused: its jobs are accepted and none runs until it is resumed."
-    )
 
-    @classmethod
-    def from_view(cls, view: live.QueueState, tz: ZoneInfo) -> QueueState:
-        """Build from the resolver's queue state."""
-        return cls(
-            queue_name=view.queue_name,
-            workers_count=view.workers_count,
-            active_count=view.active_count,
-            pending_count=view.pending_count,
-            capacity=view.capacity,
-            load_percent=view.load_percent,
-            active_tasks=workers_of(view.active_tasks, tz),
-            pending_tasks=workers_of(view.pending_tasks, tz),
-            paused=view.paused,
-        )
-
-
-@strawberry.type(description="Totals across queues; 'today' is the configured time zone's day.")
-class Summary:
+@derived(live.Summary, description="Totals across queues; 'today' is the configured time zone's day.")
+class Summary(FromView):
     """Open jobs now and terminal jobs today."""
 
-    total_active: int = strawberry.field(description="Jobs EXECUTANDO.")
-    total_pending: int = strawberry.field(description="Jobs AGENDADO.")
-    total_completed_today: int = strawberry.field(description="Jobs CONCLUIDO today.")
-    total_errors_today: int = strawberry.field(description="Jobs FALHA today.")
 
-    @classmethod
-    def from_view(cls, view: live.Summary) -> Summary:
-        """Build from the resolver's summary."""
-        return cls(
-            total_active=view.total_active,
-            total_pending=view.total_pending,
-            total_completed_today=view.total_completed_today,
-            total_errors_today=view.total_errors_today,
-        )
-
-
-@strawberry.type(description="Every configured queue right now, and the totals.")
-class QueueLiveStatus:
+@derived(live.QueueLiveStatus, description="Every configured queue right now, and the totals.")
+class QueueLiveStatus(FromView):
     """What queueLiveStatus returns and queueLoad pushes."""
-
-    queues: list[QueueState] = strawberry.field(description="One entry per configured queue.")
-    summary: Summary = strawberry.field(description="Totals across queues.")
 
     @classmethod
     def build(cls, states: list[live.QueueState], summary: live.Summary, tz: ZoneInfo) -> QueueLiveStatus:
         """Build from the resolver's queue states and summary."""
-        return cls(queues=[QueueState.from_view(s, tz) for s in states], summary=Summary.from_view(summary))
+        return cls.from_view(live.QueueLiveStatus(states, summary), tz)
 
 
 @strawberry.type(description="Messages waiting in one queue at one priority.")
@@ -129,18 +76,15 @@ class PriorityLength:
     count: int = strawberry.field(description="Messages waiting at that priority.")
 
 
-@strawberry.type(description="Snapshot of the broker: messages waiting in each queue.")
-class BrokerStatus:
+@derived(live.BrokerStatus, description="Snapshot of the broker: messages waiting in each queue.")
+class BrokerStatus(FromView):
     """LLEN of each queue over all its priority lists."""
 
-    available: bool = strawberry.field(description="False when Redis does not answer.")
-    queues: JSON = strawberry.field(description='Map queue -> messages waiting, e.g. {"certidao": 4}.')
-    queue_lengths: list[Count] = strawberry.field(description="queues as a typed list.")
+    queues: JSON
 
-    @classmethod
-    def from_view(cls, view: live.BrokerStatus) -> BrokerStatus:
-        """Build from the resolver's broker status."""
-        return cls(available=view.available, queues=JSON(view.queues), queue_lengths=counts(view.queues))
+    @field(description="queues as a typed list.")
+    def queue_lengths(self) -> list[Count]:
+        return counts(cast(dict[str, int], self.queues))
 
     @field(description="Messages waiting per queue and priority, non-empty lists only (read when asked).")
     async def priority_lengths(self, info: Info) -> list[PriorityLength]:
@@ -153,30 +97,17 @@ class BrokerStatus:
         ]
 
 
-@strawberry.type(description="Raw Celery inspect, sections keyed by worker hostname; empty if none answers.")
-class WorkersInspect:
+@derived(
+    InspectResult, description="Raw Celery inspect, sections keyed by worker hostname; empty if none answers."
+)
+class WorkersInspect(FromView):
     """What the Celery workers said they are doing."""
 
-    active: JSON = strawberry.field(description="Tasks running, per worker.")
-    reserved: JSON = strawberry.field(description="Tasks prefetched, per worker.")
-    scheduled: JSON = strawberry.field(description="Tasks with an ETA, per worker.")
-    stats: JSON = strawberry.field(description="Worker statistics, per worker.")
-    ping: JSON = strawberry.field(description="Ping replies, per worker.")
-    available: bool = strawberry.field(description="False when no worker (or no broker) answered.")
-    workers: list[str] = strawberry.field(description="Hostnames of the workers that answered.")
+    ping: JSON
 
-    @classmethod
-    def from_view(cls, view: InspectResult) -> WorkersInspect:
-        """Build from the broker's inspect result."""
-        return cls(
-            active=JSON(view.active),
-            reserved=JSON(view.reserved),
-            scheduled=JSON(view.scheduled),
-            stats=JSON(view.stats),
-            ping=JSON(view.ping),
-            available=view.available,
-            workers=sorted(view.ping),
-        )
+    @field(description="Hostnames of the workers that answered.")
+    def workers(self) -> list[str]:
+        return sorted(cast(dict[str, Any], self.ping))
 
 
 @strawberry.type(description="A task's Celery state: PENDING, STARTED, SUCCESS, FAILURE or REVOKED.")

@@ -113,7 +113,9 @@ class Mutation(OperatorMutation):
     @mutation(description="Delete open jobs whose client is missing (managers only).", extensions=manager())
     async def cleanup_no_client(self, info: Info) -> CleanupResult:
         principal = await info.context.principal()
-        return CleanupResult.of(await maintenance.cleanup_no_client(info.context.services, principal.actor))
+        return CleanupResult.from_view(
+            await maintenance.cleanup_no_client(info.context.services, principal.actor)
+        )
 
     @mutation(
         description="Cancel open jobs that lost their task in the broker (managers only).",

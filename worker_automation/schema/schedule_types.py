@@ -2,54 +2,24 @@
 
 from __future__ import annotations
 
-from zoneinfo import ZoneInfo
+import dataclasses
 
 import strawberry
 
 from worker_automation.resolvers.schedules import ScheduleInput as ScheduleData
 from worker_automation.resolvers.schedules import ScheduleView
-from worker_automation.resolvers.views import iso
-from worker_automation.schema.scalars import JSON, DateTime
+from worker_automation.schema.derived import FromView, derived
+from worker_automation.schema.scalars import JSON
 
 
-def _stamp(value: str | None) -> DateTime | None:
-    return DateTime(value) if value else None
-
-
-@strawberry.type(description="A cron timetable that creates a job at each occurrence.")
-class Schedule:
+@derived(ScheduleView, description="A cron timetable that creates a job at each occurrence.")
+class Schedule(FromView):
     """A schedule with the state of its timetable."""
 
-    id: int = strawberry.field(description="Internal id (its jobs carry it in metadataJson.schedule_id).")
-    automation_type: str = strawberry.field(description="Automation of the jobs it creates.")
-    cliente_id: int | None = strawberry.field(description="Client of the jobs it creates.")
-    context: JSON | None = strawberry.field(description="Input of the jobs it creates (checked by the form).")
-    priority: int = strawberry.field(description="Priority of the jobs it creates (0..9).")
-    cron: str = strawberry.field(description="Five-field cron expression (minute hour day month weekday).")
-    timezone: str = strawberry.field(description="IANA zone the cron expression is read in.")
-    enabled: bool = strawberry.field(description="False: no occurrence fires.")
-    next_run_at: DateTime | None = strawberry.field(description="Next occurrence to fire (null: disabled).")
-    last_run_at: DateTime | None = strawberry.field(description="When it last created a job.")
-    last_worker_id: int | None = strawberry.field(description="The last job it created.")
-    created_at: DateTime = strawberry.field(description="When it was created.")
 
-    @classmethod
-    def from_view(cls, view: ScheduleView, tz: ZoneInfo) -> Schedule:
-        """Build from the resolver's view, timestamps in ``tz``."""
-        return cls(
-            id=view.id,
-            automation_type=view.automation_type,
-            cliente_id=view.cliente_id,
-            context=JSON(view.context) if view.context is not None else None,
-            priority=view.priority,
-            cron=view.cron,
-            timezone=view.timezone,
-            enabled=view.enabled,
-            next_run_at=_stamp(iso(view.next_run_at, tz)),
-            last_run_at=_stamp(iso(view.last_run_at, tz)),
-            last_worker_id=view.last_worker_id,
-            created_at=DateTime(iso(view.created_at, tz) or ""),
-        )
+def _data_of(given: ScheduleInput | ScheduleUpdateInput) -> ScheduleData:
+    """The resolver's input: the fields of the same names."""
+    return ScheduleData(**{f.name: getattr(given, f.name) for f in dataclasses.fields(ScheduleData)})
 
 
 @strawberry.input(description="A new schedule.")
@@ -66,15 +36,7 @@ class ScheduleInput:
 
     def to_data(self) -> ScheduleData:
         """The resolver's input."""
-        return ScheduleData(
-            self.automation_type,
-            self.cliente_id,
-            self.context,
-            self.priority,
-            self.cron,
-            self.timezone,
-            self.enabled,
-        )
+        return _data_of(self)
 
 
 @strawberry.input(description="Changes to a schedule; omitted fields stay as they are.")
@@ -91,12 +53,4 @@ class ScheduleUpdateInput:
 
     def to_data(self) -> ScheduleData:
         """The resolver's input (None keeps the current value)."""
-        return ScheduleData(
-            self.automation_type,
-            self.cliente_id,
-            self.context,
-            self.priority,
-            self.cron,
-            self.timezone,
-            self.enabled,
-        )
+        return _data_of(self)

@@ -22,6 +22,7 @@ from worker_automation.resolvers.reads import Slice
 from worker_automation.resolvers.views import WorkerView, iso
 from worker_automation.schema.attempt_types import Attempt
 from worker_automation.schema.context import Info
+from worker_automation.schema.derived import FromView, derived, register_view
 from worker_automation.schema.enums import ChangeKind, EventKind, JobStatus, MachineStatus, change_of
 from worker_automation.schema.fields import field
 from worker_automation.schema.scalars import JSON, DateTime
@@ -55,18 +56,9 @@ class Machine:
         )
 
 
-@strawberry.type(description="A client company jobs run for.")
-class Cliente:
+@derived(ClienteView, description="A client company jobs run for.")
+class Cliente(FromView):
     """A client of the platform (minimal copy of the wider platform's record)."""
-
-    id: int = strawberry.field(description="Internal id (what jobs' clienteId points at).")
-    razao_social: str = strawberry.field(description="Registered company name.")
-    cnpj: str | None = strawberry.field(description="CNPJ, digits only.")
-
-    @classmethod
-    def from_view(cls, view: ClienteView) -> Cliente:
-        """Build from the resolver's view."""
-        return cls(id=view.id, razao_social=view.razao_social, cnpj=view.cnpj)
 
 
 def _at(value: datetime | None, tz: ZoneInfo) -> DateTime | None:
@@ -180,6 +172,9 @@ class Worker:
             updated_at=DateTime(str(data.get("updated_at") or "")),
             machine_id=data.get("machine_id"),
         )
+
+
+register_view(WorkerView, Worker, Worker.from_view)  # type: ignore[arg-type]
 
 
 def workers_of(views: list[WorkerView], tz: ZoneInfo) -> list[Worker]:

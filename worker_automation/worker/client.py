@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from worker_automation.limits import result_refusal
-from worker_automation.worker.http import ApiUnreachable, HttpClient, HttpReply
+from worker_automation.worker.http import REQUEST_TIMEOUT_SECONDS, ApiUnreachable, HttpClient, HttpReply
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,12 @@ class WorkerApiClient:
     """``/api/v1/jobs`` calls authenticated with ``X-Worker-Api-Key``."""
 
     def __init__(
-        self, api_url: str, api_key: str, *, timeout: float = 30.0, max_result_bytes: int = 1024 * 1024
+        self,
+        api_url: str,
+        api_key: str,
+        *,
+        timeout: float = REQUEST_TIMEOUT_SECONDS,
+        max_result_bytes: int = 1024 * 1024,
     ) -> None:
         self._http = HttpClient(api_url, {"X-Worker-Api-Key": api_key}, timeout=timeout)
         self._max_result_bytes = max_result_bytes

@@ -16,7 +16,7 @@ import json
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 from urllib.parse import urlencode, urlsplit
 
 
@@ -59,11 +59,19 @@ class _Connection:
             await self.writer.wait_closed()
 
 
+# How long a request may wait for its answer before it counts as unanswered (ApiTimeout).
+REQUEST_TIMEOUT_SECONDS: Final = 30.0
+
+
 class HttpClient:
     """Requests to one base URL over keep-alive connections (one per request in flight)."""
 
     def __init__(
-        self, base_url: str, headers: dict[str, str] | None = None, *, timeout: float = 30.0
+        self,
+        base_url: str,
+        headers: dict[str, str] | None = None,
+        *,
+        timeout: float = REQUEST_TIMEOUT_SECONDS,
     ) -> None:
         parts = urlsplit(base_url.rstrip("/"))
         if parts.scheme not in ("http", "https") or not parts.hostname:
