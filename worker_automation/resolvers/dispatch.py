@@ -155,6 +155,9 @@ def _checked_simple_fields(request: JobRequest, prefix: str | None, index: int) 
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise BadInput(_field(prefix, index, name), f"{name} deve ser um inteiro")
         check_int32(value, _field(prefix, index, name))
+    if request.cliente_id is not None and request.cliente_id < 1:
+        # Client ids are positive: a zero or negative one can only be a caller's mistake.
+        raise BadInput(_field(prefix, index, "cliente_id"), "cliente_id deve ser positivo")
     check_storable(request.context, _field(prefix, index, "context"))
 
 

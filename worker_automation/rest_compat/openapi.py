@@ -173,7 +173,9 @@ def _schemas(queues: list[str]) -> dict[str, Any]:
             ["automation_type"],
             automation_type={"type": "string", "enum": sorted(AUTOMATION_REGISTRY)},
             cliente_id=_nullable(_int(1, INT32_MAX)),
-            context={"type": "object", "description": "Validado contra o formulario da automacao"},
+            context=_nullable(
+                {"type": "object", "description": "Validado contra o formulario da automacao (null: vazio)"}
+            ),
             priority={**_int(0, 9), "default": 0},
         ),
         "DispatchBatchBody": _obj(
