@@ -41,7 +41,8 @@ def queues(redis_prefix: str) -> Queues:
 
 @pytest.fixture
 def settings(queues: Queues) -> Settings:
-    return Settings(queues={queues.main: 1, queues.other: 2})
+    # Task events on: the sends below are checked for their task-sent events.
+    return Settings(queues={queues.main: 1, queues.other: 2}, task_events=True)
 
 
 @pytest.fixture

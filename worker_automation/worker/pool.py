@@ -49,7 +49,7 @@ from celery.signals import (
 )
 from celery.worker import state as worker_state
 
-from worker_automation.broker.celery_app import make_celery
+from worker_automation.broker.celery_app import JobTaskBackend, make_celery
 from worker_automation.settings import Settings
 from worker_automation.vocabulary import PASSING_REFUSALS
 from worker_automation.worker.celery_logging import quiet_celery_logging
@@ -161,8 +161,10 @@ def register_tasks(app: Celery, settings: Settings) -> None:
             raise task.retry(countdown=retry_delay(task.request.retries or 0), max_retries=None)
         return {"outcome": result.outcome.value, "reason": result.reason}
 
+    backend = JobTaskBackend(app=app, url=settings.redis_url)
     for automation in AUTOMATION_REGISTRY.values():
-        app.task(name=automation.task_name, bind=True, acks_late=True, max_retries=None)(run_job)
+        options = {"bind": True, "acks_late": True, "max_retries": None, "backend": backend}
+        app.task(name=automation.task_name, **options)(run_job)
     worker_process_shutdown.connect(_settle_before_exit, weak=False)
 
     supervisor = os.getpid()
@@ -339,7 +341,7 @@ def run_pool_worker(settings: Settings, *, queue: str, concurrency: int | None, 
         "prefork",
         "-n",
         node,
-        "-E",
+        *(["-E"] if settings.task_events else []),
         "--without-mingle",
         "--without-gossip",
         "-l",
