@@ -184,7 +184,8 @@ def run(args: argparse.Namespace) -> None:
     try:
         purge(QUEUE)
         asyncio.run(recreate_database(args.database))
-        api = start_api(procs, args.database, name="serve")
+        # Flower learns about tasks only from Celery task events, which are off by default.
+        api = start_api(procs, args.database, name="serve", extra_env={"WA_TASK_EVENTS": "true"})
         key = api.operator_key()
         machine_key = api.machine_key("bench-flower-pool", queue=QUEUE)
         flower = start_flower(procs, celery, flower_port)

@@ -25,7 +25,8 @@ DATABASE = "wa_bench_pipeline_peer"
 BROKER_URL = os.environ.get("BENCH_PEER_BROKER_URL", redis_url())
 RESULTS_URL = f"db+postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{DATABASE}"
 
-app = make_celery(Settings(redis_url=BROKER_URL, database_url="sqlite://"), BROKER_URL, name="bench_peer")
+settings = Settings(redis_url=BROKER_URL, database_url="sqlite://", task_events=True)
+app = make_celery(settings, BROKER_URL, name="bench_peer")
 app.conf.update(result_backend=RESULTS_URL, result_extended=True)
 
 

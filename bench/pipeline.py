@@ -99,6 +99,19 @@ def purge(queue: str) -> None:
         client.close()
 
 
+async def connect(database: str) -> asyncpg.Connection:
+    """A connection to ``database``, waiting (up to a minute) while the shared server has no free
+    connection slot: other programs on the machine may hold them for a moment."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return await asyncpg.connect(pg_url(database))
+        except asyncpg.TooManyConnectionsError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
+
+
 # ---------------------------------------------------------------- our pipeline
 
 
@@ -144,7 +157,7 @@ async def dispatch_all(
 
 
 async def wait_concluded(database: str, first_id: int, jobs: int) -> int:
-    conn = await asyncpg.connect(pg_url(database))
+    conn = await connect(database)
     try:
         deadline = time.monotonic() + TIMEOUT_SECONDS
         done = 0
@@ -163,7 +176,7 @@ async def wait_concluded(database: str, first_id: int, jobs: int) -> int:
 
 
 async def job_times(database: str, first_id: int) -> list[tuple[datetime, datetime]]:
-    conn = await asyncpg.connect(pg_url(database))
+    conn = await connect(database)
     try:
         rows = await conn.fetch(
             "SELECT created_at, data_fim FROM workers WHERE id > $1 AND status = 'CONCLUIDO'", first_id
@@ -174,7 +187,7 @@ async def job_times(database: str, first_id: int) -> list[tuple[datetime, dateti
 
 
 async def last_id(database: str) -> int:
-    conn = await asyncpg.connect(pg_url(database))
+    conn = await connect(database)
     try:
         return int(await conn.fetchval("SELECT coalesce(max(id), 0) FROM workers"))
     finally:
@@ -309,7 +322,7 @@ def wait_ping(app: Any, worker: Proc) -> None:
 
 async def peer_results(ids: set[str]) -> dict[str, float]:
     """Task id -> date_done of the peer's tasks stored as SUCCESS, polled until all are there."""
-    conn = await asyncpg.connect(pg_url(PEER_DATABASE))
+    conn = await connect(PEER_DATABASE)
     try:
         deadline = time.monotonic() + TIMEOUT_SECONDS
         while time.monotonic() < deadline:
@@ -328,7 +341,7 @@ async def peer_results(ids: set[str]) -> dict[str, float]:
 
 
 async def clear_peer_results() -> None:
-    conn = await asyncpg.connect(pg_url(PEER_DATABASE))
+    conn = await connect(PEER_DATABASE)
     try:
         await conn.execute("TRUNCATE celery_taskmeta")
     finally:

@@ -20,7 +20,8 @@ QUEUE = "bench_noop"
 TASK_NAME = "bench.noop"
 BROKER_URL = os.environ.get("BENCH_RAW_BROKER_URL", redis_url())
 
-app = make_celery(Settings(redis_url=BROKER_URL, database_url="sqlite://"), BROKER_URL, name="bench_raw")
+settings = Settings(redis_url=BROKER_URL, database_url="sqlite://", task_events=True)
+app = make_celery(settings, BROKER_URL, name="bench_raw")
 
 
 @app.task(name=TASK_NAME)

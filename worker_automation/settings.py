@@ -78,6 +78,10 @@ class Settings(BaseSettings):
     # Finished jobs (CONCLUIDO, FALHA, CANCELADO) older than this many days are deleted, with their
     # attempts, by the periodic housekeeping of `serve`; 0 keeps everything.
     retention_days: int = Field(default=90, ge=0)
+    # Celery task events (task-sent from the API, received/started/succeeded from pool workers)
+    # for a monitor such as Flower. The service's own live views come from its event bus and the
+    # job rows, so they are off unless asked for: they cost each job a few Redis publishes.
+    task_events: bool = False
     # A pool worker started by an embedded `serve` gets serve's pid here: it ends when serve does.
     exit_with_parent: int | None = None
 

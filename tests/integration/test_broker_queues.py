@@ -18,6 +18,7 @@ import pytest
 import redis
 
 from tests.integration.celery_probe_tasks import probe_worker
+from worker_automation.broker.celery_app import JobTaskBackend, ResultBackend, make_celery
 from worker_automation.broker.gateway import BrokerGateway, CeleryTaskResult
 from worker_automation.broker.queues import priority_keys
 from worker_automation.errors import Unavailable
@@ -41,7 +42,8 @@ def queues(redis_prefix: str) -> Queues:
 
 @pytest.fixture
 def settings(queues: Queues) -> Settings:
-    return Settings(queues={queues.main: 1, queues.other: 2})
+    # Task events on: the sends below are checked for their task-sent events.
+    return Settings(queues={queues.main: 1, queues.other: 2}, task_events=True)
 
 
 @pytest.fixture
@@ -227,3 +229,17 @@ async def test_send_gives_up_on_a_silent_server_within_two_seconds(
             assert time.monotonic() - started < 2.5
         finally:
             await gateway.close()
+
+
+def test_a_job_task_keeps_its_start_in_the_result_backend_but_not_its_success(redis_url: str) -> None:
+    # The job row records how a job ended: writing the task's success to Redis as well only cost
+    # each job a read and a write. Its start stays there (sync-orphans reads it for open jobs).
+    app = make_celery(Settings(), redis_url)
+    jobs, plain = JobTaskBackend(app=app, url=redis_url), ResultBackend(app=app, url=redis_url)
+    for backend, task_id in ((jobs, "job-task"), (plain, "other-task")):
+        backend.mark_as_started(task_id, pid=1)
+        backend.mark_as_done(task_id, {"outcome": "completed"})
+    assert jobs.get_task_meta("job-task")["status"] == "STARTED"
+    assert plain.get_task_meta("other-task")["status"] == "SUCCESS"
+    jobs.mark_as_retry("job-task", RuntimeError("limite"))
+    assert jobs.get_task_meta("job-task")["status"] == "RETRY"

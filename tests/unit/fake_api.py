@@ -27,6 +27,8 @@ class FakeApi:
     mode: str = "up"
     refusals: dict[int, str] = field(default_factory=dict)
     lost_answer: int = 200
+    # The job's status a 409 to a lost report names ("AGENDADO": nobody's claim has landed yet).
+    lost_status: str | None = None
     # Take the next claim, then drop the connection instead of answering (an API killed mid-way).
     drop_next_claim: bool = False
     calls: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)
@@ -61,7 +63,8 @@ class FakeApi:
             job["task_id"] = payload.get("task_id")
             return _reply(200, {"success": True, "message": "ok", "data": job})
         if kind == "lost":
-            return _reply(self.lost_answer, {"success": self.lost_answer < 400, "message": "", "data": {}})
+            data = {"status": self.lost_status, "reason": "not_holder"} if self.lost_status else {}
+            return _reply(self.lost_answer, {"success": self.lost_answer < 400, "message": "", "data": data})
         return _reply(200, {"success": True, "message": "ok", "data": {"id": job_id}})
 
 

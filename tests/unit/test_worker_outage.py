@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.unit.fake_api import FakeApi, fake_api
+from worker_automation.worker import reports
 from worker_automation.worker.client import WorkerApiClient
 from worker_automation.worker.held import HeldJobs, drop_left_behind
 from worker_automation.worker.outbox import Outbox
@@ -318,3 +319,87 @@ async def test_a_lost_report_answered_409_means_nothing_to_do(tmp_path: Path) ->
         await pipeline.close()
     assert api.kinds() == [("lost", 12)]
     assert entries(held) == []
+
+
+def left_behind_by_a_dead_process(tmp_path: Path, job_id: int, task_id: str | None) -> Path:
+    held = tmp_path / "held"
+    held.mkdir()
+    (held / f"dead.1-{job_id}.json").write_text(json.dumps({"job_id": job_id, "task_id": task_id}))
+    return held
+
+
+@pytest.fixture
+def quick_claim_watch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reports, "CLAIM_IN_FLIGHT_FIRST_DELAY", 0.05)
+    monkeypatch.setattr(reports, "CLAIM_IN_FLIGHT_MAX_DELAY", 0.1)
+    monkeypatch.setattr(reports, "CLAIM_IN_FLIGHT_SECONDS", 1.0)
+
+
+@pytest.mark.usefixtures("quick_claim_watch")
+async def test_a_lost_report_about_a_job_still_agendado_is_sent_again_until_the_claim_lands(
+    tmp_path: Path,
+) -> None:
+    # The dead process's claim was still on its way through the API when the report came: the
+    # report is sent again, and once the claim has landed the API ends the run.
+    held = left_behind_by_a_dead_process(tmp_path, 13, None)
+    async with fake_api(lost_answer=409, lost_status="AGENDADO") as api:
+        pipeline = pipeline_for(api, tmp_path)
+        assert await pipeline.recover_left_behind() == (0, 0)
+        assert len(entries(held)) == 1  # kept while watched
+        await until(lambda: len(api.calls) >= 2)
+        api.lost_answer, api.lost_status = 200, None
+        await until(lambda: not entries(held))
+        await pipeline.close()
+    kinds = api.kinds()
+    assert set(kinds) == {("lost", 13)} and len(kinds) >= 3
+    assert api.calls[-1][2] == {"fault": WORKER_LOST}
+
+
+@pytest.mark.usefixtures("quick_claim_watch")
+async def test_a_job_left_behind_that_stays_agendado_is_let_go_after_the_bound(tmp_path: Path) -> None:
+    held = left_behind_by_a_dead_process(tmp_path, 14, "t14")
+    async with fake_api(lost_answer=409, lost_status="AGENDADO") as api:
+        pipeline = pipeline_for(api, tmp_path)
+        started = asyncio.get_running_loop().time()
+        await pipeline.recover_left_behind()
+        await until(lambda: not entries(held))
+        elapsed = asyncio.get_running_loop().time() - started
+        await pipeline.close()
+    assert 0.5 <= elapsed <= 3.0
+    assert set(api.kinds()) == {("lost", 14)} and 3 <= len(api.calls) <= 20
+
+
+@pytest.mark.usefixtures("quick_claim_watch")
+async def test_a_claim_of_a_watched_job_refused_as_already_claimed_reports_the_dead_claim(
+    tmp_path: Path,
+) -> None:
+    # This process claims the job itself while the dead process's claim may still land: the watch
+    # stops (no report can end this process's own run), and "already claimed" means the dead
+    # process's claim landed, so that run is reported as never started.
+    left_behind_by_a_dead_process(tmp_path, 15, None)
+    async with fake_api(lost_answer=409, lost_status="AGENDADO", refusals={15: "already_claimed"}) as api:
+        pipeline = pipeline_for(api, tmp_path)
+        await pipeline.recover_left_behind()
+        api.lost_answer, api.lost_status = 200, None
+        result = await pipeline.run(15)
+        assert (result.outcome, result.reason) == (Outcome.REFUSED, "already_claimed")
+        await asyncio.sleep(0.3)  # the watch would have sent its report by now
+        assert entries(tmp_path / "held") == []
+        await pipeline.close()
+    assert api.kinds() == [("lost", 15), ("start", 15), ("lost", 15)]
+    assert api.calls[2][2] == {"fault": NOT_STARTED}
+
+
+@pytest.mark.usefixtures("quick_claim_watch")
+async def test_a_claim_of_a_watched_job_that_succeeds_is_never_reported_lost(tmp_path: Path) -> None:
+    left_behind_by_a_dead_process(tmp_path, 16, None)
+    async with fake_api(lost_answer=409, lost_status="AGENDADO") as api:
+        pipeline = pipeline_for(api, tmp_path)
+        await pipeline.recover_left_behind()
+        api.lost_answer, api.lost_status = 200, None
+        result = await pipeline.run(16)
+        assert result.outcome is Outcome.COMPLETED
+        await pipeline.settle()
+        await asyncio.sleep(0.3)
+        await pipeline.close()
+    assert api.kinds() == [("lost", 16), ("start", 16), ("complete", 16)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, Final
 
-from celery import Celery
+from celery import Celery, states
 from celery.backends.redis import RedisBackend
 from kombu.entity import Queue
 
@@ -43,6 +43,23 @@ class ResultBackend(RedisBackend):  # type: ignore[misc]
 
     def on_task_call(self, producer: Any, task_id: str) -> dict[str, Any]:
         return {}
+
+
+class JobTaskBackend(ResultBackend):
+    """The result backend of the job tasks: how a job ended is its row's, recorded by the API from
+    the worker's report, so a task's success is not written to Redis again (nor read first, as
+    Celery does before every write). Its start, retries and failures are still stored: ``sync-
+    orphans`` reads them for open jobs."""
+
+    def mark_as_done(
+        self,
+        task_id: str,
+        result: Any,
+        request: Any = None,
+        store_result: bool = True,
+        state: str = states.SUCCESS,
+    ) -> None:
+        super().mark_as_done(task_id, result, request=request, store_result=False, state=state)
 
 
 def transport_options() -> dict[str, Any]:
@@ -88,8 +105,8 @@ def make_celery(settings: Settings, broker_url: str, *, name: str = DEFAULT_APP_
         result_serializer="json",
         accept_content=["json"],
         result_expires=timedelta(days=1),
-        worker_send_task_events=True,
-        task_send_sent_event=True,
+        worker_send_task_events=settings.task_events,
+        task_send_sent_event=settings.task_events,
         enable_utc=True,
     )
     return app

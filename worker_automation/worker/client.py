@@ -6,9 +6,11 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from worker_automation.limits import result_refusal
+from worker_automation.vocabulary import JobStatus
 from worker_automation.worker.http import REQUEST_TIMEOUT_SECONDS, ApiUnreachable, HttpClient, HttpReply
 
 log = logging.getLogger(__name__)
@@ -38,6 +40,27 @@ class Claim:
     @property
     def claimed(self) -> bool:
         return self.job is not None
+
+
+class LostAnswer(StrEnum):
+    """What the API did with a report of a lost run."""
+
+    ENDED = "ended"  # the run was this machine's: ended or queued again
+    NOTHING = "nothing"  # not this machine's run (or no such job): nothing to do
+    # The job is still AGENDADO: nothing to do yet, but a claim of the dead process may still be
+    # on its way through the API and land after this answer.
+    UNCLAIMED = "unclaimed"
+
+
+def still_unclaimed(response: HttpReply) -> bool:
+    """Whether a 409 answer says the job is still AGENDADO (not claimed by anyone yet)."""
+    if response.status_code != 409:
+        return False
+    try:
+        data = response.json().get("data")
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(data, dict) and data.get("status") == JobStatus.AGENDADO.value
 
 
 class WorkerApiClient:
@@ -175,15 +198,19 @@ class WorkerApiClient:
         self._data(response)
         return True
 
-    async def lost(self, job_id: int, fault: str, task_id: str | None = None) -> bool:
+    async def lost(self, job_id: int, fault: str, task_id: str | None = None) -> LostAnswer:
         """Say that this machine's run ``task_id`` of ``job_id`` ended without a report (its process
-        died): the API ends or re-queues it. False when there is nothing to do (409: this machine
-        does not hold that run; 404: no such job). Tried once, like :meth:`start`."""
+        died): the API ends or re-queues it. Nothing to do on 409 (this machine does not hold
+        that run) or 404 (no such job); a 409 about a job still AGENDADO says so. Tried once, like
+        :meth:`start`."""
         body: dict[str, Any] = {"fault": fault}
         if task_id is not None:
             body["task_id"] = task_id
         response = await self._call("POST", f"/api/v1/jobs/{job_id}/lost", json=body, retry=False)
-        if response.status_code in (404, 409):
-            return False
+        if response.status_code == 409:
+            return LostAnswer.UNCLAIMED if still_unclaimed(response) else LostAnswer.NOTHING
+        if response.status_code == 404:
+            return LostAnswer.NOTHING
         self._data(response)
-        return True
+        return LostAnswer.ENDED
+

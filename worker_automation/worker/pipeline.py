@@ -183,10 +183,11 @@ class JobPipeline:
     async def claim(self, job_id: int, task_id: str | None = None) -> Claim:
         """Claim ``job_id``, first sending the reports kept for lack of an answer (they free the
         slots this claim is counted against); waits while the API does not answer."""
+        # Whether a claim of this machine may have gone through without its answer reaching this
+        # process (an earlier attempt below, or a dead process's claim still on its way): refused
+        # afterwards as "already claimed", the run may be ours.
+        ambiguous = job_id in self.reports.unclaimed and await self.reports.claiming(job_id)
         self.reports.holding(job_id, task_id)
-        # Whether a claim left this process and its answer never came back (the API may have
-        # acted on it): refused afterwards as "already claimed", the run may be ours.
-        ambiguous = False
 
         async def attempt() -> Claim:
             nonlocal ambiguous

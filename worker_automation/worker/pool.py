@@ -38,7 +38,6 @@ from collections.abc import Coroutine
 from concurrent.futures import Future
 from typing import Any, Final, TypeVar
 
-import httpx
 from celery import Celery, Task
 from celery.exceptions import Reject, WorkerLostError
 from celery.signals import (
@@ -50,12 +49,13 @@ from celery.signals import (
 )
 from celery.worker import state as worker_state
 
-from worker_automation.broker.celery_app import make_celery
+from worker_automation.broker.celery_app import JobTaskBackend, make_celery
 from worker_automation.settings import Settings
-from worker_automation.vocabulary import PASSING_REFUSALS, JobStatus
+from worker_automation.vocabulary import PASSING_REFUSALS
 from worker_automation.worker.celery_logging import quiet_celery_logging
-from worker_automation.worker.client import WorkerApiClient
+from worker_automation.worker.client import WorkerApiClient, still_unclaimed
 from worker_automation.worker.held import HeldJobs, drop_left_behind
+from worker_automation.worker.http import ApiTimeout, ApiUnreachable, HttpClient
 from worker_automation.worker.implementations import load_implementations
 from worker_automation.worker.lifetime import exit_with_parent
 from worker_automation.worker.outbox import Outbox
@@ -70,6 +70,8 @@ SETTLE_TIMEOUT_SECONDS: Final = 30.0
 # What a Celery worker sends its pool processes when it shuts down: a claim waiting for the API
 # gives its message back instead of keeping the shutdown waiting.
 STOP_SIGNAL: Final = signal.SIGUSR2
+# How long the worker's main process waits for each answer when it reports for its pool processes.
+MAIN_REPORT_TIMEOUT_SECONDS: Final = 10.0
 
 
 class _ProcessState:
@@ -134,8 +136,6 @@ def _process_state(settings: Settings) -> _ProcessState:
 # Refusals that end by themselves: the message is kept and tried again later instead of being
 # consumed, so the job runs without anyone acting. Every other refusal means someone else has it.
 RETRIED_REFUSALS: Final = PASSING_REFUSALS
-# A job's status before its claim.
-UNCLAIMED_STATUS: Final = JobStatus.AGENDADO
 
 
 def retry_delay(retries: int) -> float:
@@ -161,8 +161,10 @@ def register_tasks(app: Celery, settings: Settings) -> None:
             raise task.retry(countdown=retry_delay(task.request.retries or 0), max_retries=None)
         return {"outcome": result.outcome.value, "reason": result.reason}
 
+    backend = JobTaskBackend(app=app, url=settings.redis_url)
     for automation in AUTOMATION_REGISTRY.values():
-        app.task(name=automation.task_name, bind=True, acks_late=True, max_retries=None)(run_job)
+        options = {"bind": True, "acks_late": True, "max_retries": None, "backend": backend}
+        app.task(name=automation.task_name, **options)(run_job)
     worker_process_shutdown.connect(_settle_before_exit, weak=False)
 
     supervisor = os.getpid()
@@ -201,32 +203,33 @@ def _report_from_main(
     """Send each ``(job id, route, body)`` to ``/api/v1/jobs/{id}/{route}`` over one connection;
     a job no longer this machine's answers 409 and is left as it is. Returns the jobs the API
     answered for (below 500), and those that were not claimed yet (the process died before its
-    claim): they are still AGENDADO."""
+    claim): they are still AGENDADO. Called from the worker's main process or its threads, which
+    run no event loop of their own: the workers' one HTTP client runs in a loop made for it."""
+    return asyncio.run(_send_from_main(settings, reports, what))
+
+
+async def _send_from_main(
+    settings: Settings, reports: list[tuple[Any, str, dict[str, Any]]], what: str
+) -> tuple[list[Any], list[Any]]:
     headers = {"X-Worker-Api-Key": settings.worker_api_key or ""}
     answered: list[Any] = []
     unclaimed: list[Any] = []
-    with httpx.Client(base_url=settings.api_url, headers=headers, timeout=10) as http:
+    http = HttpClient(settings.api_url, headers, timeout=MAIN_REPORT_TIMEOUT_SECONDS)
+    try:
         for job_id, route, body in reports:
             try:
-                answer = http.post(f"/api/v1/jobs/{job_id}/{route}", json=body)
-            except httpx.HTTPError as exc:
+                answer = await http.request("POST", f"/api/v1/jobs/{job_id}/{route}", json_body=body)
+            except (ApiUnreachable, ApiTimeout) as exc:
                 log.error("job %s: %s not reported: %s", job_id, what, exc)
                 continue
             log.warning("job %s reported (%s): %s", job_id, what, answer.status_code)
             if answer.status_code < 500:
                 answered.append(job_id)
-            if answer.status_code == 409 and _status_in(answer) == UNCLAIMED_STATUS:
+            if still_unclaimed(answer):
                 unclaimed.append(job_id)
+    finally:
+        await http.close()
     return answered, unclaimed
-
-
-def _status_in(answer: httpx.Response) -> str | None:
-    try:
-        data = answer.json().get("data") or {}
-    except ValueError:
-        return None
-    status = data.get("status") if isinstance(data, dict) else None
-    return str(status) if status is not None else None
 
 
 def report_lost(task: Task, task_id: str, job_id: Any, settings: Settings) -> None:
@@ -338,7 +341,7 @@ def run_pool_worker(settings: Settings, *, queue: str, concurrency: int | None, 
         "prefork",
         "-n",
         node,
-        "-E",
+        *(["-E"] if settings.task_events else []),
         "--without-mingle",
         "--without-gossip",
         "-l",

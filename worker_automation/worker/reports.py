@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from worker_automation.vocabulary import Fault
-from worker_automation.worker.client import ApiError, WorkerApiClient
+from worker_automation.worker.client import ApiError, LostAnswer, WorkerApiClient
 from worker_automation.worker.held import HeldJobs
 from worker_automation.worker.http import ApiTimeout, ApiUnreachable
 from worker_automation.worker.outbox import Entry, Kind, Outbox
@@ -30,6 +30,14 @@ UNANSWERED = (ApiUnreachable, ApiTimeout, ApiError)
 WORKER_LOST: Final = Fault.WORKER_LOST.value
 # A claim the API recorded but whose answer never arrived: the automation never ran.
 NOT_STARTED: Final = Fault.NOT_STARTED.value
+# A job a dead process held and the API still has AGENDADO: that process's claim may still be on
+# its way through the API (a process killed just after sending it, an API slow after a restart)
+# and land after the answer, leaving the job EXECUTANDO with nobody running it. It is reported
+# again, at growing intervals from the first, for this long; a claim the API had not acted on by
+# then was not going to be (the dead process's own timeout was 30 s).
+CLAIM_IN_FLIGHT_SECONDS: Final = 30.0
+CLAIM_IN_FLIGHT_FIRST_DELAY: Final = 0.5
+CLAIM_IN_FLIGHT_MAX_DELAY: Final = 8.0
 
 
 class Reports:
@@ -52,6 +60,10 @@ class Reports:
         self._lost: list[tuple[int, str | None]] = []
         self._sending = asyncio.Lock()
         self._retry: asyncio.Task[None] | None = None
+        # Jobs left behind still AGENDADO, reported again while a late claim may land; a claim of
+        # one by this process takes it over (under the lock, so no report is on its way then).
+        self.unclaimed: dict[int, asyncio.Task[None]] = {}
+        self._unclaimed_guard = asyncio.Lock()
 
     # --- the held-jobs ledger -----------------------------------------------------------------
 
@@ -224,9 +236,14 @@ class Reports:
         acted = 0
         for job_id, task_id in jobs:
             try:
-                if await self.client.lost(job_id, WORKER_LOST, task_id):
+                answer = await self.client.lost(job_id, WORKER_LOST, task_id)
+                if answer is LostAnswer.ENDED:
                     acted += 1
                     log.warning("job %s was held by a process that died: reported %s", job_id, WORKER_LOST)
+                elif answer is LostAnswer.UNCLAIMED:
+                    log.info("job %s held by a process that died is still AGENDADO: watched", job_id)
+                    self._watch_unclaimed(job_id, task_id)
+                    continue
                 else:
                     log.info("job %s held by a process that died: nothing left to do", job_id)
             except UNANSWERED as exc:
@@ -239,6 +256,53 @@ class Reports:
             assert self.held is not None
             self.held.release(job_id)
         return acted
+
+    def _watch_unclaimed(self, job_id: int, task_id: str | None) -> None:
+        if job_id not in self.unclaimed:
+            watch = asyncio.get_running_loop().create_task(self._report_until_claimed(job_id, task_id))
+            self.unclaimed[job_id] = watch
+
+    async def _report_until_claimed(self, job_id: int, task_id: str | None) -> None:
+        """Report ``job_id`` lost again while the API has it AGENDADO, for CLAIM_IN_FLIGHT_SECONDS;
+        then its ledger entry goes (unless this process claimed the job meanwhile: the entry is
+        its own then)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CLAIM_IN_FLIGHT_SECONDS
+        waits = delays(CLAIM_IN_FLIGHT_FIRST_DELAY, CLAIM_IN_FLIGHT_MAX_DELAY)
+        outcome = f"still AGENDADO after {CLAIM_IN_FLIGHT_SECONDS:.0f}s: no claim of the dead process landed"
+        while (delay := next(waits)) and loop.time() + delay <= deadline:
+            if not await sleep_unless(self.stopping, delay):
+                return  # shutting down: the entry stays for the next process
+            async with self._unclaimed_guard:
+                if self.unclaimed.get(job_id) is not asyncio.current_task():
+                    return  # this process is claiming it: its claim decides
+                try:
+                    answer = await self.client.lost(job_id, WORKER_LOST, task_id)
+                except UNANSWERED as exc:
+                    log.warning("job %s: %s not reported yet: %s", job_id, WORKER_LOST, exc)
+                    continue
+            if answer is not LostAnswer.UNCLAIMED:
+                outcome = "reported" if answer is LostAnswer.ENDED else "nothing left to do"
+                break
+        async with self._unclaimed_guard:
+            if self.unclaimed.get(job_id) is asyncio.current_task():
+                del self.unclaimed[job_id]
+                assert self.held is not None
+                self.held.release(job_id)
+                log.info("job %s held by a process that died: %s", job_id, outcome)
+
+    async def claiming(self, job_id: int) -> bool:
+        """Before this process claims ``job_id``: True when a dead process of this machine held it
+        and the API still had it AGENDADO (its claim may yet land, so a refusal as already claimed
+        may be that claim: the caller reports it then). Its watch ends here."""
+        if job_id not in self.unclaimed:
+            return False
+        async with self._unclaimed_guard:
+            watch = self.unclaimed.pop(job_id, None)
+        if watch is None:
+            return False
+        watch.cancel()
+        return True
 
     async def report_own_lost(self, job_id: int, task_id: str | None) -> None:
         """A claim of ours that may have gone through unanswered: the API says "already claimed"
@@ -253,10 +317,11 @@ class Reports:
     async def close(self) -> None:
         """Before the process exits: try what is kept once more and let the records go (what is
         still in them is then the next process's)."""
-        if self._retry is not None:
-            self._retry.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._retry
+        watches = [*self.unclaimed.values(), *([self._retry] if self._retry is not None else [])]
+        self.unclaimed = {}
+        for task in watches:
+            task.cancel()
+        await asyncio.gather(*watches, return_exceptions=True)
         if self.kept:
             await self.send_kept()
         if self.outbox is not None:
