@@ -97,7 +97,7 @@ def job_event(n: int) -> Event:
     now = time.time()
     return Event(
         kind=EventKind.PROGRESS,
-        worker={
+        job={
             "id": 1_000_000 + n, "task_id": str(uuid.uuid4()), "cliente_id": 1024, "usuario_id": 42,
             "path_file": None, "status": "EXECUTANDO", "data_inicio": "2026-07-08T09:15:00-03:00",
             "data_fim": None, "mensagem_erro": None, "automation_type": "demo.sleep", "queue": "scan",

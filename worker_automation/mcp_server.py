@@ -29,7 +29,7 @@ from worker_automation.errors import (
     DomainError,
 )
 from worker_automation.limits import INT32_MAX, INT32_MIN
-from worker_automation.resolvers import live, operations
+from worker_automation.resolvers import job_actions, live
 from worker_automation.resolvers import reads as read_ops
 from worker_automation.resolvers.auth import (
     SCOPE_READ,
@@ -125,7 +125,7 @@ def build_server(
         livre (q); paginado (page a partir de 1, per_page ate 100), mais recentes primeiro."""
         async with domain_errors():
             services, _ = await caller(ctx, SCOPE_READ)
-            filters = read_ops.WorkerFilter(
+            filters = read_ops.JobFilter(
                 status=text_param(status, "status"),
                 queue=text_param(queue, "queue"),
                 automation_type=text_param(automation_type, "automation_type"),
@@ -134,7 +134,7 @@ def build_server(
                 task_id=text_param(task_id, "task_id"),
                 q=text_param(q, "q"),
             )
-            found = await read_ops.list_workers(
+            found = await read_ops.list_jobs(
                 services.db,
                 services.settings.queues,
                 filters,
@@ -188,7 +188,7 @@ def build_server(
         """Cancela uma execucao agendada ou em andamento pelo id (a task e revogada)."""
         async with domain_errors():
             services, principal = await caller(ctx, SCOPE_WRITE)
-            view = await operations.cancel(services, principal.actor, _int_in_range(id, "id", 1) or 0)
+            view = await job_actions.cancel(services, principal.actor, _int_in_range(id, "id", 1) or 0)
             return view.rest_item(services.settings.tz)
 
     @server.tool(annotations=WRITE)
@@ -196,7 +196,7 @@ def build_server(
         """Re-enfileira uma execucao que falhou ou foi cancelada (nova task, retry_count + 1)."""
         async with domain_errors():
             services, principal = await caller(ctx, SCOPE_WRITE)
-            view = await operations.retry(services, principal.actor, _int_in_range(id, "id", 1) or 0)
+            view = await job_actions.retry(services, principal.actor, _int_in_range(id, "id", 1) or 0)
             return view.rest_item(services.settings.tz)
 
     return server

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import func, insert, select
 
-from worker_automation.models import Cliente, JobStatus, Usuario, Worker, utcnow
+from worker_automation.models import Cliente, Job, JobStatus, Usuario, utcnow
 from worker_automation.models.database import Database
 
 _FIRST = [
@@ -186,7 +186,7 @@ async def seed_demo(
         done = 0
         while done < jobs:
             batch = [_job_row(rng, cliente_ids, usuario_ids) for _ in range(min(BATCH_ROWS, jobs - done))]
-            await session.execute(insert(Worker), batch)
+            await session.execute(insert(Job), batch)
             done += len(batch)
             if progress is not None:
                 progress(done)

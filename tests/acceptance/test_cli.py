@@ -16,7 +16,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import func, select
 
 from worker_automation.errors import Unauthenticated
-from worker_automation.models import Cliente, Worker
+from worker_automation.models import Cliente, Job
 from worker_automation.models.database import Database
 from worker_automation.models.migrate import alembic_config, current_revision
 from worker_automation.resolvers.auth import SCOPE_READ, SCOPE_WRITE, Principal, authenticate
@@ -202,11 +202,11 @@ def test_seed_demo(tmp_path: Path) -> None:
     lines = ok(tmp_path, "seed-demo", "--jobs", "200")
 
     assert "200" in lines[-1]
-    assert count(tmp_path, Worker) == 200
+    assert count(tmp_path, Job) == 200
     clientes = count(tmp_path, Cliente)
     assert clientes > 0
     ok(tmp_path, "seed-demo", "--jobs", "200")
-    assert count(tmp_path, Worker) == 400
+    assert count(tmp_path, Job) == 400
     assert count(tmp_path, Cliente) == clientes  # a second run adds jobs, not clients
 
 

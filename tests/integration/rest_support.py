@@ -14,7 +14,7 @@ from sqlalchemy import select
 from starlette.applications import Starlette
 
 from worker_automation.app import create_app
-from worker_automation.models import AuditEntry, Cliente, Worker, utcnow
+from worker_automation.models import AuditEntry, Cliente, Job, utcnow
 from worker_automation.models.database import Database
 from worker_automation.resolvers.auth import SCOPE_READ, SCOPE_WRITE, create_key, revoke_key
 from worker_automation.services import Services
@@ -114,7 +114,7 @@ async def add_cliente(db: Database, razao_social: str = "Comércio de Alimentos 
         return row.id
 
 
-async def add_worker(db: Database, status: str = "AGENDADO", **values: Any) -> int:
+async def add_job(db: Database, status: str = "AGENDADO", **values: Any) -> int:
     """A job row as the platform leaves it in ``status`` (timestamps filled accordingly)."""
     now = utcnow()
     row: dict[str, Any] = {
@@ -141,10 +141,10 @@ async def add_worker(db: Database, status: str = "AGENDADO", **values: Any) -> i
         row["mensagem_erro"] = "Portal indisponivel"
     row.update(values)
     async with db.session() as session:
-        worker = Worker(**row)
-        session.add(worker)
+        job = Job(**row)
+        session.add(job)
         await session.flush()
-        return worker.id
+        return job.id
 
 
 async def snapshot(db: Database) -> list[tuple[Any, ...]]:
@@ -152,16 +152,16 @@ async def snapshot(db: Database) -> list[tuple[Any, ...]]:
     async with db.session() as session:
         rows = await session.execute(
             select(
-                Worker.id,
-                Worker.task_id,
-                Worker.status,
-                Worker.queue,
-                Worker.priority,
-                Worker.retry_count,
-                Worker.progress,
-                Worker.data_fim,
-                Worker.mensagem_erro,
-            ).order_by(Worker.id)
+                Job.id,
+                Job.task_id,
+                Job.status,
+                Job.queue,
+                Job.priority,
+                Job.retry_count,
+                Job.progress,
+                Job.data_fim,
+                Job.mensagem_erro,
+            ).order_by(Job.id)
         )
         return [tuple(r) for r in rows]
 

@@ -9,7 +9,7 @@ from sqlalchemy import delete, func, insert, select
 
 from tests.integration.operator_support import StatementCounter, any_services, pool_machine
 from tests.unit.graphql_support import make_api
-from worker_automation.models import Attempt, Worker
+from worker_automation.models import Attempt, Job
 from worker_automation.models.database import Database
 from worker_automation.models.migrate import migrate
 from worker_automation.resolvers import claims
@@ -65,7 +65,7 @@ async def test_attempts_follow_claims_retries_and_cancel(any_services: Services)
 
     # Deleting jobs deletes their attempts.
     async with services.db.session() as session:
-        await session.execute(delete(Worker).where(Worker.id.in_([job["id"], other["id"]])))
+        await session.execute(delete(Job).where(Job.id.in_([job["id"], other["id"]])))
         left = await session.scalar(select(func.count()).select_from(Attempt))
     assert left == 1
 
@@ -95,7 +95,7 @@ async def test_migration_carries_existing_runs_over(database_url: str, make_sett
     try:
         async with db.session() as session:
             await session.execute(
-                insert(Worker),
+                insert(Job),
                 [
                     {**base, "status": "AGENDADO", "retry_count": 0},
                     {

@@ -10,7 +10,7 @@ from sqlalchemy import func, insert, select
 from tests.integration.harness import Stack
 from tests.integration.operator_support import any_services, pool_machine
 from tests.unit.graphql_support import make_api
-from worker_automation.models import AuditEntry, Worker, utcnow
+from worker_automation.models import AuditEntry, Job, utcnow
 from worker_automation.resolvers import claims
 from worker_automation.resolvers.counts import counters, recount
 from worker_automation.services import Services
@@ -52,16 +52,16 @@ async def _audit_count(services: Services, action: str) -> int:
 async def test_bulk_retry_of_500_failed_jobs_in_one_call(services: Services) -> None:
     api = await make_api(services)
     async with services.db.session() as session:
-        await session.execute(insert(Worker), _failed(500))
+        await session.execute(insert(Job), _failed(500))
         # Not matched by the filter: another automation's failures.
-        await session.execute(insert(Worker), _failed(3, automation="demo.echo"))
+        await session.execute(insert(Job), _failed(3, automation="demo.echo"))
 
     data = await api.ok(RETRY, {"f": {"status": "FALHA", "automationType": "demo.fail"}, "n": 5000})
     result = data["retryWorkers"]
     assert (result["matched"], result["changed"], len(result["ids"])) == (500, 500, 500)
 
     async with services.db.session() as session:
-        rows = (await session.execute(select(Worker).where(Worker.id.in_(result["ids"])))).scalars().all()
+        rows = (await session.execute(select(Job).where(Job.id.in_(result["ids"])))).scalars().all()
         states = {(r.status, r.retry_count, r.mensagem_erro, r.data_fim) for r in rows}
         assert states == {("AGENDADO", 1, None, None)}
         assert not any(r.task_id.startswith("old-") for r in rows)

@@ -14,7 +14,7 @@ from sqlalchemy import delete, func, select
 
 from worker_automation.app import create_app
 from worker_automation.errors import Conflict, NotFound
-from worker_automation.models import AutomationSetting, JobStatus, Worker
+from worker_automation.models import AutomationSetting, Job, JobStatus
 from worker_automation.resolvers import claims
 from worker_automation.resolvers.audit import CLI_ACTOR, Actor
 from worker_automation.resolvers.automations import update_settings
@@ -40,7 +40,7 @@ async def add_jobs(services: Services, count: int, automation: str = "demo.sleep
     """AGENDADO rows inserted directly (no broker message: only claims matter here)."""
     async with services.db.session() as session:
         rows = [
-            Worker(
+            Job(
                 task_id=None,
                 status=JobStatus.AGENDADO.value,
                 automation_type=automation,
@@ -76,9 +76,7 @@ async def machines_for(
 
 async def statuses(services: Services, ids: list[int]) -> dict[int, tuple[str, int | None]]:
     async with services.db.session() as session:
-        rows = await session.execute(
-            select(Worker.id, Worker.status, Worker.machine_id).where(Worker.id.in_(ids))
-        )
+        rows = await session.execute(select(Job.id, Job.status, Job.machine_id).where(Job.id.in_(ids)))
         return {r.id: (r.status, r.machine_id) for r in rows}
 
 
@@ -86,8 +84,8 @@ async def running_count(services: Services, automation: str = "demo.sleep") -> i
     async with services.db.session() as session:
         count = await session.scalar(
             select(func.count())
-            .select_from(Worker)
-            .where(Worker.automation_type == automation, Worker.status == JobStatus.EXECUTANDO.value)
+            .select_from(Job)
+            .where(Job.automation_type == automation, Job.status == JobStatus.EXECUTANDO.value)
         )
         return int(count or 0)
 
@@ -95,9 +93,9 @@ async def running_count(services: Services, automation: str = "demo.sleep") -> i
 async def row_of(services: Services, job_id: int) -> dict[str, Any]:
     """Every column of the row, to prove a refused operation changed nothing."""
     async with services.db.session() as session:
-        row = await session.get(Worker, job_id, populate_existing=True)
+        row = await session.get(Job, job_id, populate_existing=True)
         assert row is not None
-        return {c.key: getattr(row, c.key) for c in Worker.__mapper__.column_attrs}
+        return {c.key: getattr(row, c.key) for c in Job.__mapper__.column_attrs}
 
 
 async def try_claim(services: Services, machine: MachineView, job_id: int) -> str:

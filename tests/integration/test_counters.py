@@ -7,7 +7,7 @@ import random
 
 from sqlalchemy import delete, insert, update
 
-from worker_automation.models import JobStatus, Worker, utcnow
+from worker_automation.models import Job, JobStatus, utcnow
 from worker_automation.models.database import Database
 from worker_automation.models.migrate import migrate
 from worker_automation.resolvers.counts import counters, recount
@@ -43,29 +43,27 @@ async def test_counters_follow_every_kind_of_write(database_url: str, make_setti
     rng = random.Random(11)
     try:
         async with db.session() as session:
-            await session.execute(insert(Worker), [_row(rng) for _ in range(2000)])
+            await session.execute(insert(Job), [_row(rng) for _ in range(2000)])
         totals = await _check(db)
         assert sum(totals.values()) == 2000
 
         # Bulk updates of status and of queue, a no-op update, and progress-only updates.
         async with db.session() as session:
-            await session.execute(
-                update(Worker).where(Worker.status == "AGENDADO").values(status="CANCELADO")
-            )
-            await session.execute(update(Worker).where(Worker.id % 7 == 0).values(queue="scan"))
-            await session.execute(update(Worker).where(Worker.id % 5 == 0).values(progress=50))
-            await session.execute(update(Worker).where(Worker.id % 3 == 0).values(status=Worker.status))
+            await session.execute(update(Job).where(Job.status == "AGENDADO").values(status="CANCELADO"))
+            await session.execute(update(Job).where(Job.id % 7 == 0).values(queue="scan"))
+            await session.execute(update(Job).where(Job.id % 5 == 0).values(progress=50))
+            await session.execute(update(Job).where(Job.id % 3 == 0).values(status=Job.status))
         await _check(db)
 
         async with db.session() as session:
-            await session.execute(delete(Worker).where(Worker.id % 4 == 0))
+            await session.execute(delete(Job).where(Job.id % 4 == 0))
         totals = await _check(db)
         assert sum(totals.values()) == 1500
 
         # A rolled-back change leaves the counters as they were.
         try:
             async with db.session() as session:
-                await session.execute(update(Worker).values(status="FALHA"))
+                await session.execute(update(Job).values(status="FALHA"))
                 raise RuntimeError("abort")
         except RuntimeError:
             pass
@@ -81,15 +79,15 @@ async def test_counters_under_concurrent_transitions(pg_database_url: str, make_
     rng = random.Random(5)
     try:
         async with db.session() as session:
-            await session.execute(insert(Worker), [_row(rng) for _ in range(400)])
+            await session.execute(insert(Job), [_row(rng) for _ in range(400)])
 
-        async def flip(worker_id: int, seed: int) -> None:
+        async def flip(job_id: int, seed: int) -> None:
             local = random.Random(seed)
             for _ in range(10):
                 async with db.session() as session:
                     await session.execute(
-                        update(Worker)
-                        .where(Worker.id == worker_id)
+                        update(Job)
+                        .where(Job.id == job_id)
                         .values(status=local.choice(STATUSES), queue=local.choice(QUEUES))
                     )
 

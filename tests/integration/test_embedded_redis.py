@@ -73,10 +73,10 @@ async def test_gateway_bus_and_a_real_worker(embedded: EmbeddedRedis, gateway: B
         async with bus.listen() as listener:
             echo_id = await gateway.send("probe.echo", queue="scan", priority=2, args=["ola"])
             assert (await gateway.queue_lengths())["scan"] == 1
-            await bus.publish(Event(kind=EventKind.CREATED, worker={"task_id": echo_id}))
+            await bus.publish(Event(kind=EventKind.CREATED, job={"task_id": echo_id}))
             async with asyncio.timeout(5.0):
                 created = await anext(listener)
-            assert created.kind is EventKind.CREATED and created.worker == {"task_id": echo_id}
+            assert created.kind is EventKind.CREATED and created.job == {"task_id": echo_id}
 
             with probe_worker(embedded.url, ["scan"]) as hostname:
                 assert (await wait_for_state(gateway, echo_id, "SUCCESS")).result == "ola"

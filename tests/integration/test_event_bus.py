@@ -76,10 +76,10 @@ async def take(listener: Listener, count: int) -> list[Event]:
 
 
 async def test_event_round_trips_through_json() -> None:
-    event = Event(kind=EventKind.PROGRESS, worker={"id": 1, "progress": 40, "metadata_json": {"a": [1]}})
+    event = Event(kind=EventKind.PROGRESS, job={"id": 1, "progress": 40, "metadata_json": {"a": [1]}})
     assert Event.from_json(event.to_json()) == event
     assert Event.from_json(event.to_json().encode()) == event
-    paused = Event(kind=QueueChange.PAUSED, worker={"queue": "scan"})
+    paused = Event(kind=QueueChange.PAUSED, job={"queue": "scan"})
     assert Event.from_json(paused.to_json()) == paused and paused.kind is QueueChange.PAUSED
     with pytest.raises(ValueError):
         Event.from_json('{"kind": "nope", "worker": {}, "at": "x", "id": "y"}')
@@ -91,7 +91,7 @@ async def test_event_published_by_one_bus_reaches_listeners_of_another(
     bus: EventBus, publisher: EventBus
 ) -> None:
     async with bus.listen() as first, bus.listen() as second:
-        sent = Event(kind=EventKind.CREATED, worker=job(1))
+        sent = Event(kind=EventKind.CREATED, job=job(1))
         await publisher.publish(sent)
         assert await take(first, 1) == [sent]
         assert await take(second, 1) == [sent]
@@ -99,19 +99,19 @@ async def test_event_published_by_one_bus_reaches_listeners_of_another(
 
 async def test_publish_many_keeps_order(bus: EventBus, publisher: EventBus) -> None:
     async with bus.listen() as listener:
-        sent = [Event(kind=EventKind.PROGRESS, worker=job(n)) for n in range(20)]
+        sent = [Event(kind=EventKind.PROGRESS, job=job(n)) for n in range(20)]
         await publisher.publish_many(sent)
         assert await take(listener, 20) == sent
 
 
 async def test_resync_is_never_published(bus: EventBus) -> None:
     with pytest.raises(ValueError):
-        await bus.publish(Event(kind=EventKind.RESYNC, worker={}))
+        await bus.publish(Event(kind=EventKind.RESYNC, job={}))
 
 
 async def test_a_thousand_listeners_each_get_every_event(bus: EventBus, publisher: EventBus) -> None:
     listeners = [bus.listen(maxsize=64) for _ in range(1000)]
-    sent = [Event(kind=EventKind.PROGRESS, worker=job(n)) for n in range(50)]
+    sent = [Event(kind=EventKind.PROGRESS, job=job(n)) for n in range(50)]
 
     async def consume(listener: Listener) -> list[str]:
         return [event.id for event in await take(listener, len(sent))]
@@ -134,7 +134,7 @@ async def test_stuck_listener_is_dropped_without_delaying_the_others(
 ) -> None:
     stuck = bus.listen(maxsize=3)
     async with bus.listen() as healthy:
-        sent = [Event(kind=EventKind.PROGRESS, worker=job(n)) for n in range(50)]
+        sent = [Event(kind=EventKind.PROGRESS, job=job(n)) for n in range(50)]
         started = time.monotonic()
         await publisher.publish_many(sent)
         assert await take(healthy, 50) == sent
@@ -162,9 +162,9 @@ async def test_publish_fails_fast_when_redis_is_down() -> None:
     bus = EventBus(f"redis://127.0.0.1:{port}/0", "wa-test-down")
     started = time.monotonic()
     with pytest.raises(Unavailable):
-        await bus.publish(Event(kind=EventKind.CREATED, worker=job(1)))
+        await bus.publish(Event(kind=EventKind.CREATED, job=job(1)))
     with pytest.raises(Unavailable):
-        await bus.publish_many([Event(kind=EventKind.CREATED, worker=job(2))])
+        await bus.publish_many([Event(kind=EventKind.CREATED, job=job(2))])
     assert time.monotonic() - started < 2.0
     await bus.stop()
 
@@ -195,7 +195,7 @@ async def test_bus_resubscribes_after_an_outage_and_asks_for_a_resync(
     backend: Backend, bus: EventBus, publisher: EventBus
 ) -> None:
     async with bus.listen() as listener:
-        before = Event(kind=EventKind.CREATED, worker=job(1))
+        before = Event(kind=EventKind.CREATED, job=job(1))
         await publisher.publish(before)
         assert await take(listener, 1) == [before]
 
@@ -210,11 +210,11 @@ async def test_bus_resubscribes_after_an_outage_and_asks_for_a_resync(
             assert kill_subscription(backend.url, bus.channel) == 1
 
         [resync] = await take(listener, 1)
-        assert resync.kind is EventKind.RESYNC and resync.worker == {}
+        assert resync.kind is EventKind.RESYNC and resync.job == {}
         await bus.ready()
         assert bus.reconnects == 1
 
-        after = Event(kind=EventKind.COMPLETED, worker=job(2))
+        after = Event(kind=EventKind.COMPLETED, job=job(2))
         await publisher.publish(after)
         assert await take(listener, 1) == [after]
         assert not listener.dropped

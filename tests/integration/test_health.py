@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.rest_support import add_worker, running_api
+from tests.integration.rest_support import add_job, running_api
 
 pytestmark = pytest.mark.services
 
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.services
 async def test_health_ready_and_metrics(pg_database_url: str, redis_url: str, make_settings: Any) -> None:
     async with running_api(make_settings(pg_database_url, redis_url)) as api:
         for status in ("AGENDADO", "AGENDADO", "CONCLUIDO"):
-            await add_worker(api.db, status)
+            await add_job(api.db, status)
         assert (await api.call("GET", "/healthz", kind=None)).json() == {"status": "ok"}
         ready = await api.call("GET", "/readyz", kind=None)
         assert ready.status_code == 200

@@ -9,7 +9,7 @@ from sqlalchemy import insert
 
 from tests.integration.operator_support import any_services
 from tests.unit.graphql_support import make_api
-from worker_automation.models import Worker, utcnow
+from worker_automation.models import Job, utcnow
 from worker_automation.resolvers.history import percentile
 from worker_automation.services import Services
 
@@ -44,7 +44,7 @@ async def test_throughput_and_durations(any_services: Services) -> None:
     rows += [_row("CONCLUIDO", 5, 999_999, automation_type="demo.sleep", queue="certidao")]
     rows += [_row("CONCLUIDO", 60 * 30, 10)]  # a month ago: outside every range asked
     async with services.db.session() as session:
-        await session.execute(insert(Worker), rows)
+        await session.execute(insert(Job), rows)
 
     since = (utcnow() - timedelta(hours=3)).isoformat()
     query = (

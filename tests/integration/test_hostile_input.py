@@ -14,7 +14,7 @@ from sqlalchemy import func, select, text
 from sqlalchemy.exc import DBAPIError
 
 from tests.integration.rest_support import BASE, Api, running_api
-from worker_automation.models import Worker
+from worker_automation.models import Job
 from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.machines import register_machine
 from worker_automation.settings import Settings
@@ -36,12 +36,12 @@ async def api(
 
 async def count(api: Api) -> int:
     async with api.db.session() as session:
-        return int(await session.scalar(select(func.count()).select_from(Worker)) or 0)
+        return int(await session.scalar(select(func.count()).select_from(Job)) or 0)
 
 
-async def row(api: Api, job_id: int) -> Worker:
+async def row(api: Api, job_id: int) -> Job:
     async with api.db.session() as session:
-        found = await session.get(Worker, job_id, populate_existing=True)
+        found = await session.get(Job, job_id, populate_existing=True)
         assert found is not None
         return found
 

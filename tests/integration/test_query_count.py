@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from sqlalchemy import event, insert
 
-from worker_automation.models import Cliente, JobStatus, Worker
+from worker_automation.models import Cliente, Job, JobStatus
 from worker_automation.models.database import Database
 from worker_automation.models.migrate import migrate
 from worker_automation.resolvers.reads import (
-    WorkerFilter,
-    active_workers,
-    list_workers,
-    queued_workers,
+    JobFilter,
+    active_jobs,
+    list_jobs,
+    queued_jobs,
     recent_terminal,
 )
 from worker_automation.settings import DEFAULT_QUEUES, Settings
@@ -67,7 +67,7 @@ async def db(pg_database_url: str, make_settings: Callable[..., Settings]) -> As
                     "machine_id": None,
                 }
             )
-        await session.execute(insert(Worker), rows)
+        await session.execute(insert(Job), rows)
     try:
         yield database
     finally:
@@ -113,12 +113,10 @@ async def statements_for(counter: StatementCounter, call: Callable[[], Awaitable
 
 async def test_list_page_of_100_costs_as_much_as_a_page_of_5(db: Database, counter: StatementCounter) -> None:
     # Warm the pool so connection set-up statements are not counted.
-    await list_workers(db, QUEUES, WorkerFilter(), 1, 1)
+    await list_jobs(db, QUEUES, JobFilter(), 1, 1)
 
-    small, small_page = await statements_for(counter, lambda: list_workers(db, QUEUES, WorkerFilter(), 1, 5))
-    large, large_page = await statements_for(
-        counter, lambda: list_workers(db, QUEUES, WorkerFilter(), 1, 100)
-    )
+    small, small_page = await statements_for(counter, lambda: list_jobs(db, QUEUES, JobFilter(), 1, 5))
+    large, large_page = await statements_for(counter, lambda: list_jobs(db, QUEUES, JobFilter(), 1, 100))
 
     assert len(small_page.items) == 5
     assert len(large_page.items) == 100
@@ -133,19 +131,19 @@ async def test_list_page_of_100_costs_as_much_as_a_page_of_5(db: Database, count
 async def test_list_totals_match_a_count_on_every_page_and_past_the_end(
     db: Database, counter: StatementCounter
 ) -> None:
-    await list_workers(db, QUEUES, WorkerFilter(), 1, 1)
+    await list_jobs(db, QUEUES, JobFilter(), 1, 1)
     for filters in (
-        WorkerFilter(status="CONCLUIDO"),  # from the counters
-        WorkerFilter(status="CONCLUIDO", queue="certidao"),
-        WorkerFilter(automation_type="cnd_federal"),  # counted
-        WorkerFilter(q="cliente 1"),
+        JobFilter(status="CONCLUIDO"),  # from the counters
+        JobFilter(status="CONCLUIDO", queue="certidao"),
+        JobFilter(automation_type="cnd_federal"),  # counted
+        JobFilter(q="cliente 1"),
     ):
-        everything = await list_workers(db, QUEUES, filters, 1, 500)
+        everything = await list_jobs(db, QUEUES, filters, 1, 500)
         assert everything.total == len(everything.items) > 0, filters
         seen: list[int] = []
         for page in range(1, ROWS):
             with counter.counting() as sent:
-                found = await list_workers(db, QUEUES, filters, page, 7)
+                found = await list_jobs(db, QUEUES, filters, page, 7)
             statements = len(sent)
             assert found.total == everything.total, (filters, page)
             if not found.items:
@@ -157,11 +155,11 @@ async def test_list_totals_match_a_count_on_every_page_and_past_the_end(
 
 
 async def test_filtered_list_by_client_text_costs_the_same(db: Database, counter: StatementCounter) -> None:
-    await list_workers(db, QUEUES, WorkerFilter(), 1, 1)
-    filters = WorkerFilter(q="cliente", status="CONCLUIDO")
+    await list_jobs(db, QUEUES, JobFilter(), 1, 1)
+    filters = JobFilter(q="cliente", status="CONCLUIDO")
 
-    small, _ = await statements_for(counter, lambda: list_workers(db, QUEUES, filters, 1, 5))
-    large, page = await statements_for(counter, lambda: list_workers(db, QUEUES, filters, 1, 100))
+    small, _ = await statements_for(counter, lambda: list_jobs(db, QUEUES, filters, 1, 5))
+    large, page = await statements_for(counter, lambda: list_jobs(db, QUEUES, filters, 1, 100))
 
     assert page.total > 5
     assert large == small
@@ -170,20 +168,20 @@ async def test_filtered_list_by_client_text_costs_the_same(db: Database, counter
 async def test_queued_page_size_does_not_change_statement_count(
     db: Database, counter: StatementCounter
 ) -> None:
-    await queued_workers(db, QUEUES, 1, 1)
+    await queued_jobs(db, QUEUES, 1, 1)
 
-    small, _ = await statements_for(counter, lambda: queued_workers(db, QUEUES, 1, 5))
-    large, page = await statements_for(counter, lambda: queued_workers(db, QUEUES, 1, 100))
+    small, _ = await statements_for(counter, lambda: queued_jobs(db, QUEUES, 1, 5))
+    large, page = await statements_for(counter, lambda: queued_jobs(db, QUEUES, 1, 100))
 
     assert len(page.items) == ROWS // len(STATUSES)
     assert large == small
 
 
 async def test_active_and_recent_are_one_statement(db: Database, counter: StatementCounter) -> None:
-    await active_workers(db)
+    await active_jobs(db)
 
-    few, _ = await statements_for(counter, lambda: active_workers(db, limit=2))
-    every, running = await statements_for(counter, lambda: active_workers(db))
+    few, _ = await statements_for(counter, lambda: active_jobs(db, limit=2))
+    every, running = await statements_for(counter, lambda: active_jobs(db))
     recent_few, _ = await statements_for(counter, lambda: recent_terminal(db, 2))
     recent_many, ended = await statements_for(counter, lambda: recent_terminal(db, 100))
 

@@ -13,17 +13,17 @@ from sqlalchemy.exc import DBAPIError
 
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 from worker_automation.errors import BadInput, NotFound
-from worker_automation.models import Cliente, JobStatus, Worker
+from worker_automation.models import Cliente, Job, JobStatus
 from worker_automation.models.database import Database, driver_statement
 from worker_automation.models.migrate import migrate
 from worker_automation.resolvers.reads import (
-    MSG_WORKER_NOT_FOUND,
-    WorkerFilter,
+    MSG_JOB_NOT_FOUND,
+    JobFilter,
     _list_statements,
-    active_workers,
-    get_worker,
-    list_workers,
-    queued_workers,
+    active_jobs,
+    get_job,
+    list_jobs,
+    queued_jobs,
     recent_terminal,
     stats,
     task_status_from_db,
@@ -82,10 +82,10 @@ async def insert_rows(db: Database, rows: list[dict[str, Any]]) -> list[int]:
     """Insert in batches; returns the new ids in insertion order."""
     async with db.session() as session:
         for start in range(0, len(rows), BATCH):
-            await session.execute(insert(Worker), rows[start : start + BATCH])
+            await session.execute(insert(Job), rows[start : start + BATCH])
         task_ids = [r["task_id"] for r in rows]
     async with db.session() as session:
-        result = await session.execute(select(Worker.task_id, Worker.id))
+        result = await session.execute(select(Job.task_id, Job.id))
         by_task = {t: i for t, i in result.all()}
     return [by_task[t] for t in task_ids]
 
@@ -178,8 +178,8 @@ async def mixed(db: Database) -> dict[str, int]:
     return {name: ids[i] for i, (name, _) in enumerate(spec)}
 
 
-async def ids_of(db: Database, filters: WorkerFilter, **page: Any) -> list[int]:
-    result = await list_workers(db, QUEUES, filters, **page)
+async def ids_of(db: Database, filters: JobFilter, **page: Any) -> list[int]:
+    result = await list_jobs(db, QUEUES, filters, **page)
     return [w.id for w in result.items]
 
 
@@ -187,64 +187,62 @@ async def ids_of(db: Database, filters: WorkerFilter, **page: Any) -> list[int]:
 
 
 async def test_no_filter_lists_every_row_newest_first(db: Database, mixed: dict[str, int]) -> None:
-    result = await list_workers(db, QUEUES, WorkerFilter())
+    result = await list_jobs(db, QUEUES, JobFilter())
 
     assert result.total == len(mixed)
     assert [w.id for w in result.items] == sorted(mixed.values(), reverse=True)
 
 
 async def test_filter_by_status(db: Database, mixed: dict[str, int]) -> None:
-    assert await ids_of(db, WorkerFilter(status="EXECUTANDO")) == [mixed["executando_simples"]]
-    assert await ids_of(db, WorkerFilter(status="agendado")) == sorted(
+    assert await ids_of(db, JobFilter(status="EXECUTANDO")) == [mixed["executando_simples"]]
+    assert await ids_of(db, JobFilter(status="agendado")) == sorted(
         [mixed["agendado_cnd"], mixed["orfao_falencia"]], reverse=True
     )
-    assert await ids_of(db, WorkerFilter(status="CONCLUIDO")) == [mixed["concluido_scan"]]
+    assert await ids_of(db, JobFilter(status="CONCLUIDO")) == [mixed["concluido_scan"]]
 
 
 async def test_filter_by_queue(db: Database, mixed: dict[str, int]) -> None:
-    assert await ids_of(db, WorkerFilter(queue="scan")) == [mixed["concluido_scan"]]
-    assert await ids_of(db, WorkerFilter(queue="certidao")) == sorted(
+    assert await ids_of(db, JobFilter(queue="scan")) == [mixed["concluido_scan"]]
+    assert await ids_of(db, JobFilter(queue="certidao")) == sorted(
         [mixed["agendado_cnd"], mixed["orfao_falencia"]], reverse=True
     )
 
 
 async def test_filter_by_automation_type(db: Database, mixed: dict[str, int]) -> None:
-    assert await ids_of(db, WorkerFilter(automation_type="observer_dou")) == [mixed["falha_dou"]]
+    assert await ids_of(db, JobFilter(automation_type="observer_dou")) == [mixed["falha_dou"]]
 
 
 async def test_filter_by_cliente_and_usuario(db: Database, mixed: dict[str, int]) -> None:
-    assert await ids_of(db, WorkerFilter(cliente_id=METALURGICA)) == sorted(
+    assert await ids_of(db, JobFilter(cliente_id=METALURGICA)) == sorted(
         [mixed["executando_simples"], mixed["falha_dou"]], reverse=True
     )
-    assert await ids_of(db, WorkerFilter(usuario_id=20)) == sorted(
+    assert await ids_of(db, JobFilter(usuario_id=20)) == sorted(
         [mixed["executando_simples"], mixed["cancelado_ui"]], reverse=True
     )
-    assert await ids_of(db, WorkerFilter(cliente_id=METALURGICA, usuario_id=20)) == [
-        mixed["executando_simples"]
-    ]
+    assert await ids_of(db, JobFilter(cliente_id=METALURGICA, usuario_id=20)) == [mixed["executando_simples"]]
 
 
 async def test_filter_by_task_id(db: Database, mixed: dict[str, int]) -> None:
-    target = await get_worker(db, mixed["falha_dou"])
+    target = await get_job(db, mixed["falha_dou"])
     assert target.task_id is not None
 
-    assert await ids_of(db, WorkerFilter(task_id=target.task_id)) == [mixed["falha_dou"]]
-    assert await ids_of(db, WorkerFilter(task_id="no-such-task")) == []
+    assert await ids_of(db, JobFilter(task_id=target.task_id)) == [mixed["falha_dou"]]
+    assert await ids_of(db, JobFilter(task_id="no-such-task")) == []
 
 
 async def test_filters_combine(db: Database, mixed: dict[str, int]) -> None:
-    assert await ids_of(db, WorkerFilter(status="FALHA", queue="observer", cliente_id=METALURGICA)) == [
+    assert await ids_of(db, JobFilter(status="FALHA", queue="observer", cliente_id=METALURGICA)) == [
         mixed["falha_dou"]
     ]
-    assert await ids_of(db, WorkerFilter(status="FALHA", queue="scan")) == []
+    assert await ids_of(db, JobFilter(status="FALHA", queue="scan")) == []
 
 
 async def test_q_matches_client_name(db: Database, mixed: dict[str, int]) -> None:
     expected = sorted([mixed["executando_simples"], mixed["falha_dou"]], reverse=True)
 
-    assert await ids_of(db, WorkerFilter(q="forte")) == expected
-    assert await ids_of(db, WorkerFilter(q="  FORTE  ")) == expected
-    padaria = await ids_of(db, WorkerFilter(q="padaria"))
+    assert await ids_of(db, JobFilter(q="forte")) == expected
+    assert await ids_of(db, JobFilter(q="  FORTE  ")) == expected
+    padaria = await ids_of(db, JobFilter(q="padaria"))
     assert set(padaria) == {mixed["agendado_cnd"], mixed["concluido_scan"]}
 
 
@@ -253,40 +251,40 @@ async def test_q_matches_accented_client_name_in_any_case(db: Database) -> None:
         await session.execute(
             insert(Cliente), [{"id": 5, "razao_social": "Óptica Visão Clara", "cnpj": None, "created_at": T0}]
         )
-    [worker_id] = await insert_rows(db, [job(0, cliente_id=5)])
+    [job_id] = await insert_rows(db, [job(0, cliente_id=5)])
 
-    assert await ids_of(db, WorkerFilter(q="óptica")) == [worker_id]
-    assert await ids_of(db, WorkerFilter(q="ÓPTICA VISÃO")) == [worker_id]
+    assert await ids_of(db, JobFilter(q="óptica")) == [job_id]
+    assert await ids_of(db, JobFilter(q="ÓPTICA VISÃO")) == [job_id]
     # Accents are ignored both ways: what operators type rarely carries them.
-    assert await ids_of(db, WorkerFilter(q="optica visao")) == [worker_id]
+    assert await ids_of(db, JobFilter(q="optica visao")) == [job_id]
 
 
 async def test_q_ignores_accents_in_error_messages_and_automation_names(db: Database) -> None:
     [failed] = await insert_rows(db, [job(0, mensagem_erro="Certidão positiva: há pendências")])
-    assert await ids_of(db, WorkerFilter(q="certidao positiva")) == [failed]
-    assert await ids_of(db, WorkerFilter(q="PENDÊNCIAS")) == [failed]
+    assert await ids_of(db, JobFilter(q="certidao positiva")) == [failed]
+    assert await ids_of(db, JobFilter(q="PENDÊNCIAS")) == [failed]
 
 
 async def test_q_matches_automation_display_name(db: Database, mixed: dict[str, int]) -> None:
     # Display names come from the registry, not from the table.
     assert "Simples Nacional" in AUTOMATION_REGISTRY["simples_nacional"].display_name
-    assert await ids_of(db, WorkerFilter(q="Simples Nacional")) == [mixed["executando_simples"]]
-    assert await ids_of(db, WorkerFilter(q="diário oficial")) == [mixed["falha_dou"]]
-    assert await ids_of(db, WorkerFilter(q="falência")) == [mixed["orfao_falencia"]]
+    assert await ids_of(db, JobFilter(q="Simples Nacional")) == [mixed["executando_simples"]]
+    assert await ids_of(db, JobFilter(q="diário oficial")) == [mixed["falha_dou"]]
+    assert await ids_of(db, JobFilter(q="falência")) == [mixed["orfao_falencia"]]
 
 
 async def test_q_matching_nothing_is_empty(db: Database, mixed: dict[str, int]) -> None:
-    result = await list_workers(db, QUEUES, WorkerFilter(q="zzz-nada-disso"))
+    result = await list_jobs(db, QUEUES, JobFilter(q="zzz-nada-disso"))
 
     assert result.items == [] and result.total == 0
 
 
 # One database serves every case: each case is a separate call that must fail on its own.
 BAD_FILTERS = [
-    (WorkerFilter(status="RODANDO"), "status"),
-    (WorkerFilter(queue="fila_inexistente"), "queue"),
-    (WorkerFilter(automation_type="nao_existe"), "automation_type"),
-    (WorkerFilter(status="CONCLUIDO", queue="fila_inexistente"), "queue"),
+    (JobFilter(status="RODANDO"), "status"),
+    (JobFilter(queue="fila_inexistente"), "queue"),
+    (JobFilter(automation_type="nao_existe"), "automation_type"),
+    (JobFilter(status="CONCLUIDO", queue="fila_inexistente"), "queue"),
 ]
 
 
@@ -295,7 +293,7 @@ async def test_unknown_filter_value_is_bad_input_naming_the_field(
 ) -> None:
     for filters, field in BAD_FILTERS:
         with pytest.raises(BadInput) as caught:
-            await list_workers(db, QUEUES, filters)
+            await list_jobs(db, QUEUES, filters)
 
         assert caught.value.field == field, filters
         assert field in caught.value.message, filters
@@ -313,45 +311,45 @@ async def many(db: Database) -> list[int]:
 async def test_pagination_arithmetic(db: Database, many: list[int]) -> None:
     newest_first = sorted(many, reverse=True)
 
-    first = await list_workers(db, QUEUES, WorkerFilter(), page=1, per_page=20)
+    first = await list_jobs(db, QUEUES, JobFilter(), page=1, per_page=20)
     assert (first.total, first.page, first.per_page, first.pages) == (137, 1, 20, 7)
     assert [w.id for w in first.items] == newest_first[:20]
 
-    last = await list_workers(db, QUEUES, WorkerFilter(), page=7, per_page=20)
+    last = await list_jobs(db, QUEUES, JobFilter(), page=7, per_page=20)
     assert (last.total, last.pages, len(last.items)) == (137, 7, 17)
     assert [w.id for w in last.items] == newest_first[120:]
 
     seen: list[int] = []
     for number in range(1, 8):
-        seen += [w.id for w in (await list_workers(db, QUEUES, WorkerFilter(), number, 20)).items]
+        seen += [w.id for w in (await list_jobs(db, QUEUES, JobFilter(), number, 20)).items]
     assert seen == newest_first
 
 
 async def test_defaults_are_page_one_of_twenty(db: Database, many: list[int]) -> None:
-    result = await list_workers(db, QUEUES, WorkerFilter())
+    result = await list_jobs(db, QUEUES, JobFilter())
 
     assert (result.page, result.per_page, result.pages, len(result.items)) == (1, 20, 7, 20)
 
 
 async def test_page_past_the_end_is_empty_with_the_right_total(db: Database, many: list[int]) -> None:
-    result = await list_workers(db, QUEUES, WorkerFilter(), page=8, per_page=20)
+    result = await list_jobs(db, QUEUES, JobFilter(), page=8, per_page=20)
 
     assert result.items == []
     assert (result.total, result.page, result.pages) == (137, 8, 7)
 
 
 async def test_per_page_is_capped_at_100(db: Database, many: list[int]) -> None:
-    result = await list_workers(db, QUEUES, WorkerFilter(), page=1, per_page=500)
+    result = await list_jobs(db, QUEUES, JobFilter(), page=1, per_page=500)
 
     assert result.per_page == 100
     assert len(result.items) == 100
     assert result.pages == 2
-    second = await list_workers(db, QUEUES, WorkerFilter(), page=2, per_page=500)
+    second = await list_jobs(db, QUEUES, JobFilter(), page=2, per_page=500)
     assert len(second.items) == 37
 
 
 async def test_empty_table_has_zero_pages(db: Database) -> None:
-    result = await list_workers(db, QUEUES, WorkerFilter())
+    result = await list_jobs(db, QUEUES, JobFilter())
 
     assert (result.items, result.total, result.pages) == ([], 0, 0)
 
@@ -362,14 +360,14 @@ BAD_PAGES = [(0, 20, "page"), (-1, 20, "page"), (1, 0, "per_page"), (1, -5, "per
 async def test_bad_page_numbers_name_the_field(db: Database, many: list[int]) -> None:
     for page, per_page, field in BAD_PAGES:
         with pytest.raises(BadInput) as caught:
-            await list_workers(db, QUEUES, WorkerFilter(), page=page, per_page=per_page)
+            await list_jobs(db, QUEUES, JobFilter(), page=page, per_page=per_page)
 
         assert caught.value.field == field, (page, per_page)
         assert field in caught.value.message, (page, per_page)
 
 
 async def test_newest_first_is_by_creation(db: Database, many: list[int]) -> None:
-    result = await list_workers(db, QUEUES, WorkerFilter(), page=1, per_page=100)
+    result = await list_jobs(db, QUEUES, JobFilter(), page=1, per_page=100)
 
     created = [w.created_at for w in result.items]
     assert created == sorted(created, reverse=True)
@@ -379,8 +377,8 @@ async def test_newest_first_is_by_creation(db: Database, many: list[int]) -> Non
 # --- detail, active, queued, recent ----------------------------------------------------------
 
 
-async def test_get_worker_found(db: Database, mixed: dict[str, int]) -> None:
-    view = await get_worker(db, mixed["executando_simples"])
+async def test_get_job_found(db: Database, mixed: dict[str, int]) -> None:
+    view = await get_job(db, mixed["executando_simples"])
 
     assert view.id == mixed["executando_simples"]
     assert view.status == "EXECUTANDO"
@@ -391,11 +389,11 @@ async def test_get_worker_found(db: Database, mixed: dict[str, int]) -> None:
     assert view.context == {"cnpj": "11222333000181"}
 
 
-async def test_get_worker_not_found(db: Database, mixed: dict[str, int]) -> None:
+async def test_get_job_not_found(db: Database, mixed: dict[str, int]) -> None:
     with pytest.raises(NotFound) as caught:
-        await get_worker(db, 987654)
+        await get_job(db, 987654)
 
-    assert caught.value.message == MSG_WORKER_NOT_FOUND == "Worker nao encontrado."
+    assert caught.value.message == MSG_JOB_NOT_FOUND == "Worker nao encontrado."
 
 
 async def test_active_workers_are_the_running_rows_longest_first(db: Database) -> None:
@@ -410,11 +408,11 @@ async def test_active_workers_are_the_running_rows_longest_first(db: Database) -
         ],
     )
 
-    active = await active_workers(db)
+    active = await active_jobs(db)
 
     assert [w.id for w in active] == [ids[1], ids[4], ids[0]]
     assert all(w.status == "EXECUTANDO" for w in active)
-    assert [w.id for w in await active_workers(db, limit=2)] == [ids[1], ids[4]]
+    assert [w.id for w in await active_jobs(db, limit=2)] == [ids[1], ids[4]]
 
 
 async def test_queued_workers_run_order_is_priority_then_age(db: Database) -> None:
@@ -431,28 +429,28 @@ async def test_queued_workers_run_order_is_priority_then_age(db: Database) -> No
         ],
     )
 
-    queued = await queued_workers(db, QUEUES)
+    queued = await queued_jobs(db, QUEUES)
 
     assert [w.id for w in queued.items] == [ids[1], ids[4], ids[2], ids[0], ids[3]]
     assert queued.total == 5
     assert queued.per_page == 10
 
 
-async def test_queued_workers_queue_filter_and_pages(db: Database) -> None:
+async def test_queued_jobs_queue_filter_and_pages(db: Database) -> None:
     rows = [job(i, priority=i % 3) for i in range(12)]
     rows += [job(100 + i, queue="scan", automation_type="scan_integridade_dados") for i in range(3)]
     ids = await insert_rows(db, rows)
 
-    scan = await queued_workers(db, QUEUES, queue="scan")
+    scan = await queued_jobs(db, QUEUES, queue="scan")
     assert [w.id for w in scan.items] == ids[12:]
 
-    first = await queued_workers(db, QUEUES, page=1, per_page=5, queue="certidao")
-    third = await queued_workers(db, QUEUES, page=3, per_page=5, queue="certidao")
+    first = await queued_jobs(db, QUEUES, page=1, per_page=5, queue="certidao")
+    third = await queued_jobs(db, QUEUES, page=3, per_page=5, queue="certidao")
     assert (first.total, first.pages, len(third.items)) == (12, 3, 2)
     assert [w.priority for w in first.items] == [0, 0, 0, 0, 1]
 
     with pytest.raises(BadInput) as caught:
-        await queued_workers(db, QUEUES, queue="nope")
+        await queued_jobs(db, QUEUES, queue="nope")
     assert caught.value.field == "queue"
 
 
@@ -527,13 +525,13 @@ async def test_task_state_mapping(db: Database) -> None:
         db, [job(i, status=status, task_id=f"map-{status}") for i, status in enumerate(CELERY_STATES)]
     )
 
-    for (status, state), worker_id in zip(CELERY_STATES.items(), ids, strict=True):
+    for (status, state), job_id in zip(CELERY_STATES.items(), ids, strict=True):
         found = await task_status_from_db(db, f"map-{status}")
 
         assert found is not None, status
         assert found.state == state
         assert found.as_dict()["status"] == state
-        assert found.as_dict()["worker_id"] == worker_id
+        assert found.as_dict()["worker_id"] == job_id
         if status in ("AGENDADO", "EXECUTANDO"):
             assert found.result is None
         if status == "CANCELADO":
@@ -594,7 +592,7 @@ async def test_blank_task_id_is_bad_input(db: Database) -> None:
 
 
 async def test_rows_carry_display_name_and_client_name(db: Database, mixed: dict[str, int]) -> None:
-    views = {w.id: w for w in (await list_workers(db, QUEUES, WorkerFilter())).items}
+    views = {w.id: w for w in (await list_jobs(db, QUEUES, JobFilter())).items}
 
     simples = views[mixed["executando_simples"]]
     assert simples.display_name == AUTOMATION_REGISTRY["simples_nacional"].display_name
@@ -606,22 +604,22 @@ async def test_rows_carry_display_name_and_client_name(db: Database, mixed: dict
 async def test_missing_client_gives_no_name_but_the_row_is_listed(
     db: Database, mixed: dict[str, int]
 ) -> None:
-    views = {w.id: w for w in (await list_workers(db, QUEUES, WorkerFilter())).items}
+    views = {w.id: w for w in (await list_jobs(db, QUEUES, JobFilter())).items}
 
     orphan = views[mixed["orfao_falencia"]]
     assert orphan.cliente_id == MISSING_CLIENT
     assert orphan.client_name is None
     no_client = views[mixed["cancelado_ui"]]
     assert no_client.cliente_id is None and no_client.client_name is None
-    detail = await get_worker(db, mixed["orfao_falencia"])
+    detail = await get_job(db, mixed["orfao_falencia"])
     assert detail.client_name is None
-    assert await ids_of(db, WorkerFilter(cliente_id=MISSING_CLIENT)) == [mixed["orfao_falencia"]]
+    assert await ids_of(db, JobFilter(cliente_id=MISSING_CLIENT)) == [mixed["orfao_falencia"]]
 
 
 async def test_unregistered_automation_shows_its_key(db: Database) -> None:
-    [worker_id] = await insert_rows(db, [job(0, automation_type="automacao_aposentada")])
+    [job_id] = await insert_rows(db, [job(0, automation_type="automacao_aposentada")])
 
-    view = await get_worker(db, worker_id)
+    view = await get_job(db, job_id)
 
     assert view.display_name == "automacao_aposentada"
 
@@ -631,7 +629,7 @@ async def test_rest_item_has_the_documented_keys_and_local_offsets(
 ) -> None:
     from zoneinfo import ZoneInfo
 
-    view = await get_worker(db, mixed["concluido_scan"])
+    view = await get_job(db, mixed["concluido_scan"])
     item = view.rest_item(ZoneInfo("America/Sao_Paulo"))
 
     assert list(item)[:3] == ["id", "task_id", "cliente_id"]

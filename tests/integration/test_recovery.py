@@ -16,7 +16,7 @@ from sqlalchemy import insert, select, update
 from worker_automation.app import create_app
 from worker_automation.broker import queues
 from worker_automation.housekeeping import Leadership
-from worker_automation.models import AuditEntry, Worker, utcnow
+from worker_automation.models import AuditEntry, Job, utcnow
 from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.dispatch import dispatch
 from worker_automation.resolvers.machines import register_machine
@@ -32,13 +32,13 @@ async def _age(services: Services, *job_ids: int) -> None:
     """Make rows look settled (last changed a minute ago)."""
     async with services.db.session() as session:
         await session.execute(
-            update(Worker).where(Worker.id.in_(job_ids)).values(updated_at=utcnow() - timedelta(minutes=1))
+            update(Job).where(Job.id.in_(job_ids)).values(updated_at=utcnow() - timedelta(minutes=1))
         )
 
 
 async def _row(services: Services, job_id: int) -> Any:
     async with services.db.reader() as session:
-        return (await session.execute(select(Worker).where(Worker.id == job_id))).scalar_one()
+        return (await session.execute(select(Job).where(Job.id == job_id))).scalar_one()
 
 
 async def _running(services: Services, automation: str, machine_id: int, task_id: str) -> int:
@@ -57,7 +57,7 @@ async def _running(services: Services, automation: str, machine_id: int, task_id
         "machine_id": machine_id,
     }
     async with services.db.session() as session:
-        return int((await session.execute(insert(Worker).values(**values).returning(Worker.id))).scalar_one())
+        return int((await session.execute(insert(Job).values(**values).returning(Job.id))).scalar_one())
 
 
 async def _waiting(services: Services) -> set[str]:
@@ -103,9 +103,9 @@ async def test_queued_jobs_are_sent_again_together_each_with_its_own_record(serv
     await services.broker.redis.delete(*queues.priority_keys("scan"))
     unsent, moved_on = jobs[1], jobs[2]
     async with services.db.session() as session:
-        await session.execute(update(Worker).where(Worker.id == unsent.id).values(task_id=None))
+        await session.execute(update(Job).where(Job.id == unsent.id).values(task_id=None))
         # An operator acted after the look: the job holds another task than the one seen.
-        await session.execute(update(Worker).where(Worker.id == moved_on.id).values(task_id="t-operator"))
+        await session.execute(update(Job).where(Job.id == moved_on.id).values(task_id="t-operator"))
     seen = [(job.id, None if job is unsent else job.task_id) for job in jobs]
 
     sent = await resend_all(services, CLI_ACTOR, seen)
@@ -132,7 +132,7 @@ async def test_queued_jobs_are_sent_again_together_each_with_its_own_record(serv
 async def test_a_queued_job_the_broker_refused_is_sent_at_the_first_look(services: Services) -> None:
     job = await dispatch(services, CLI_ACTOR, automation_type="demo.echo", cliente_id=None, context={})
     async with services.db.session() as session:
-        await session.execute(update(Worker).where(Worker.id == job.id).values(task_id=None))
+        await session.execute(update(Job).where(Job.id == job.id).values(task_id=None))
     await _age(services, job.id)
 
     report = await Reconciler().run_pass(services)

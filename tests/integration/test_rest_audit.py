@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from tests.integration.rest_support import BASE, Api, add_worker, audit_entries, running_api
+from tests.integration.rest_support import BASE, Api, add_job, audit_entries, running_api
 from worker_automation.models import ApiKey
 from worker_automation.resolvers.auth import hash_secret
 
@@ -31,10 +31,10 @@ async def key_label(api: Api, kind: str) -> str:
 
 
 async def test_each_write_is_audited(api: Api) -> None:
-    queued = await add_worker(api.db, "AGENDADO")
-    failed = await add_worker(api.db, "FALHA")
-    running = await add_worker(api.db, "EXECUTANDO")
-    await add_worker(api.db, "AGENDADO", cliente_id=None, task_id=None)
+    queued = await add_job(api.db, "AGENDADO")
+    failed = await add_job(api.db, "FALHA")
+    running = await add_job(api.db, "EXECUTANDO")
+    await add_job(api.db, "AGENDADO", cliente_id=None, task_id=None)
     # (kind, method, path, body, action, target, result, perfil)
     writes: list[tuple[str, str, str, Any, str, str | None, str, str]] = [
         (
@@ -106,7 +106,7 @@ async def test_each_write_is_audited(api: Api) -> None:
 
 
 async def test_reads_and_refused_callers_leave_no_entry(api: Api) -> None:
-    queued = await add_worker(api.db, "AGENDADO")
+    queued = await add_job(api.db, "AGENDADO")
     await api.call("GET", f"{BASE}/dashboard")
     await api.call("GET", f"{BASE}/{queued}")
     # Refused before reaching the operation: not an operation, so nothing to audit.

@@ -10,7 +10,7 @@ import pytest
 from tests.integration.rest_support import (
     BASE,
     Api,
-    add_worker,
+    add_job,
     assert_error,
     running_api,
     snapshot,
@@ -91,8 +91,8 @@ async def api(pg_database_url: str, redis_url: str, make_settings: Any) -> Async
 
 @pytest.mark.parametrize("group", list(GROUPS))
 async def test_bad_input_names_the_field_and_changes_nothing(api: Api, group: str) -> None:
-    queued = await add_worker(api.db, "AGENDADO", queue="certidao")
-    await add_worker(api.db, "EXECUTANDO", queue="certidao")
+    queued = await add_job(api.db, "AGENDADO", queue="certidao")
+    await add_job(api.db, "EXECUTANDO", queue="certidao")
     rows_before = await snapshot(api.db)
     broker_before = await api.services.broker.queue_lengths()
     for method, path, kwargs, field in GROUPS[group]:

@@ -14,7 +14,7 @@ from tests.integration.rest_support import (
     REST_ITEM_KEYS,
     Api,
     add_cliente,
-    add_worker,
+    add_job,
     assert_error,
     assert_success,
     running_api,
@@ -53,13 +53,13 @@ async def rows(api: Api) -> dict[str, int]:
     comercio = await add_cliente(api.db, "Comércio de Alimentos Ltda")
     horizonte = await add_cliente(api.db, "Transportadora Horizonte ME")
     return {
-        "running": await add_worker(api.db, "EXECUTANDO", cliente_id=comercio),
-        "queued": await add_worker(
+        "running": await add_job(api.db, "EXECUTANDO", cliente_id=comercio),
+        "queued": await add_job(
             api.db, "AGENDADO", cliente_id=horizonte, automation_type="simples_nacional", queue="scraping"
         ),
-        "done": await add_worker(api.db, "CONCLUIDO", cliente_id=comercio),
-        "failed": await add_worker(api.db, "FALHA", cliente_id=horizonte),
-        "cancelled": await add_worker(api.db, "CANCELADO", cliente_id=None),
+        "done": await add_job(api.db, "CONCLUIDO", cliente_id=comercio),
+        "failed": await add_job(api.db, "FALHA", cliente_id=horizonte),
+        "cancelled": await add_job(api.db, "CANCELADO", cliente_id=None),
     }
 
 
@@ -116,12 +116,12 @@ async def test_list_filters(api: Api, rows: dict[str, int]) -> None:
 
 
 async def test_list_id_filters_and_pages(api: Api, rows: dict[str, int]) -> None:
-    worker = (await api.call("GET", f"{BASE}/{rows['done']}")).json()["data"]
+    job = (await api.call("GET", f"{BASE}/{rows['done']}")).json()["data"]
     by_task = assert_success(
-        await api.call("GET", f"{BASE}/?task_id={worker['task_id']}"), "Workers recuperados com sucesso"
+        await api.call("GET", f"{BASE}/?task_id={job['task_id']}"), "Workers recuperados com sucesso"
     )
     assert [i["id"] for i in by_task["items"]] == [rows["done"]]
-    by_client = (await api.call("GET", f"{BASE}/?cliente_id={worker['cliente_id']}")).json()["data"]
+    by_client = (await api.call("GET", f"{BASE}/?cliente_id={job['cliente_id']}")).json()["data"]
     assert {i["id"] for i in by_client["items"]} == {rows["running"], rows["done"]}
     assert (await api.call("GET", f"{BASE}/?usuario_id=7")).json()["data"]["total"] == 0
     page = assert_success(
@@ -156,7 +156,7 @@ async def test_active(api: Api, rows: dict[str, int]) -> None:
 
 
 async def test_queued(api: Api, rows: dict[str, int]) -> None:
-    urgent = await add_worker(api.db, "AGENDADO", queue="certidao", priority=0)
+    urgent = await add_job(api.db, "AGENDADO", queue="certidao", priority=0)
     await api.call("POST", f"{BASE}/{rows['queued']}/reorder", json={"new_priority": 5})
     data = assert_success(await api.call("GET", f"{BASE}/queued"), "Workers na fila recuperados com sucesso")
     assert_page(data, 10)
@@ -260,7 +260,7 @@ async def test_dashboard(api: Api, rows: dict[str, int]) -> None:
         assert_item(item)
 
 
-async def test_worker_detail(api: Api, rows: dict[str, int]) -> None:
+async def test_job_detail(api: Api, rows: dict[str, int]) -> None:
     data = assert_success(await api.call("GET", f"{BASE}/{rows['running']}"), "Worker encontrado com sucesso")
     assert_item(data)
     assert (data["id"], data["status"], data["queue"], data["usuario_id"]) == (
@@ -314,15 +314,15 @@ async def test_purge_queue(api: Api, redis_url: str) -> None:
 
 
 async def test_cleanup_no_client(api: Api, rows: dict[str, int]) -> None:
-    await add_worker(api.db, "AGENDADO", cliente_id=None)
-    await add_worker(api.db, "EXECUTANDO", cliente_id=424242)
-    await add_worker(api.db, "CONCLUIDO", cliente_id=None)
+    await add_job(api.db, "AGENDADO", cliente_id=None)
+    await add_job(api.db, "EXECUTANDO", cliente_id=424242)
+    await add_job(api.db, "CONCLUIDO", cliente_id=None)
     response = await api.call("DELETE", f"{BASE}/cleanup-no-client")
     assert assert_success(response, "2 worker(s) sem cliente removido(s) do banco") == {"deleted": 2}
 
 
 async def test_sync_orphans(api: Api, rows: dict[str, int]) -> None:
-    await add_worker(api.db, "AGENDADO", task_id=None)
+    await add_job(api.db, "AGENDADO", task_id=None)
     response = await api.call("POST", f"{BASE}/sync-orphans")
     data = assert_success(response, "1 worker(s) orfao(s) detectado(s) e cancelado(s)")
     assert data == {"orphans_found": 1, "total_checked": 3}

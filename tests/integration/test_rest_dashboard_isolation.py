@@ -16,7 +16,7 @@ from tests.integration.rest_support import (
     BASE,
     Api,
     add_cliente,
-    add_worker,
+    add_job,
     assert_error,
     assert_success,
     running_api,
@@ -34,7 +34,7 @@ async def api(pg_database_url: str, make_settings: Any) -> AsyncIterator[Api]:
     async with running_api(settings) as running:
         cliente = await add_cliente(running.db)
         for status in ("EXECUTANDO", "AGENDADO", "AGENDADO", "CONCLUIDO", "FALHA"):
-            await add_worker(running.db, status, cliente_id=cliente)
+            await add_job(running.db, status, cliente_id=cliente)
         yield running
 
 
@@ -80,7 +80,7 @@ async def test_database_reads_still_answer(api: Api) -> None:
 
 
 async def test_broker_writes_refuse_with_503_and_change_nothing(api: Api) -> None:
-    running = await add_worker(api.db, "EXECUTANDO")
+    running = await add_job(api.db, "EXECUTANDO")
     before = await snapshot(api.db)
     # A running job cannot be stopped without the broker: marking it cancelled would be a lie.
     assert_error(await api.call("POST", f"{BASE}/{running}/cancel"), 503)

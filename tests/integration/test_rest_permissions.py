@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import pytest
 
-from tests.integration.rest_support import BASE, Api, add_worker, assert_error, running_api
+from tests.integration.rest_support import BASE, Api, add_job, assert_error, running_api
 
 pytestmark = pytest.mark.services
 
@@ -71,9 +71,9 @@ async def target(api: Api, route: RouteCase) -> str:
     """The route's URL, with a fresh job in the needed status when it acts on one."""
     path = route.path
     if route.status is not None:
-        worker_id = await add_worker(api.db, route.status, queue="certidao")
-        task = (await api.call("GET", f"{BASE}/{worker_id}")).json()["data"]["task_id"]
-        path = path.replace("{id}", str(worker_id)).replace("{task}", task)
+        job_id = await add_job(api.db, route.status, queue="certidao")
+        task = (await api.call("GET", f"{BASE}/{job_id}")).json()["data"]["task_id"]
+        path = path.replace("{id}", str(job_id)).replace("{task}", task)
     return BASE + path
 
 

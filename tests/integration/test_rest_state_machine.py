@@ -15,7 +15,7 @@ import redis.asyncio as aioredis
 from tests.integration.rest_support import (
     BASE,
     Api,
-    add_worker,
+    add_job,
     assert_error,
     assert_success,
     running_api,
@@ -32,8 +32,8 @@ async def api(pg_database_url: str, redis_url: str, make_settings: Any) -> Async
         yield running
 
 
-async def detail(api: Api, worker_id: int) -> dict[str, Any]:
-    response = await api.call("GET", f"{BASE}/{worker_id}")
+async def detail(api: Api, job_id: int) -> dict[str, Any]:
+    response = await api.call("GET", f"{BASE}/{job_id}")
     return dict(response.json()["data"])
 
 
@@ -43,11 +43,11 @@ async def test_cancel(api: Api) -> None:
 
 
 async def check_cancel(api: Api, status: str) -> None:
-    worker_id = await add_worker(api.db, status)
+    job_id = await add_job(api.db, status)
     before = await api.services.broker.queue_lengths()
-    data = assert_success(await api.call("POST", f"{BASE}/{worker_id}/cancel"), "Task cancelada com sucesso")
+    data = assert_success(await api.call("POST", f"{BASE}/{job_id}/cancel"), "Task cancelada com sucesso")
     assert data["status"] == "CANCELADO" and data["data_fim"] is not None
-    assert await detail(api, worker_id) == data
+    assert await detail(api, job_id) == data
     # Cancelling revokes; it never sends a new message.
     assert await api.services.broker.queue_lengths() == before
 
@@ -58,7 +58,7 @@ async def test_retry(api: Api) -> None:
 
 
 async def check_retry(api: Api, status: str) -> None:
-    worker_id = await add_worker(
+    job_id = await add_job(
         api.db,
         status,
         queue="scraping",
@@ -66,11 +66,9 @@ async def check_retry(api: Api, status: str) -> None:
         retry_count=1,
         metadata_json={"progress_message": "Consultando o portal", "origem": "painel"},
     )
-    old = await detail(api, worker_id)
+    old = await detail(api, job_id)
     before = await api.services.broker.queue_lengths()
-    data = assert_success(
-        await api.call("POST", f"{BASE}/{worker_id}/retry"), "Task re-enfileirada com sucesso"
-    )
+    data = assert_success(await api.call("POST", f"{BASE}/{job_id}/retry"), "Task re-enfileirada com sucesso")
     assert data["status"] == "AGENDADO" and data["retry_count"] == 2
     assert data["task_id"] and data["task_id"] != old["task_id"]
     assert (data["data_inicio"], data["data_fim"], data["mensagem_erro"], data["progress"]) == (
@@ -93,12 +91,10 @@ async def test_move(api: Api) -> None:
 
 
 async def check_move(api: Api, status: str) -> None:
-    worker_id = await add_worker(
-        api.db, status, queue="certidao", metadata_json={"progress_message": "Emitindo"}
-    )
-    old = await detail(api, worker_id)
+    job_id = await add_job(api.db, status, queue="certidao", metadata_json={"progress_message": "Emitindo"})
+    old = await detail(api, job_id)
     before = await api.services.broker.queue_lengths()
-    response = await api.call("POST", f"{BASE}/{worker_id}/move", json={"target_queue": "scraping"})
+    response = await api.call("POST", f"{BASE}/{job_id}/move", json={"target_queue": "scraping"})
     data = assert_success(response, "Worker migrado de fila com sucesso")
     assert (data["queue"], data["status"], data["progress"]) == ("scraping", "AGENDADO", 0)
     assert data["metadata_json"] is None
@@ -109,11 +105,9 @@ async def check_move(api: Api, status: str) -> None:
 
 
 async def test_reorder(api: Api, redis_url: str) -> None:
-    worker_id = await add_worker(
-        api.db, "AGENDADO", queue="ui_automation", automation_type="ui_emissao_guia_das"
-    )
-    old = await detail(api, worker_id)
-    response = await api.call("POST", f"{BASE}/{worker_id}/reorder", json={"new_priority": 7})
+    job_id = await add_job(api.db, "AGENDADO", queue="ui_automation", automation_type="ui_emissao_guia_das")
+    old = await detail(api, job_id)
+    response = await api.call("POST", f"{BASE}/{job_id}/reorder", json={"new_priority": 7})
     data = assert_success(response, "Prioridade alterada com sucesso")
     assert (data["priority"], data["status"], data["queue"]) == (7, "AGENDADO", "ui_automation")
     assert data["task_id"] != old["task_id"]
@@ -126,7 +120,7 @@ async def test_reorder(api: Api, redis_url: str) -> None:
 
 async def test_chain_cancel_retry_reorder_move(api: Api) -> None:
     """A job can go round the cycle: cancel, retry, reorder, move, cancel again."""
-    worker_id = await add_worker(api.db, "EXECUTANDO")
+    job_id = await add_job(api.db, "EXECUTANDO")
     steps: list[tuple[str, Any, str]] = [
         ("cancel", None, "CANCELADO"),
         ("retry", None, "AGENDADO"),
@@ -136,10 +130,10 @@ async def test_chain_cancel_retry_reorder_move(api: Api) -> None:
         ("retry", None, "AGENDADO"),
     ]
     for action, body, expected in steps:
-        response = await api.call("POST", f"{BASE}/{worker_id}/{action}", json=body)
+        response = await api.call("POST", f"{BASE}/{job_id}/{action}", json=body)
         assert response.status_code == 200, (action, response.text)
         assert response.json()["data"]["status"] == expected
-    final = await detail(api, worker_id)
+    final = await detail(api, job_id)
     assert (final["retry_count"], final["priority"], final["queue"]) == (2, 3, "observer")
 
 
@@ -154,11 +148,11 @@ ILLEGAL: dict[str, tuple[list[str], Any]] = {
 @pytest.mark.parametrize("action", list(ILLEGAL))
 async def test_illegal_transitions_are_refused(api: Api, action: str) -> None:
     statuses, body = ILLEGAL[action]
-    ids = {status: await add_worker(api.db, status) for status in statuses}
+    ids = {status: await add_job(api.db, status) for status in statuses}
     rows_before = await snapshot(api.db)
     broker_before = await api.services.broker.queue_lengths()
-    for status, worker_id in ids.items():
-        response = await api.call("POST", f"{BASE}/{worker_id}/{action}", json=body)
+    for status, job_id in ids.items():
+        response = await api.call("POST", f"{BASE}/{job_id}/{action}", json=body)
         refused = assert_error(response, 409)
         # The message says what the status is, so the operator knows why.
         assert status in refused["message"], refused
@@ -167,8 +161,8 @@ async def test_illegal_transitions_are_refused(api: Api, action: str) -> None:
 
 
 async def test_move_to_same_queue_is_refused(api: Api) -> None:
-    worker_id = await add_worker(api.db, "AGENDADO", queue="certidao")
+    job_id = await add_job(api.db, "AGENDADO", queue="certidao")
     before = await snapshot(api.db)
-    response = await api.call("POST", f"{BASE}/{worker_id}/move", json={"target_queue": "certidao"})
+    response = await api.call("POST", f"{BASE}/{job_id}/move", json={"target_queue": "certidao"})
     assert_error(response, 422, "target_queue")
     assert await snapshot(api.db) == before

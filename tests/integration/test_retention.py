@@ -11,7 +11,7 @@ from sqlalchemy import func, insert, select
 
 from tests.integration.operator_support import any_services, pool_machine
 from tests.unit.graphql_support import make_api
-from worker_automation.models import Attempt, AuditEntry, Worker, utcnow
+from worker_automation.models import Attempt, AuditEntry, Job, utcnow
 from worker_automation.resolvers import claims
 from worker_automation.resolvers.counts import counters, recount
 from worker_automation.resolvers.retention import apply_retention, delete_finished
@@ -53,10 +53,10 @@ async def _census(services: Services, days: int) -> tuple[int, int]:
     async with services.db.session() as session:
         old = await session.scalar(
             select(func.count()).where(
-                Worker.data_fim < cutoff, Worker.status.in_(["CONCLUIDO", "FALHA", "CANCELADO"])
+                Job.data_fim < cutoff, Job.status.in_(["CONCLUIDO", "FALHA", "CANCELADO"])
             )
         )
-        everything = await session.scalar(select(func.count()).select_from(Worker))
+        everything = await session.scalar(select(func.count()).select_from(Job))
     return int(old or 0), int(everything or 0) - int(old or 0)
 
 
@@ -69,8 +69,8 @@ async def test_prune_deletes_old_finished_jobs_in_batches(any_services: Services
     await claims.claim(services, machine, job["id"], job["taskId"])
     await claims.complete(services, machine, job["id"], None, job["taskId"])
     async with services.db.session() as session:
-        await session.execute(insert(Worker), _rows(3000, random.Random(7)))
-        row = await session.get(Worker, job["id"])
+        await session.execute(insert(Job), _rows(3000, random.Random(7)))
+        row = await session.get(Job, job["id"])
         assert row is not None
         row.data_fim = utcnow() - timedelta(days=120)
 
@@ -103,7 +103,7 @@ async def test_prune_deletes_old_finished_jobs_in_batches(any_services: Services
 async def test_periodic_retention_follows_the_setting(any_services: Services) -> None:
     services = any_services
     async with services.db.session() as session:
-        await session.execute(insert(Worker), _rows(600, random.Random(3)))
+        await session.execute(insert(Job), _rows(600, random.Random(3)))
     old, kept = await _census(services, 90)
     services.settings.retention_days = 0
     assert await apply_retention(services) == 0

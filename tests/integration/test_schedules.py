@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 from tests.integration.harness import Stack, wait_until
 from tests.integration.operator_support import any_services
 from tests.unit.graphql_support import Api, make_api
-from worker_automation.models import AuditEntry, Schedule, Worker, utcnow
+from worker_automation.models import AuditEntry, Job, Schedule, utcnow
 from worker_automation.resolvers.schedule_firing import fire_due
 from worker_automation.services import Services
 
@@ -23,8 +23,7 @@ FIELDS = (
 )
 CREATE = f"mutation($i: ScheduleInput!) {{ createSchedule(input: $i) {{ {FIELDS} }} }}"
 UPDATE = (
-    "mutation($id: Int!, $i: ScheduleUpdateInput!) "
-    f"{{ updateSchedule(id: $id, input: $i) {{ {FIELDS} }} }}"
+    f"mutation($id: Int!, $i: ScheduleUpdateInput!) {{ updateSchedule(id: $id, input: $i) {{ {FIELDS} }} }}"
 )
 
 
@@ -34,9 +33,9 @@ async def _create(api: Api, **fields: Any) -> dict[str, Any]:
     return created
 
 
-async def _jobs_of(services: Services, schedule_id: int) -> list[Worker]:
+async def _jobs_of(services: Services, schedule_id: int) -> list[Job]:
     async with services.db.session() as session:
-        rows = (await session.scalars(select(Worker).order_by(Worker.id))).all()
+        rows = (await session.scalars(select(Job).order_by(Job.id))).all()
     return [r for r in rows if (r.metadata_json or {}).get("schedule_id") == schedule_id]
 
 
@@ -68,15 +67,19 @@ async def test_schedule_crud_and_run_now(any_services: Services) -> None:
         error = await api.fails(CREATE, {"i": {"automationType": "demo.echo", "cron": "* * * * *", **fields}})
         assert error.extensions == {"code": "BAD_USER_INPUT", "field": name}, (fields, error)
 
-    changed = (await api.ok(UPDATE, {"id": created["id"], "i": {"cron": "30 7 * * *", "timezone": "UTC"}}))
+    changed = await api.ok(UPDATE, {"id": created["id"], "i": {"cron": "30 7 * * *", "timezone": "UTC"}})
     assert changed["updateSchedule"]["nextRunAt"][11:16] == "04:30"  # 07:30 UTC shown at -03:00
     off = (await api.ok(UPDATE, {"id": created["id"], "i": {"enabled": False}}))["updateSchedule"]
     assert off["enabled"] is False and off["nextRunAt"] is None
     error = await api.fails(UPDATE, {"id": created["id"], "i": {"cron": "nope"}})
     assert error.extensions == {"code": "BAD_USER_INPUT", "field": "cron"}
 
-    job = (await api.ok("mutation($id: Int!) { runScheduleNow(id: $id) { id status metadataJson priority } }",
-                        {"id": created["id"]}))["runScheduleNow"]
+    job = (
+        await api.ok(
+            "mutation($id: Int!) { runScheduleNow(id: $id) { id status metadataJson priority } }",
+            {"id": created["id"]},
+        )
+    )["runScheduleNow"]
     assert job["status"] == "AGENDADO" and job["metadataJson"] == {"schedule_id": created["id"]}
     assert job["priority"] == 3
     listed = (await api.ok(f"{{ schedules {{ {FIELDS} }} }}"))["schedules"]

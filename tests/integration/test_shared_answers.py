@@ -14,7 +14,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from tests.integration.rest_support import BASE, Api, add_cliente, add_worker, assert_success, running_api
+from tests.integration.rest_support import BASE, Api, add_cliente, add_job, assert_success, running_api
 
 pytestmark = pytest.mark.services
 
@@ -35,7 +35,7 @@ async def graphql(api: Api, query: str, kind: str = "admin", variables: dict[str
 
 async def test_every_read_sees_the_writes_committed_before_it(api: Api) -> None:
     for expected in range(1, 6):
-        await add_worker(api.db, "AGENDADO")
+        await add_job(api.db, "AGENDADO")
         answers = await asyncio.gather(*(api.call("GET", f"{BASE}/stats") for _ in range(8)))
         totals = {assert_success(a, "Estatisticas recuperadas com sucesso")["total"] for a in answers}
         assert totals == {expected}
@@ -55,7 +55,7 @@ async def test_identical_mutations_sent_together_each_run(api: Api) -> None:
 
 
 async def test_callers_with_other_rights_get_their_own_answer(api: Api) -> None:
-    await add_worker(api.db, "EXECUTANDO")
+    await add_job(api.db, "EXECUTANDO")
     kinds = ["admin", "write_only", "reader", "revoked"] * 3
     bodies = await asyncio.gather(*(graphql(api, STATS_QUERY, kind) for kind in kinds))
     for kind, body in zip(kinds, bodies, strict=True):
@@ -71,7 +71,7 @@ async def test_callers_with_other_rights_get_their_own_answer(api: Api) -> None:
 async def test_connections_closed_by_the_server_are_replaced_unnoticed(api: Api) -> None:
     """After PostgreSQL drops every pooled connection (a restart does the same), the next
     requests get fresh ones instead of failing on a dead one."""
-    await add_worker(api.db, "AGENDADO")
+    await add_job(api.db, "AGENDADO")
     # Fill the pool with several idle connections.
     await asyncio.gather(*(api.call("GET", f"{BASE}/?page={n}") for n in range(1, 9)))
     server, database = api.services.settings.database_url.replace("+asyncpg", "").rsplit("/", 1)

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import insert, select
 
-from worker_automation.models import Worker, utcnow
+from worker_automation.models import Job, utcnow
 from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.machines import register_machine, set_machine_status
 from worker_automation.resolvers.maintenance import sync_orphans
@@ -33,12 +33,12 @@ async def _add(services: Services, **values: object) -> int:
     }
     row.update(values)
     async with services.db.session() as session:
-        return int((await session.execute(insert(Worker).values(**row).returning(Worker.id))).scalar_one())
+        return int((await session.execute(insert(Job).values(**row).returning(Job.id))).scalar_one())
 
 
-async def _status(services: Services, worker_id: int) -> str:
+async def _status(services: Services, job_id: int) -> str:
     async with services.db.session() as session:
-        return str(await session.scalar(select(Worker.status).where(Worker.id == worker_id)))
+        return str(await session.scalar(select(Job.status).where(Job.id == job_id)))
 
 
 async def test_sync_orphans_rules(services: Services) -> None:
@@ -76,10 +76,10 @@ async def test_sync_orphans_rules(services: Services) -> None:
 
     assert result.total_checked == len(orphans) + len(kept)
     assert result.orphans_found == len(orphans)
-    for name, worker_id in orphans.items():
-        assert await _status(services, worker_id) == "CANCELADO", name
-    for name, worker_id in kept.items():
-        assert await _status(services, worker_id) != "CANCELADO", name
+    for name, job_id in orphans.items():
+        assert await _status(services, job_id) == "CANCELADO", name
+    for name, job_id in kept.items():
+        assert await _status(services, job_id) != "CANCELADO", name
     assert await _status(services, finished) == "CONCLUIDO"
 
     again = await sync_orphans(services, CLI_ACTOR)

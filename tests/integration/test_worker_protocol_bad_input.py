@@ -15,7 +15,7 @@ from starlette.applications import Starlette
 
 from tests.integration.harness import free_port
 from worker_automation.app import create_app
-from worker_automation.models import Worker
+from worker_automation.models import Job
 from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.auth import create_key
 from worker_automation.resolvers.machines import machine_named, register_machine, set_machine_status
@@ -48,13 +48,13 @@ class Api:
 
     async def row(self, job_id: int) -> dict[str, Any]:
         async with self.services.db.session() as session:
-            row = await session.get(Worker, job_id, populate_existing=True)
+            row = await session.get(Job, job_id, populate_existing=True)
             assert row is not None
-            return {c.key: getattr(row, c.key) for c in Worker.__mapper__.column_attrs}
+            return {c.key: getattr(row, c.key) for c in Job.__mapper__.column_attrs}
 
     async def count(self) -> int:
         async with self.services.db.session() as session:
-            return int(await session.scalar(select(func.count()).select_from(Worker)) or 0)
+            return int(await session.scalar(select(func.count()).select_from(Job)) or 0)
 
 
 async def served(app: Starlette) -> Services:

@@ -11,11 +11,11 @@ import pytest
 from sqlalchemy import insert
 
 from tests.unit.graphql_support import Api, code, make_api
-from worker_automation.models import Worker
+from worker_automation.models import Job
 from worker_automation.resolvers.automations import ensure_settings_rows
+from worker_automation.resolvers.job_views import JobView
 from worker_automation.resolvers.pagination import cursor_of
-from worker_automation.resolvers.views import WorkerView
-from worker_automation.schema.types import Worker as WorkerType
+from worker_automation.schema.types import Job as JobType
 from worker_automation.services import Services
 from worker_automation.settings import Settings
 
@@ -54,7 +54,7 @@ async def add_jobs(api: Api, count: int, *, start: int = 0) -> None:
         for i in range(count)
     ]
     async with api.services.db.session() as session:
-        await session.execute(insert(Worker), rows)
+        await session.execute(insert(Job), rows)
 
 
 async def walk(api: Api, first: int, filters: dict[str, Any] | None = None) -> list[int]:
@@ -152,9 +152,9 @@ async def test_page_and_cursor_do_not_mix(api: Api) -> None:
 def test_a_worker_from_a_view_matches_one_from_its_dict() -> None:
     from zoneinfo import ZoneInfo
 
-    view = WorkerView(
+    view = JobView(
         7, "t-7", 3, None, None, "CONCLUIDO", T0, T0 + timedelta(seconds=5), None, "demo.echo", "scan",
         2, 1, 100, {"message": "ok"}, {"n": 1}, {"value": 2}, T0, T0, 4, "Echo", "ACME",
     )  # fmt: skip
     tz = ZoneInfo("America/Sao_Paulo")
-    assert WorkerType.from_view(view, tz) == WorkerType.from_dict(view.as_dict(tz))
+    assert JobType.from_view(view, tz) == JobType.from_dict(view.as_dict(tz))

@@ -299,14 +299,14 @@ def counting_statements(services: Services) -> Iterator[list[str]]:
 
 
 async def test_a_page_of_workers_costs_a_constant_number_of_statements(api: Api) -> None:
-    from worker_automation.models import JobStatus, Worker
+    from worker_automation.models import Job, JobStatus
 
     clientes = [await add_cliente(api.services.db, razao_social=f"Cliente {i}") for i in range(10)]
     machine_ids = [(await register(api, f"m{i}"))[0] for i in range(10)]
     async with api.services.db.session() as session:
         for i in range(120):
             session.add(
-                Worker(
+                Job(
                     automation_type="demo.echo", queue="scan", status=JobStatus.EXECUTANDO.value,
                     cliente_id=clientes[i % 10].id, machine_id=machine_ids[i % 10],
                 )
@@ -328,14 +328,14 @@ async def test_a_page_of_workers_costs_a_constant_number_of_statements(api: Api)
 
 
 async def _running_jobs_on_machines(api: Api, count: int) -> None:
-    from worker_automation.models import JobStatus, Worker
+    from worker_automation.models import Job, JobStatus
 
     clientes = [await add_cliente(api.services.db, razao_social=f"Loja {i}") for i in range(count)]
     machine_ids = [(await register(api, f"batch-{i}"))[0] for i in range(count)]
     async with api.services.db.session() as session:
         for i in range(count):
             session.add(
-                Worker(
+                Job(
                     automation_type="demo.echo", queue="scan", status=JobStatus.EXECUTANDO.value,
                     cliente_id=clientes[i].id, machine_id=machine_ids[i],
                 )

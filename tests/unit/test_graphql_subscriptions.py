@@ -201,7 +201,7 @@ async def test_subscribers_asking_the_same_thing_share_one_execution(api: Api) -
         row = {"id": 77, "status": "EXECUTANDO", "queue": "scan", "automation_type": "demo.echo",
                "created_at": "2026-07-08T09:15:00-03:00", "updated_at": "2026-07-08T09:15:00-03:00",
                "machine_id": machine.id}  # fmt: skip
-        await api.services.events.publish(Event(kind=EventKind.CLAIMED, worker=row))
+        await api.services.events.publish(Event(kind=EventKind.CLAIMED, job=row))
         for _ in range(500):
             if all(written):
                 break
@@ -230,7 +230,7 @@ async def test_a_subscriber_that_falls_behind_gets_resync(sqlite_services: Servi
     feed = Feed(bus, maxsize=1)
     try:
         for n in range(3):
-            await bus.publish(Event(kind=EventKind.CREATED, worker={"id": n, "status": "AGENDADO"}))
+            await bus.publish(Event(kind=EventKind.CREATED, job={"id": n, "status": "AGENDADO"}))
         await asyncio.sleep(0.3)  # let the bus hand all three over (and drop the feed's listener)
         kinds = []
         for _ in range(2):
@@ -238,7 +238,7 @@ async def test_a_subscriber_that_falls_behind_gets_resync(sqlite_services: Servi
             assert received is not None
             kinds.append(received.kind)
         assert kinds == [EventKind.CREATED, EventKind.RESYNC]
-        await bus.publish(Event(kind=EventKind.DELETED, worker={"id": 9, "status": "AGENDADO"}))
+        await bus.publish(Event(kind=EventKind.DELETED, job={"id": 9, "status": "AGENDADO"}))
         again = await feed.next(within=5.0)
         assert again is not None and again.kind is EventKind.DELETED
         assert await feed.next(within=0.05) is None

@@ -23,7 +23,7 @@ class RecordingClient:
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
 
-    async def start(self, job_id: int, task_id: str | None = None, **_kw: Any) -> Claim:
+    async def claim(self, job_id: int, task_id: str | None = None, **_kw: Any) -> Claim:
         self.calls.append(("start", job_id))
         return Claim({"id": job_id, "automation_type": AUTOMATION, "context": {}})
 

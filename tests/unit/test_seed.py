@@ -9,10 +9,10 @@ from sqlalchemy import func, select
 
 from worker_automation.catalog.forms import is_valid_cnpj
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
-from worker_automation.models import TERMINAL_STATUSES, Cliente, JobStatus, Usuario, Worker
+from worker_automation.models import TERMINAL_STATUSES, Cliente, Job, JobStatus, Usuario
 from worker_automation.models.database import Database
 from worker_automation.models.migrate import migrate
-from worker_automation.resolvers.reads import WorkerFilter, list_workers, stats
+from worker_automation.resolvers.reads import JobFilter, list_jobs, stats
 from worker_automation.seed import cnpj_check_digits, seed_demo
 from worker_automation.settings import DEFAULT_QUEUES, Settings
 
@@ -40,7 +40,7 @@ async def test_seed_inserts_clients_users_and_jobs(db: Database) -> None:
     assert (summary.clientes, summary.usuarios, summary.jobs) == (30, 3, 1200)
     assert await count(db, Cliente) == 30
     assert await count(db, Usuario) == 3
-    assert await count(db, Worker) == 1200
+    assert await count(db, Job) == 1200
 
 
 async def test_seed_covers_every_status_and_the_five_queues(db: Database) -> None:
@@ -62,7 +62,7 @@ async def test_seeded_rows_are_consistent(db: Database) -> None:
     await seed_demo(db, jobs=600, clientes=20, seed=3)
 
     async with db.session() as session:
-        rows = (await session.scalars(select(Worker))).all()
+        rows = (await session.scalars(select(Job))).all()
         cnpjs = (await session.scalars(select(Cliente.cnpj))).all()
     for row in rows:
         automation = AUTOMATION_REGISTRY[row.automation_type]
@@ -89,7 +89,7 @@ async def test_seeded_rows_are_consistent(db: Database) -> None:
 async def test_seeded_rows_are_enriched_with_client_names(db: Database) -> None:
     await seed_demo(db, jobs=200, clientes=10, seed=11)
 
-    page = await list_workers(db, QUEUES, WorkerFilter(), 1, 100)
+    page = await list_jobs(db, QUEUES, JobFilter(), 1, 100)
 
     named = [w for w in page.items if w.cliente_id is not None]
     assert named and all(w.client_name for w in named)
@@ -101,7 +101,7 @@ async def test_seed_twice_adds_jobs_not_clients(db: Database) -> None:
     second = await seed_demo(db, jobs=300, clientes=12)
 
     assert second.clientes == 0
-    assert await count(db, Worker) == 600
+    assert await count(db, Job) == 600
     assert await count(db, Usuario) == 3  # the demo users are added once
     assert await count(db, Cliente) == 12
     async with db.session() as session:
@@ -117,10 +117,10 @@ async def test_seed_twice_with_the_same_seed_tops_clients_up(db: Database) -> No
     # drawn first), and the jobs are added (task ids stay unique).
     assert again.clientes == 3
     assert await count(db, Cliente) == 12 + again.clientes
-    assert await count(db, Worker) == 100
+    assert await count(db, Job) == 100
     async with db.session() as session:
         cnpjs = (await session.scalars(select(Cliente.cnpj))).all()
-        task_ids = (await session.scalars(select(Worker.task_id))).all()
+        task_ids = (await session.scalars(select(Job.task_id))).all()
     assert len(cnpjs) == len(set(cnpjs))
     assert len(task_ids) == len(set(task_ids)) == 100
 
@@ -129,7 +129,7 @@ async def test_seed_with_no_jobs(db: Database) -> None:
     summary = await seed_demo(db, jobs=0, clientes=2, seed=1)
 
     assert summary.jobs == 0
-    assert await count(db, Worker) == 0
+    assert await count(db, Job) == 0
     assert await count(db, Cliente) == 2
 
 

@@ -125,8 +125,8 @@ def test_openapi_schemas_say_what_the_annotations_say() -> None:
     }
     live_queue = shape_schema("QueueLive")["properties"]
     assert live_queue["load_percent"] == {"type": "number", "minimum": 0}
-    worker_item = {"$ref": "#/components/schemas/WorkerItem"}
-    assert live_queue["active_tasks"] == {"type": "array", "items": worker_item}
+    job_item = {"$ref": "#/components/schemas/WorkerItem"}
+    assert live_queue["active_tasks"] == {"type": "array", "items": job_item}
     assert shape_schema("Stats")["properties"]["by_queue"] == {
         "type": "object",
         "additionalProperties": {"type": "integer"},

@@ -15,19 +15,19 @@ from strawberry import Schema
 from worker_automation.broker.events import Event
 from worker_automation.schema import build_schema
 from worker_automation.schema.plain_fields import PlainFieldsExecutionContext
-from worker_automation.schema.types import WorkerEvent
+from worker_automation.schema.types import JobEvent
 from worker_automation.settings import Settings
 from worker_automation.vocabulary import EventKind
 
 QUERY = "subscription { workerEvents { kind worker { id status } } }"
 
 
-def event(n: int) -> WorkerEvent:
+def event(n: int) -> JobEvent:
     row = {
         "id": n, "status": "AGENDADO", "automation_type": "demo.echo", "queue": "scan",
         "created_at": "2026-07-08T12:00:00+00:00", "updated_at": "2026-07-08T12:00:00+00:00",
     }  # fmt: skip
-    return WorkerEvent.from_event(Event(kind=EventKind.CREATED, worker=row), ZoneInfo("UTC"))
+    return JobEvent.from_event(Event(kind=EventKind.CREATED, job=row), ZoneInfo("UTC"))
 
 
 def graphql_schema(sqlite_database_url: str) -> GraphQLSchema:

@@ -62,7 +62,7 @@ class Event:
     ``{"queue": name}`` for the row."""
 
     kind: EventKind | QueueChange
-    worker: dict[str, Any]
+    job: dict[str, Any]
     at: str = field(default_factory=_now_iso)
     id: str = field(default_factory=_new_id)
 
@@ -70,7 +70,7 @@ class Event:
         # Rows sometimes still carry datetimes or decimals: an event is better late-stringified
         # than lost after the change it reports has been committed.
         return json.dumps(
-            {"kind": self.kind.value, "worker": self.worker, "at": self.at, "id": self.id},
+            {"kind": self.kind.value, "worker": self.job, "at": self.at, "id": self.id},
             default=str,
             separators=(",", ":"),
         )
@@ -82,9 +82,7 @@ class Event:
         if not isinstance(data, dict) or not isinstance(data.get("worker"), dict):
             raise ValueError("not an event")
         try:
-            return cls(
-                kind=_kind(data["kind"]), worker=data["worker"], at=str(data["at"]), id=str(data["id"])
-            )
+            return cls(kind=_kind(data["kind"]), job=data["worker"], at=str(data["at"]), id=str(data["id"]))
         except KeyError as exc:
             raise ValueError(f"event without {exc}") from exc
 
@@ -290,7 +288,7 @@ class EventBus:
                 if outage:
                     self.reconnects += 1
                     logger.info("event subscription restored on %s", self.channel)
-                    self._fan_out(Event(kind=EventKind.RESYNC, worker={}))
+                    self._fan_out(Event(kind=EventKind.RESYNC, job={}))
                 outage = False
                 backoff = FIRST_BACKOFF_SECONDS
                 await self._pump(pubsub)

@@ -20,7 +20,7 @@ from worker_automation.settings import Settings
 if TYPE_CHECKING:  # the command line starts without the database layer loaded
     from worker_automation.models.database import Database
     from worker_automation.resolvers.audit import Actor
-    from worker_automation.resolvers.reads import WorkerFilter
+    from worker_automation.resolvers.reads import JobFilter
     from worker_automation.services import Services
 
 NO_BROKER = (
@@ -53,10 +53,10 @@ def _run_services(fn: Callable[[Services], Awaitable[int]]) -> int:
     return asyncio.run(run())
 
 
-def _filter_of(args: argparse.Namespace) -> WorkerFilter:
-    from worker_automation.resolvers.reads import WorkerFilter
+def _filter_of(args: argparse.Namespace) -> JobFilter:
+    from worker_automation.resolvers.reads import JobFilter
 
-    return WorkerFilter(
+    return JobFilter(
         status=args.status,
         queue=args.queue,
         automation_type=args.automation,
@@ -73,10 +73,10 @@ def _has_filter(args: argparse.Namespace) -> bool:
 
 
 def cmd_jobs_list(args: argparse.Namespace) -> int:
-    from worker_automation.resolvers.reads import list_workers
+    from worker_automation.resolvers.reads import list_jobs
 
     async def run(db: Database, settings: Settings) -> int:
-        page = await list_workers(db, settings.queues, _filter_of(args), args.page, args.per_page)
+        page = await list_jobs(db, settings.queues, _filter_of(args), args.page, args.per_page)
         for v in page.items:
             error = (v.mensagem_erro or "")[:60]
             print(
@@ -90,14 +90,14 @@ def cmd_jobs_list(args: argparse.Namespace) -> int:
 
 
 def cmd_jobs_show(args: argparse.Namespace) -> int:
-    from worker_automation.resolvers.attempts import attempts_by_worker
-    from worker_automation.resolvers.reads import get_worker
+    from worker_automation.resolvers.attempts import attempts_by_job
+    from worker_automation.resolvers.reads import get_job
 
     async def run(db: Database, settings: Settings) -> int:
-        view = await get_worker(db, args.id)
+        view = await get_job(db, args.id)
         tz = settings.tz
         print(json.dumps(view.as_dict(tz), ensure_ascii=False, indent=2, default=str))
-        attempts = (await attempts_by_worker(db, [view.id])).get(view.id, [])
+        attempts = (await attempts_by_job(db, [view.id])).get(view.id, [])
         print(f"attempts: {len(attempts)}")
         for a in attempts:
             print(
@@ -111,7 +111,7 @@ def cmd_jobs_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_jobs_act(args: argparse.Namespace, action: str) -> int:
-    from worker_automation.resolvers import bulk, operations
+    from worker_automation.resolvers import bulk, job_actions
 
     if (args.id is None) == (not _has_filter(args)):
         print("error: give a job id, or list filters (e.g. --status FALHA), not both", file=sys.stderr)
@@ -119,11 +119,11 @@ def _cmd_jobs_act(args: argparse.Namespace, action: str) -> int:
 
     async def run(services: Services) -> int:
         if args.id is not None:
-            single = operations.retry if action == "retry" else operations.cancel
+            single = job_actions.retry if action == "retry" else job_actions.cancel
             view = await single(services, _actor(), args.id)
             print(f"job {view.id} {view.status} (task {view.task_id})")
             return 0
-        many = bulk.retry_workers if action == "retry" else bulk.cancel_workers
+        many = bulk.retry_jobs if action == "retry" else bulk.cancel_jobs
         result = await many(services, _actor(), _filter_of(args), args.limit)
         print(f"matched {result.matched}, changed {result.changed}")
         for job_id in result.ids:
@@ -212,13 +212,13 @@ def cmd_schedules_rm(args: argparse.Namespace) -> int:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    from worker_automation.resolvers.retention import prune_workers
+    from worker_automation.resolvers.retention import prune_jobs
 
     def progress(total: int) -> None:
         print(f"deleted so far: {total}", file=sys.stderr, flush=True)
 
     async def run(db: Database, _settings: Settings) -> int:
-        deleted = await prune_workers(db, _actor(), args.older_than_days, progress)
+        deleted = await prune_jobs(db, _actor(), args.older_than_days, progress)
         print(f"{deleted} finished job(s) older than {args.older_than_days} day(s) deleted")
         return 0
 

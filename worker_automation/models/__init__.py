@@ -1,13 +1,13 @@
 """SQLAlchemy models, the async engine and the migrations."""
 
 from worker_automation.models.access import ApiKey, Machine, MachineStatus
+from worker_automation.models.admin import AuditEntry, AutomationSetting
 from worker_automation.models.attempt import Attempt, AttemptOutcome
 from worker_automation.models.base import Base, utcnow
 from worker_automation.models.directory import MANAGER_PERFIS, Cliente, Perfil, Usuario
-from worker_automation.models.operations import AuditEntry, AutomationSetting
+from worker_automation.models.job import CELERY_STATE, Job, JobCount
 from worker_automation.models.queue_pause import QueuePause
 from worker_automation.models.schedule import Schedule
-from worker_automation.models.worker import CELERY_STATE, Worker, WorkerCount
 from worker_automation.vocabulary import OPEN_STATUSES, TERMINAL_STATUSES, JobStatus
 
 __all__ = [
@@ -22,6 +22,8 @@ __all__ = [
     "AutomationSetting",
     "Base",
     "Cliente",
+    "Job",
+    "JobCount",
     "JobStatus",
     "Machine",
     "MachineStatus",
@@ -29,7 +31,5 @@ __all__ = [
     "QueuePause",
     "Schedule",
     "Usuario",
-    "Worker",
-    "WorkerCount",
     "utcnow",
 ]

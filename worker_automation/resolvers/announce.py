@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from worker_automation.broker.events import Event, EventBus
 from worker_automation.errors import Unavailable
 from worker_automation.metrics import count_transitions
-from worker_automation.resolvers.views import WorkerView
+from worker_automation.resolvers.job_views import JobView
 from worker_automation.services import Services
 from worker_automation.vocabulary import EventKind, QueueChange
 
@@ -26,7 +26,7 @@ TRANSITIONS = frozenset(
 )
 
 
-async def announce(services: Services, kind: EventKind, views: Iterable[WorkerView]) -> None:
+async def announce(services: Services, kind: EventKind, views: Iterable[JobView]) -> None:
     """Publish one event per changed row. The database already holds the change, so a Redis
     outage costs only the live notification (subscribers re-read state when it comes back)."""
     tz = services.settings.tz

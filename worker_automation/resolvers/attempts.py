@@ -13,7 +13,7 @@ from worker_automation.models import Attempt, Machine
 from worker_automation.models.database import Database
 from worker_automation.shapes import Doc
 
-_BY_WORKERS = (
+_BY_JOBS = (
     select(
         Attempt.worker_id,
         Attempt.number,
@@ -49,12 +49,12 @@ class AttemptView:
     error: Annotated[str | None, Doc("The error or cancellation message of the run.")]
 
 
-async def attempts_by_worker(db: Database, ids: list[int]) -> dict[int, list[AttemptView]]:
+async def attempts_by_job(db: Database, ids: list[int]) -> dict[int, list[AttemptView]]:
     """Every attempt of each job of ``ids``, oldest first (for DataLoaders)."""
     found: dict[int, list[AttemptView]] = defaultdict(list)
     if not ids:
         return found
     async with db.reader() as session:
-        for row in await session.execute(_BY_WORKERS, {"ids": sorted(set(ids))}):
+        for row in await session.execute(_BY_JOBS, {"ids": sorted(set(ids))}):
             found[row[0]].append(AttemptView(*row))
     return found

@@ -15,14 +15,14 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from worker_automation.errors import BadInput, Unavailable
-from worker_automation.models import JobStatus, Worker
+from worker_automation.models import Job, JobStatus
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.automations import registered
 from worker_automation.resolvers.dispatch import Send, send_all
-from worker_automation.resolvers.reads import WorkerFilter, filter_conditions
+from worker_automation.resolvers.job_views import JobView, enriched_select, views_of
+from worker_automation.resolvers.reads import JobFilter, filter_conditions
 from worker_automation.resolvers.transitions import allows, mark_cancelled, mark_retried
-from worker_automation.resolvers.views import WorkerView, enriched_select, views_of
 from worker_automation.services import Services
 from worker_automation.shapes import Doc
 from worker_automation.vocabulary import Action, EventKind
@@ -49,24 +49,22 @@ def check_limit(limit: int | None) -> int:
     return limit
 
 
-async def _locked(
-    session: AsyncSession, services: Services, filters: WorkerFilter, limit: int
-) -> list[Worker]:
+async def _locked(session: AsyncSession, services: Services, filters: JobFilter, limit: int) -> list[Job]:
     """The jobs the list would show first (newest first), locked until the transaction ends."""
     conds, parameters = filter_conditions(filters, services.settings.queues)
-    statement = select(Worker).where(*conds).order_by(Worker.id.desc()).limit(limit).with_for_update()
+    statement = select(Job).where(*conds).order_by(Job.id.desc()).limit(limit).with_for_update()
     return list((await session.scalars(statement, parameters)).all())
 
 
-async def _views(session: AsyncSession, ids: list[int]) -> list[WorkerView]:
+async def _views(session: AsyncSession, ids: list[int]) -> list[JobView]:
     if not ids:
         return []
-    rows = await session.execute(enriched_select().where(Worker.id.in_(ids)).order_by(Worker.id.desc()))
+    rows = await session.execute(enriched_select().where(Job.id.in_(ids)).order_by(Job.id.desc()))
     return views_of(rows)
 
 
-async def cancel_workers(
-    services: Services, actor: Actor, filters: WorkerFilter, limit: int | None = None
+async def cancel_jobs(
+    services: Services, actor: Actor, filters: JobFilter, limit: int | None = None
 ) -> BulkResult:
     """Cancel the queued and running jobs among those ``filters`` match (running ones terminated)."""
     count = check_limit(limit)
@@ -92,8 +90,8 @@ async def cancel_workers(
     return result
 
 
-async def retry_workers(
-    services: Services, actor: Actor, filters: WorkerFilter, limit: int | None = None
+async def retry_jobs(
+    services: Services, actor: Actor, filters: JobFilter, limit: int | None = None
 ) -> BulkResult:
     """Queue again, as new tasks, the FALHA and CANCELADO jobs among those ``filters`` match."""
     count = check_limit(limit)

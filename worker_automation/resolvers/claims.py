@@ -16,10 +16,11 @@ from sqlalchemy.orm import aliased
 from worker_automation.errors import BadInput, Conflict, DomainError, NotFound
 from worker_automation.limits import result_refusal
 from worker_automation.metrics import count_refused
-from worker_automation.models import AutomationSetting, JobStatus, Machine, QueuePause, Worker, utcnow
+from worker_automation.models import AutomationSetting, Job, JobStatus, Machine, QueuePause, utcnow
 from worker_automation.models.database import Executor
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.automations import apply_setting, effective, registered
+from worker_automation.resolvers.job_views import RUN_ORDER, JobView, enriched_select, order_by, views_of
 from worker_automation.resolvers.machines import (
     MACHINE_COLUMNS,
     MachineKey,
@@ -27,9 +28,8 @@ from worker_automation.resolvers.machines import (
     MachineView,
     machine_in,
 )
-from worker_automation.resolvers.reads import MSG_WORKER_NOT_FOUND
-from worker_automation.resolvers.rows import VIEW_RETURNING, lock_worker, returned_view, view_in
-from worker_automation.resolvers.views import RUN_ORDER, WorkerView, enriched_select, order_by, views_of
+from worker_automation.resolvers.reads import MSG_JOB_NOT_FOUND
+from worker_automation.resolvers.rows import VIEW_RETURNING, lock_job, returned_view, view_in
 from worker_automation.services import Services
 from worker_automation.vocabulary import EventKind, Refusal
 
@@ -51,20 +51,20 @@ _REFUSAL_MESSAGES: dict[Refusal, str] = {
 
 # The claim and the reports run for every job: their statements are built once (building one and
 # its cache key costs more CPU than the database spends on it); only parameters change.
-_HEAD = select(Worker.automation_type, Worker.queue, Worker.status).where(Worker.id == bindparam("worker_id"))
+_HEAD = select(Job.automation_type, Job.queue, Job.status).where(Job.id == bindparam("worker_id"))
 # The job's head and its automation's settings, the settings row locked: the lock serialises claims
 # of one automation, so the running count read by the claim's UPDATE cannot be overtaken by a
 # concurrent claim. (Every registered automation has its row; without one, the two reads apart.)
 _HEAD_AND_SETTING_LOCKED = (
     select(
-        Worker.automation_type,
-        Worker.queue,
+        Job.automation_type,
+        Job.queue,
         AutomationSetting.max_concurrent_jobs,
         AutomationSetting.dev_mode,
         AutomationSetting.enabled,
     )
-    .join(AutomationSetting, AutomationSetting.key == Worker.automation_type)
-    .where(Worker.id == bindparam("worker_id"))
+    .join(AutomationSetting, AutomationSetting.key == Job.automation_type)
+    .where(Job.id == bindparam("worker_id"))
     .with_for_update(of=AutomationSetting)
 )
 # The same with the machine behind the request's key (MachineView's columns last): a claim is
@@ -79,12 +79,12 @@ _TOUCH_MACHINE = (
 
 
 # Whether the job's queue is paused (correlated to the statement's ``workers`` row).
-_QUEUE_PAUSED = select(QueuePause.queue).where(QueuePause.queue == Worker.queue).exists()
+_QUEUE_PAUSED = select(QueuePause.queue).where(QueuePause.queue == Job.queue).exists()
 
 
 def _claim_statement(*, with_task: bool) -> Update:
     """Claim one AGENDADO job while fewer than ``limit`` jobs of its automation run."""
-    running = aliased(Worker)
+    running = aliased(Job)
     running_count = (
         select(func.count())
         .select_from(running)
@@ -95,13 +95,13 @@ def _claim_statement(*, with_task: bool) -> Update:
         .scalar_subquery()
     )
     # A paused queue's jobs are not claimed (a primary-key probe inside the same statement).
-    conds = [Worker.id == bindparam("job_id"), Worker.status == JobStatus.AGENDADO.value, ~_QUEUE_PAUSED]
+    conds = [Job.id == bindparam("job_id"), Job.status == JobStatus.AGENDADO.value, ~_QUEUE_PAUSED]
     if with_task:
-        conds.append(Worker.task_id == bindparam("job_task"))
+        conds.append(Job.task_id == bindparam("job_task"))
     # RETURNING the whole row and its client's name: the claimed job comes back without
     # reading it again.
     return (
-        update(Worker)
+        update(Job)
         .where(and_(*conds), running_count < bindparam("limit"))
         .values(
             status=JobStatus.EXECUTANDO.value,
@@ -125,14 +125,14 @@ def _finish_statement(columns: tuple[str, ...], *, by_key: bool, with_task: bool
     ``with_task``: only while the job's task is still ``task_id`` (the run the report is about)."""
     holder = _MACHINE_BY_KEY if by_key else bindparam("holder")
     conds = [
-        Worker.id == bindparam("job_id"),
-        Worker.status == JobStatus.EXECUTANDO.value,
-        Worker.machine_id == holder,
+        Job.id == bindparam("job_id"),
+        Job.status == JobStatus.EXECUTANDO.value,
+        Job.machine_id == holder,
     ]
     if with_task:
-        conds.append(Worker.task_id == bindparam("reported_task"))
+        conds.append(Job.task_id == bindparam("reported_task"))
     return (
-        update(Worker)
+        update(Job)
         .where(*conds)
         .values(
             {
@@ -158,17 +158,17 @@ def _serves(machine: MachineView, automation_type: str, queue: str) -> bool:
 
 async def pending_jobs(
     services: Services, machine: MachineView, automation: str | None, limit: int = 100
-) -> list[WorkerView]:
+) -> list[JobView]:
     """AGENDADO jobs this machine may claim, in run order (for the start-up sweep). A paused
     queue's jobs are left out: a machine would only be refused them, sweep after sweep."""
     key = automation or machine.automation
-    conds = [Worker.status == JobStatus.AGENDADO.value, ~_QUEUE_PAUSED]
+    conds = [Job.status == JobStatus.AGENDADO.value, ~_QUEUE_PAUSED]
     if key is not None:
         if machine.automation is not None and key != machine.automation:
             raise BadInput("automation", f"Esta maquina atende apenas {machine.automation!r}")
-        conds.append(Worker.automation_type == key)
+        conds.append(Job.automation_type == key)
     else:
-        conds.append(Worker.queue == machine.queue)
+        conds.append(Job.queue == machine.queue)
     async with services.db.session() as session:
         rows = await session.execute(
             enriched_select().where(*conds).order_by(*order_by(RUN_ORDER)).limit(max(1, min(limit, 500)))
@@ -177,34 +177,32 @@ async def pending_jobs(
 
 
 async def _machine_and_locked_head(
-    conn: Executor, machine: MachineRef, worker_id: int
+    conn: Executor, machine: MachineRef, job_id: int
 ) -> tuple[MachineView, Row[*tuple[Any, ...]] | None]:
     """The machine, and the job's head with its automation's settings row locked (None when the
     job or its settings row is missing). Unauthenticated for an unknown key."""
     if isinstance(machine, MachineKey):
-        parameters = {"worker_id": worker_id, "key_hash": machine.key_hash}
+        parameters = {"worker_id": job_id, "key_hash": machine.key_hash}
         row = (await conn.execute(_HEAD_SETTING_AND_MACHINE_LOCKED, parameters)).first()
         if row is not None:
             columns: tuple[Any, ...] = tuple(row)
             return MachineView(*columns[5:]), row
         machine = await machine_in(conn, machine)
-    return machine, (await conn.execute(_HEAD_AND_SETTING_LOCKED, {"worker_id": worker_id})).first()
+    return machine, (await conn.execute(_HEAD_AND_SETTING_LOCKED, {"worker_id": job_id})).first()
 
 
-async def claim(
-    services: Services, machine: MachineRef, worker_id: int, task_id: str | None = None
-) -> WorkerView:
+async def claim(services: Services, machine: MachineRef, job_id: int, task_id: str | None = None) -> JobView:
     """Move the job to EXECUTANDO for ``machine``, or refuse with a reason (Conflict)."""
     if isinstance(machine, MachineView) and not machine.is_on:
         raise refused(Refusal.MACHINE_OFF)
     # A claim runs for every job: its statements go on a connection, no ORM session around them.
     async with services.db.transaction() as conn:
-        machine, head = await _machine_and_locked_head(conn, machine, worker_id)
+        machine, head = await _machine_and_locked_head(conn, machine, job_id)
         if not machine.is_on:
             raise refused(Refusal.MACHINE_OFF)
-        found = head or (await conn.execute(_HEAD, {"worker_id": worker_id})).first()
+        found = head or (await conn.execute(_HEAD, {"worker_id": job_id})).first()
         if found is None:
-            raise NotFound(MSG_WORKER_NOT_FOUND, worker_id=worker_id)
+            raise NotFound(MSG_JOB_NOT_FOUND, worker_id=job_id)
         automation_type, queue = found[0], found[1]
         if not _serves(machine, automation_type, queue):
             raise refused(Refusal.WRONG_AUTOMATION)
@@ -218,7 +216,7 @@ async def claim(
             raise refused(Refusal.NOT_CLAIMABLE, status="disabled")
         now = utcnow()
         parameters = {
-            "job_id": worker_id,
+            "job_id": job_id,
             "job_automation": automation_type,
             "limit": automation.max_concurrent_jobs,
             "machine": machine.id,
@@ -228,7 +226,7 @@ async def claim(
             parameters["job_task"] = task_id
         row = (await conn.execute(_CLAIM[task_id is not None], parameters)).first()
         if row is None:
-            raise await _refusal_for(conn, worker_id, task_id)
+            raise await _refusal_for(conn, job_id, task_id)
         if machine.last_claim_at is None or now - machine.last_claim_at > LAST_CLAIM_GRANULARITY:
             await conn.execute(_TOUCH_MACHINE, {"machine": machine.id, "claimed_at": now})
         view = returned_view(row)
@@ -236,14 +234,12 @@ async def claim(
     return view
 
 
-async def _refusal_for(conn: Executor, worker_id: int, task_id: str | None) -> DomainError:
+async def _refusal_for(conn: Executor, job_id: int, task_id: str | None) -> DomainError:
     paused = _QUEUE_PAUSED.label("paused")
-    current = (
-        await conn.execute(select(Worker.status, Worker.task_id, paused).where(Worker.id == worker_id))
-    ).first()
+    current = (await conn.execute(select(Job.status, Job.task_id, paused).where(Job.id == job_id))).first()
     if current is None:
         # Removed since the claim began (cleanup, a move): nothing left to claim.
-        return NotFound(MSG_WORKER_NOT_FOUND, worker_id=worker_id)
+        return NotFound(MSG_JOB_NOT_FOUND, worker_id=job_id)
     status, stored_task, queue_paused = current
     if status == JobStatus.EXECUTANDO.value:
         return refused(Refusal.ALREADY_CLAIMED, status=status)
@@ -257,8 +253,8 @@ async def _refusal_for(conn: Executor, worker_id: int, task_id: str | None) -> D
     return refused(Refusal.CONCURRENCY_LIMIT, status=status)
 
 
-async def _held(session: Any, machine: MachineView, worker_id: int) -> Worker:
-    row = await lock_worker(session, worker_id)
+async def _held(session: Any, machine: MachineView, job_id: int) -> Job:
+    row = await lock_job(session, job_id)
     if row.status != JobStatus.EXECUTANDO.value:
         raise Conflict(
             f"Job nao esta em execucao (status {row.status}).", status=row.status, reason="not_running"
@@ -269,12 +265,12 @@ async def _held(session: Any, machine: MachineView, worker_id: int) -> Worker:
 
 
 async def report_progress(
-    services: Services, machine: MachineView, worker_id: int, progress: Any, message: str | None = None
-) -> WorkerView:
+    services: Services, machine: MachineView, job_id: int, progress: Any, message: str | None = None
+) -> JobView:
     if isinstance(progress, bool) or not isinstance(progress, int | float) or not 0 <= progress <= 100:
         raise BadInput("progress", "progress deve ser um numero entre 0 e 100")
     async with services.db.session() as session:
-        row = await _held(session, machine, worker_id)
+        row = await _held(session, machine, job_id)
         row.progress = int(progress)
         if message:
             row.metadata_json = {**(row.metadata_json or {}), "progress_message": message[:500]}
@@ -287,10 +283,10 @@ async def report_progress(
 async def _finish(
     services: Services,
     machine: MachineRef,
-    worker_id: int,
+    job_id: int,
     values: dict[str, Any],
     task_id: str | None = None,
-) -> WorkerView:
+) -> JobView:
     """Apply ``values`` to a job this machine holds and return its view.
 
     The usual case is one conditional UPDATE, atomic on its own (the machine found by its key
@@ -303,7 +299,7 @@ async def _finish(
     statement = _finish_statement(tuple(sorted(values)), by_key=by_key, with_task=task_id is not None)
     parameters = {f"set_{name}": value for name, value in values.items()}
     holder = {"key_hash": machine.key_hash} if isinstance(machine, MachineKey) else {"holder": machine.id}
-    parameters.update(job_id=worker_id, ended_at=now, **holder)
+    parameters.update(job_id=job_id, ended_at=now, **holder)
     if task_id is not None:
         parameters["reported_task"] = task_id
     async with services.db.connection() as conn:
@@ -312,7 +308,7 @@ async def _finish(
             return returned_view(done)
         known = machine if isinstance(machine, MachineView) else await machine_in(conn, machine)
     async with services.db.session() as session:
-        row = await _held(session, known, worker_id)
+        row = await _held(session, known, job_id)
         if task_id is not None and row.task_id != task_id:
             # A report about an earlier run of the job (retried and claimed again since).
             raise Conflict("Relato de uma execucao anterior do job.", status=row.status, reason="stale_task")
@@ -324,8 +320,8 @@ async def _finish(
 
 
 async def complete(
-    services: Services, machine: MachineRef, worker_id: int, result: Any = None, task_id: str | None = None
-) -> WorkerView:
+    services: Services, machine: MachineRef, job_id: int, result: Any = None, task_id: str | None = None
+) -> JobView:
     """Record the job's result (CONCLUIDO); with ``task_id``, only if that is still its run.
     A result that cannot be stored (too large, NUL, lone surrogates) ends the job FALHA with the
     reason instead, and BadInput naming ``result`` tells the caller: the job never stays running."""
@@ -333,13 +329,13 @@ async def complete(
     if refusal is not None:
         failure = {"exc_type": "ResultRejected", "exc_message": refusal.message, "traceback": None}
         values = {"status": JobStatus.FALHA.value, "mensagem_erro": refusal.message, "result": failure}
-        view = await _finish(services, machine, worker_id, values, task_id)
+        view = await _finish(services, machine, job_id, values, task_id)
         await announce(services, EventKind.FAILED, [view])
         raise refusal
     view = await _finish(
         services,
         machine,
-        worker_id,
+        job_id,
         {"status": JobStatus.CONCLUIDO.value, "progress": 100, "result": result, "mensagem_erro": None},
         task_id,
     )
@@ -350,12 +346,12 @@ async def complete(
 async def fail(
     services: Services,
     machine: MachineRef,
-    worker_id: int,
+    job_id: int,
     error: Any,
     exc_type: str | None = None,
     traceback: str | None = None,
     task_id: str | None = None,
-) -> WorkerView:
+) -> JobView:
     """Record the job's failure (FALHA); with ``task_id``, only if that is still its run."""
     if not isinstance(error, str) or not error.strip():
         raise BadInput("error", "error (mensagem do erro) e obrigatorio")
@@ -367,7 +363,7 @@ async def fail(
     view = await _finish(
         services,
         machine,
-        worker_id,
+        job_id,
         {"status": JobStatus.FALHA.value, "mensagem_erro": error[:4000], "result": failure},
         task_id,
     )

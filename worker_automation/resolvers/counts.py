@@ -7,13 +7,13 @@ from functools import cache
 from sqlalchemy import Select, bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from worker_automation.models import Worker, WorkerCount
+from worker_automation.models import Job, JobCount
 from worker_automation.models.database import Executor
 
 CountKey = tuple[str, str]  # (queue, status)
 
 
-_COUNTERS = select(WorkerCount.queue, WorkerCount.status, WorkerCount.n)
+_COUNTERS = select(JobCount.queue, JobCount.status, JobCount.n)
 
 
 async def counters(session: Executor) -> dict[CountKey, int]:
@@ -24,9 +24,7 @@ async def counters(session: Executor) -> dict[CountKey, int]:
 
 async def recount(session: AsyncSession) -> dict[CountKey, int]:
     """The same figures by scanning ``workers`` (to check the counters never drift)."""
-    rows = await session.execute(
-        select(Worker.queue, Worker.status, func.count()).group_by(Worker.queue, Worker.status)
-    )
+    rows = await session.execute(select(Job.queue, Job.status, func.count()).group_by(Job.queue, Job.status))
     return {(q, s): int(n) for q, s, n in rows if n}
 
 
@@ -34,8 +32,8 @@ async def recount(session: AsyncSession) -> dict[CountKey, int]:
 def counted_total(columns: tuple[str, ...], prefix: str = "") -> Select[int]:
     """The counters' total of the rows whose ``columns`` (status and/or queue) equal the
     parameters ``<prefix><column>``: one statement per combination, built once."""
-    return select(func.coalesce(func.sum(WorkerCount.n), 0)).where(
-        *(getattr(WorkerCount, name) == bindparam(prefix + name) for name in columns)
+    return select(func.coalesce(func.sum(JobCount.n), 0)).where(
+        *(getattr(JobCount, name) == bindparam(prefix + name) for name in columns)
     )
 
 

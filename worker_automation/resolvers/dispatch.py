@@ -19,26 +19,26 @@ from worker_automation.catalog.forms import validate_context
 from worker_automation.catalog.registry import Automation
 from worker_automation.errors import BadInput, Conflict, Unavailable
 from worker_automation.limits import check_int32, check_size, check_storable
-from worker_automation.models import Cliente, JobStatus, Worker, utcnow
+from worker_automation.models import Cliente, Job, JobStatus, utcnow
 from worker_automation.models.database import Database, Executor
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.audit import Actor, AuditNote, audited
 from worker_automation.resolvers.automations import effective
+from worker_automation.resolvers.job_views import JobView, view_of
 from worker_automation.resolvers.rows import check_priority
-from worker_automation.resolvers.views import WorkerView, view_of
 from worker_automation.services import Services
 from worker_automation.vocabulary import EventKind
 
 # A Core insert on the table, built once (the ORM's insert path cost more than the insert).
-_WORKERS = cast(Table, Worker.__table__)
-_INSERT_JOB = insert(_WORKERS).returning(*_WORKERS.columns)
+_JOBS = cast(Table, Job.__table__)
+_INSERT_JOB = insert(_JOBS).returning(*_JOBS.columns)
 # Several rows: RETURNING them in the order of their parameters.
-_INSERT_JOBS = insert(_WORKERS).returning(*_WORKERS.columns, sort_by_parameter_order=True)
+_INSERT_JOBS = insert(_JOBS).returning(*_JOBS.columns, sort_by_parameter_order=True)
 _FORGET_TASKS = (
-    update(_WORKERS)
+    update(_JOBS)
     .where(
-        _WORKERS.c.id.in_(bindparam("ids", expanding=True)),
-        _WORKERS.c.task_id.in_(bindparam("tasks", expanding=True)),
+        _JOBS.c.id.in_(bindparam("ids", expanding=True)),
+        _JOBS.c.task_id.in_(bindparam("tasks", expanding=True)),
     )
     .values(task_id=None)
 )
@@ -63,15 +63,15 @@ class JobRequest:
 
 
 async def enqueue(
-    services: Services, worker_id: int, task_id: str, task_name: str, queue: str, priority: int
+    services: Services, job_id: int, task_id: str, task_name: str, queue: str, priority: int
 ) -> None:
     """Send the job's task (``task_id`` already stored on the row) to ``queue``.
 
     When the broker is down the row keeps AGENDADO without a task id (nothing is lost: a
     dedicated machine, a retry or sync-orphans can still deal with it) and Unavailable says so.
     """
-    if await send_all(services, [Send(worker_id, task_id, task_name, queue, priority)]):
-        raise Unavailable(KEPT_MESSAGE, worker_id=worker_id)
+    if await send_all(services, [Send(job_id, task_id, task_name, queue, priority)]):
+        raise Unavailable(KEPT_MESSAGE, worker_id=job_id)
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ async def dispatch(
     context: Any,
     priority: int = 0,
     usuario_id: int | None = None,
-) -> WorkerView:
+) -> JobView:
     """Create and enqueue a job. Broker down: the row stays AGENDADO and Unavailable names it."""
     request = JobRequest(automation_type, cliente_id, context, priority, usuario_id)
     (view,) = await _create(services, actor, [request], field_prefix=None)
@@ -133,7 +133,7 @@ async def dispatch(
 
 async def dispatch_many(
     services: Services, actor: Actor, requests: Sequence[JobRequest], *, field: str = "jobs"
-) -> list[WorkerView]:
+) -> list[JobView]:
     """Create and enqueue every job of ``requests``, or none: a bad one is BadInput naming
     ``<field>[i].<name>`` (``field``: what the caller calls the list). Broker down: the rows stay
     AGENDADO and Unavailable names them."""
@@ -170,7 +170,7 @@ async def _client_names(conn: Executor, requests: Sequence[JobRequest]) -> dict[
 
 async def _create(
     services: Services, actor: Actor, requests: Sequence[JobRequest], *, field_prefix: str | None
-) -> list[WorkerView]:
+) -> list[JobView]:
     limit = services.settings.max_context_bytes
     for index, request in enumerate(requests):
         # Storable first: the size of text no encoder takes cannot be measured.
@@ -183,7 +183,7 @@ async def _create(
     return views
 
 
-async def record_only(db: Database, actor: Actor, request: JobRequest) -> WorkerView:
+async def record_only(db: Database, actor: Actor, request: JobRequest) -> JobView:
     """Create a job AGENDADO with no task sent (no broker at hand, as for a command run where no
     ``serve`` is running): the reconciler of the next ``serve`` sends it."""
     async with audited(db, actor, "dispatch", None) as note:
@@ -199,7 +199,7 @@ async def _record(
     field_prefix: str | None,
     *,
     with_tasks: bool,
-) -> tuple[list[WorkerView], dict[str, str]]:
+) -> tuple[list[JobView], dict[str, str]]:
     """Validate and insert the jobs (all or none) with their audit entry; their views and the task
     name of each automation."""
     for index, request in enumerate(requests):
@@ -252,7 +252,7 @@ async def _record(
 
 
 async def _enqueue_all(
-    services: Services, views: list[WorkerView], task_names: dict[str, str], *, batch: bool
+    services: Services, views: list[JobView], task_names: dict[str, str], *, batch: bool
 ) -> None:
     sends = [Send(v.id, str(v.task_id), task_names[v.automation_type], v.queue, v.priority) for v in views]
     kept = await send_all(services, sends)

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Final
 from sqlalchemy import ColumnElement, Integer, cast, func, select
 
 from worker_automation.errors import BadInput
-from worker_automation.models import JobStatus, Worker, utcnow
+from worker_automation.models import Job, JobStatus, utcnow
 from worker_automation.resolvers.reads import check_queue
 from worker_automation.services import Services
 from worker_automation.shapes import Doc
@@ -128,13 +128,13 @@ async def throughput(
 async def _bucket_counts(
     services: Services, start: datetime, width: int, offset: int, queue: str | None, automation: str | None
 ) -> dict[int, dict[str, int]]:
-    bucket = _bucket_of(services, Worker.data_fim, width, offset).label("bucket")
-    conds: list[ColumnElement[bool]] = [Worker.data_fim >= start, Worker.status.in_(FINISHED)]
+    bucket = _bucket_of(services, Job.data_fim, width, offset).label("bucket")
+    conds: list[ColumnElement[bool]] = [Job.data_fim >= start, Job.status.in_(FINISHED)]
     if queue is not None:
-        conds.append(Worker.queue == queue)
+        conds.append(Job.queue == queue)
     if automation is not None:
-        conds.append(Worker.automation_type == automation)
-    statement = select(bucket, Worker.status, func.count()).where(*conds).group_by(bucket, Worker.status)
+        conds.append(Job.automation_type == automation)
+    statement = select(bucket, Job.status, func.count()).where(*conds).group_by(bucket, Job.status)
     found: dict[int, dict[str, int]] = {}
     async with services.db.reader() as session:
         for index, status, n in await session.execute(statement):
@@ -155,12 +155,12 @@ async def durations(
 
 def _conditions(start: datetime, automation: str | None) -> list[ColumnElement[bool]]:
     conds: list[ColumnElement[bool]] = [
-        Worker.data_fim >= start,
-        Worker.status.in_(RAN),
-        Worker.data_inicio.is_not(None),
+        Job.data_fim >= start,
+        Job.status.in_(RAN),
+        Job.data_inicio.is_not(None),
     ]
     if automation is not None:
-        conds.append(Worker.automation_type == automation)
+        conds.append(Job.automation_type == automation)
     return conds
 
 
@@ -168,7 +168,7 @@ async def _durations(services: Services, start: datetime, automation: str | None
     conds = _conditions(start, automation)
     if services.settings.is_sqlite:
         return await _durations_in_python(services, conds)
-    ms = func.extract("epoch", Worker.data_fim - Worker.data_inicio) * 1000
+    ms = func.extract("epoch", Job.data_fim - Job.data_inicio) * 1000
     statement = select(
         func.count(),
         func.percentile_cont(0.5).within_group(ms),
@@ -194,9 +194,9 @@ def percentile(ordered: list[float], fraction: float) -> float:
 
 async def _durations_in_python(services: Services, conds: list[ColumnElement[bool]]) -> Durations:
     statement = (
-        select(Worker.data_inicio, Worker.data_fim)
+        select(Job.data_inicio, Job.data_fim)
         .where(*conds)
-        .order_by(Worker.data_fim.desc())
+        .order_by(Job.data_fim.desc())
         .limit(SQLITE_DURATION_ROWS)
     )
     async with services.db.reader() as session:

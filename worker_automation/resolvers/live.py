@@ -14,9 +14,18 @@ from sqlalchemy import CompoundSelect, select, union_all
 
 from worker_automation.broker.inspect import InspectResult
 from worker_automation.errors import NotFound, Unavailable
-from worker_automation.models import JobStatus, Worker, utcnow
+from worker_automation.models import Job, JobStatus, utcnow
 from worker_automation.models.database import Database
 from worker_automation.resolvers import reads
+from worker_automation.resolvers.job_views import (
+    RUN_ORDER,
+    RUNNING_ORDER,
+    JobView,
+    enriched_select,
+    order_by,
+    sort_key,
+    views_of,
+)
 from worker_automation.resolvers.live_reads import (
     DASHBOARD_QUEUED,
     Totals,
@@ -26,15 +35,6 @@ from worker_automation.resolvers.live_reads import (
 from worker_automation.resolvers.pagination import Page
 from worker_automation.resolvers.pauses import paused_queues
 from worker_automation.resolvers.reads import MSG_TASK_NOT_FOUND, Stats, TaskStatus
-from worker_automation.resolvers.views import (
-    RUN_ORDER,
-    RUNNING_ORDER,
-    WorkerView,
-    enriched_select,
-    order_by,
-    sort_key,
-    views_of,
-)
 from worker_automation.services import Services
 from worker_automation.shapes import Doc
 
@@ -60,10 +60,10 @@ class QueueState:
         init=False
     )
     active_tasks: Annotated[
-        list[WorkerView], Doc("First 20 running jobs, longest running first (empty inside dashboard).")
+        list[JobView], Doc("First 20 running jobs, longest running first (empty inside dashboard).")
     ] = field(default_factory=list)
     pending_tasks: Annotated[
-        list[WorkerView], Doc("First 20 queued jobs in run order (empty inside dashboard).")
+        list[JobView], Doc("First 20 queued jobs in run order (empty inside dashboard).")
     ] = field(default_factory=list)
     paused: Annotated[bool, Doc("Paused: its jobs are accepted and none runs until it is resumed.")] = False
 
@@ -111,7 +111,7 @@ def _tasks_statement(wanted: tuple[tuple[str, JobStatus], ...]) -> CompoundSelec
     for queue, status in wanted:
         first = (
             enriched_select()
-            .where(Worker.status == status.value, Worker.queue == queue)
+            .where(Job.status == status.value, Job.queue == queue)
             .order_by(*order_by(_list_order(status)))
             .limit(LIVE_TASKS_PER_QUEUE)
             .subquery()
@@ -123,9 +123,9 @@ def _tasks_statement(wanted: tuple[tuple[str, JobStatus], ...]) -> CompoundSelec
 
 async def _tasks_of(
     db: Database, wanted: tuple[tuple[str, JobStatus], ...]
-) -> dict[tuple[str, JobStatus], list[WorkerView]]:
+) -> dict[tuple[str, JobStatus], list[JobView]]:
     """The first tasks of every (queue, status) in ``wanted``, in one statement for all of them."""
-    found: dict[tuple[str, JobStatus], list[WorkerView]] = {key: [] for key in wanted}
+    found: dict[tuple[str, JobStatus], list[JobView]] = {key: [] for key in wanted}
     if not wanted:
         return found
     async with db.connection() as conn:
@@ -151,7 +151,7 @@ def _summary_of(totals: Totals) -> Summary:
 def _states_of(
     services: Services,
     totals: Totals,
-    tasks: dict[tuple[str, JobStatus], list[WorkerView]],
+    tasks: dict[tuple[str, JobStatus], list[JobView]],
     paused: set[str],
 ) -> list[QueueState]:
     counts = totals.counts
@@ -184,7 +184,7 @@ async def _queue_states(services: Services, *, with_tasks: bool) -> tuple[list[Q
     # queues) are read at the same time on two connections.
     db = services.db
 
-    async def read_tasks() -> dict[tuple[str, JobStatus], list[WorkerView]]:
+    async def read_tasks() -> dict[tuple[str, JobStatus], list[JobView]]:
         if not with_tasks:
             return {}
         shown = (JobStatus.EXECUTANDO, JobStatus.AGENDADO)
@@ -259,9 +259,9 @@ class Dashboard:
     queues: list[QueueState] = field(default_factory=list)
     summary: Summary | None = None
     broker: BrokerStatus | None = None
-    active: list[WorkerView] = field(default_factory=list)
-    queued: Page[WorkerView] | None = None
-    history: list[WorkerView] = field(default_factory=list)
+    active: list[JobView] = field(default_factory=list)
+    queued: Page[JobView] | None = None
+    history: list[JobView] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
 
 

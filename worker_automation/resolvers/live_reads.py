@@ -17,14 +17,14 @@ from typing import Any
 
 from sqlalchemy import CompoundSelect, Select, bindparam, func, literal, select, union_all
 
-from worker_automation.models import JobStatus, Worker, WorkerCount
+from worker_automation.models import Job, JobCount, JobStatus
 from worker_automation.models.database import Database
 from worker_automation.resolvers.counts import CountKey
-from worker_automation.resolvers.views import (
+from worker_automation.resolvers.job_views import (
     ROW_FIELDS,
     RUN_ORDER,
     RUNNING_ORDER,
-    WorkerView,
+    JobView,
     enriched_select,
     order_by,
     sort_key,
@@ -52,16 +52,14 @@ class Totals:
 
 @cache
 def _totals_statement() -> CompoundSelect[Any]:
-    counted = select(
-        literal(_COUNTED).label("kind"), WorkerCount.queue, WorkerCount.status, WorkerCount.n
-    )
+    counted = select(literal(_COUNTED).label("kind"), JobCount.queue, JobCount.status, JobCount.n)
     today = (
-        select(literal(_TODAY).label("kind"), literal("").label("queue"), Worker.status, func.count())
+        select(literal(_TODAY).label("kind"), literal("").label("queue"), Job.status, func.count())
         .where(
-            Worker.status.in_([JobStatus.CONCLUIDO.value, JobStatus.FALHA.value]),
-            Worker.data_fim >= bindparam("since"),
+            Job.status.in_([JobStatus.CONCLUIDO.value, JobStatus.FALHA.value]),
+            Job.data_fim >= bindparam("since"),
         )
-        .group_by(Worker.status)
+        .group_by(Job.status)
     )
     # Each part as a subquery: SQLite allows no GROUP BY on a bare UNION member of this shape.
     return union_all(select(counted.subquery()), select(today.subquery()))
@@ -87,9 +85,9 @@ async def read_totals(db: Database, since: datetime) -> Totals:
 class DashboardLists:
     """The dashboard's job lists: running (longest first), queued (run order), recently ended."""
 
-    active: list[WorkerView]
-    queued: list[WorkerView]
-    history: list[WorkerView]
+    active: list[JobView]
+    queued: list[JobView]
+    history: list[JobView]
 
 
 def _tagged(query: Select[Any], section: str) -> Select[Any]:
@@ -101,26 +99,26 @@ def _tagged(query: Select[Any], section: str) -> Select[Any]:
 def _lists_statement() -> CompoundSelect[Any]:
     active = (
         enriched_select()
-        .where(Worker.status == JobStatus.EXECUTANDO.value)
+        .where(Job.status == JobStatus.EXECUTANDO.value)
         .order_by(*order_by(RUNNING_ORDER))
         .limit(DASHBOARD_ACTIVE_CAP)
     )
     queued = (
         enriched_select()
-        .where(Worker.status == JobStatus.AGENDADO.value)
+        .where(Job.status == JobStatus.AGENDADO.value)
         .order_by(*order_by(RUN_ORDER))
         .limit(DASHBOARD_QUEUED)
     )
     history = (
         enriched_select()
-        .where(Worker.status.in_(TERMINAL), Worker.data_fim.is_not(None))
-        .order_by(Worker.data_fim.desc(), Worker.id.desc())
+        .where(Job.status.in_(TERMINAL), Job.data_fim.is_not(None))
+        .order_by(Job.data_fim.desc(), Job.id.desc())
         .limit(DASHBOARD_HISTORY)
     )
     return union_all(_tagged(active, "active"), _tagged(queued, "queued"), _tagged(history, "history"))
 
 
-def _ended_last(view: WorkerView) -> tuple[datetime, int]:
+def _ended_last(view: JobView) -> tuple[datetime, int]:
     assert view.data_fim is not None  # the statement keeps only rows that ended
     return view.data_fim, view.id
 

@@ -16,7 +16,7 @@ from worker_automation.models.database import Database, Executor
 from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.auth import hash_secret, new_secret
 from worker_automation.resolvers.automations import registered
-from worker_automation.resolvers.views import iso
+from worker_automation.resolvers.job_views import iso
 
 MSG_MACHINE_KEY_MISSING = "X-Worker-Api-Key ausente."
 MSG_MACHINE_KEY_INVALID = "X-Worker-Api-Key invalida."

@@ -12,11 +12,11 @@ from sqlalchemy import ColumnElement, and_, delete, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from worker_automation.errors import BadInput, Unavailable
-from worker_automation.models import Cliente, JobStatus, Machine, MachineStatus, Worker, utcnow
+from worker_automation.models import Cliente, Job, JobStatus, Machine, MachineStatus, utcnow
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.audit import Actor, audited
+from worker_automation.resolvers.job_views import JobView, enriched_select, views_of
 from worker_automation.resolvers.reads import check_queue
-from worker_automation.resolvers.views import WorkerView, enriched_select, views_of
 from worker_automation.services import Services
 from worker_automation.shapes import Doc
 from worker_automation.vocabulary import EventKind
@@ -50,7 +50,7 @@ async def _require_broker(services: Services) -> None:
         raise Unavailable("Broker indisponivel: nenhuma alteracao foi feita.")
 
 
-async def _revoke_all(services: Services, views: list[WorkerView]) -> None:
+async def _revoke_all(services: Services, views: list[JobView]) -> None:
     for view in views:
         if view.task_id:
             await services.broker.revoke(view.task_id, terminate=view.status == JobStatus.EXECUTANDO.value)
@@ -58,23 +58,23 @@ async def _revoke_all(services: Services, views: list[WorkerView]) -> None:
 
 async def _cancel_many(
     session: AsyncSession, ids: list[int], message: str, *conds: ColumnElement[bool]
-) -> list[WorkerView]:
+) -> list[JobView]:
     """Mark the still-open rows among ``ids`` CANCELADO; the views of those that changed."""
     if not ids:
         return []
     now = utcnow()
     changed_ids = (
         await session.scalars(
-            update(Worker)
-            .where(Worker.id.in_(ids), Worker.status.in_(OPEN), *conds)
+            update(Job)
+            .where(Job.id.in_(ids), Job.status.in_(OPEN), *conds)
             .values(status=JobStatus.CANCELADO.value, data_fim=now, mensagem_erro=message, updated_at=now)
-            .returning(Worker.id)
+            .returning(Job.id)
             .execution_options(synchronize_session=False)
         )
     ).all()
     if not changed_ids:
         return []
-    return views_of(await session.execute(enriched_select().where(Worker.id.in_(changed_ids))))
+    return views_of(await session.execute(enriched_select().where(Job.id.in_(changed_ids))))
 
 
 # Every maintenance result carries the summary the REST API answers with, in the documented wording.
@@ -103,13 +103,11 @@ async def clear_queue(
         check_queue(queue, services.settings.queues)
     async with audited(services.db, actor, "clear_queue", f"queue:{queue or '*'}") as note:
         await _require_broker(services)
-        conds: list[ColumnElement[bool]] = [Worker.status.in_(_SCOPE_STATUSES[parsed])]
+        conds: list[ColumnElement[bool]] = [Job.status.in_(_SCOPE_STATUSES[parsed])]
         if queue:
-            conds.append(Worker.queue == queue)
+            conds.append(Job.queue == queue)
         async with services.db.session() as session:
-            targets = views_of(
-                await session.execute(enriched_select().where(*conds).with_for_update(of=Worker))
-            )
+            targets = views_of(await session.execute(enriched_select().where(*conds).with_for_update(of=Job)))
             await _revoke_all(services, targets)
             changed = await _cancel_many(session, [v.id for v in targets], "Cancelado em massa (clear-queue)")
         note.detail = {"scope": parsed.value, "cancelled": len(changed)}
@@ -161,17 +159,17 @@ async def cleanup_no_client(services: Services, actor: Actor) -> CleanupResult:
                 await session.execute(
                     enriched_select()
                     .where(
-                        Worker.status.in_(OPEN),
-                        or_(Worker.cliente_id.is_(None), Worker.cliente_id.not_in(known)),
+                        Job.status.in_(OPEN),
+                        or_(Job.cliente_id.is_(None), Job.cliente_id.not_in(known)),
                     )
-                    .with_for_update(of=Worker)
+                    .with_for_update(of=Job)
                 )
             )
             await _revoke_all(services, targets)
             if targets:
                 await session.execute(
-                    delete(Worker)
-                    .where(Worker.id.in_([v.id for v in targets]))
+                    delete(Job)
+                    .where(Job.id.in_([v.id for v in targets]))
                     .execution_options(synchronize_session=False)
                 )
         note.detail = {"deleted": len(targets)}
@@ -197,7 +195,7 @@ async def sync_orphans(services: Services, actor: Actor) -> SyncResult:
     cutoff = utcnow() - timedelta(seconds=services.settings.orphan_age_seconds)
     async with audited(services.db, actor, "sync_orphans", None) as note:
         async with services.db.session() as session:
-            candidates = views_of(await session.execute(enriched_select().where(Worker.status.in_(OPEN))))
+            candidates = views_of(await session.execute(enriched_select().where(Job.status.in_(OPEN))))
             machines_on = set(
                 (
                     await session.scalars(
@@ -216,9 +214,9 @@ async def sync_orphans(services: Services, actor: Actor) -> SyncResult:
         async with services.db.session() as session:
             # Re-checked at write time: a machine may have claimed one of them meanwhile.
             held = and_(
-                Worker.status == JobStatus.EXECUTANDO.value,
-                Worker.machine_id.is_not(None),  # NULL would make the negation NULL, not true
-                Worker.machine_id.in_(machines_on),
+                Job.status == JobStatus.EXECUTANDO.value,
+                Job.machine_id.is_not(None),  # NULL would make the negation NULL, not true
+                Job.machine_id.in_(machines_on),
             )
             changed = await _cancel_many(session, orphan_ids, "Task perdida no broker (sync-orphans)", ~held)
         note.detail = {"orphans_found": len(changed), "total_checked": len(candidates)}

@@ -19,13 +19,13 @@ from sqlalchemy import delete, select
 
 from worker_automation.broker.events import EventBus
 from worker_automation.broker.gateway import BrokerGateway
-from worker_automation.models import JobStatus, QueuePause, Worker, utcnow
+from worker_automation.models import Job, JobStatus, QueuePause, utcnow
 from worker_automation.models.database import Database
 from worker_automation.resolvers.announce import announce_queue
 from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.automations import registered
+from worker_automation.resolvers.job_views import RUN_ORDER, order_by
 from worker_automation.resolvers.reads import check_queue
-from worker_automation.resolvers.views import RUN_ORDER, order_by
 from worker_automation.shapes import Doc
 from worker_automation.vocabulary import QueueChange
 
@@ -108,11 +108,11 @@ async def _nudge(db: Database, broker: BrokerGateway, queue: str) -> int:
     async with db.reader() as session:
         rows = (
             await session.execute(
-                select(Worker.id, Worker.task_id, Worker.automation_type, Worker.priority)
+                select(Job.id, Job.task_id, Job.automation_type, Job.priority)
                 .where(
-                    Worker.status == JobStatus.AGENDADO.value,
-                    Worker.queue == queue,
-                    Worker.task_id.is_not(None),
+                    Job.status == JobStatus.AGENDADO.value,
+                    Job.queue == queue,
+                    Job.task_id.is_not(None),
                 )
                 .order_by(*order_by(RUN_ORDER))
                 .limit(RESUME_NUDGE)

@@ -10,24 +10,24 @@ from annotated_types import Ge
 from sqlalchemy import ColumnElement, Select, bindparam, func, or_, select
 
 from worker_automation.errors import BadInput, NotFound
-from worker_automation.models import CELERY_STATE, Cliente, JobStatus, Worker
+from worker_automation.models import CELERY_STATE, Cliente, Job, JobStatus
 from worker_automation.models.database import Database
 from worker_automation.models.folding import fold, fold_text
 from worker_automation.resolvers.counts import count_matching, counted_total, counters
-from worker_automation.resolvers.pagination import Page, PageRequest
-from worker_automation.resolvers.views import (
+from worker_automation.resolvers.job_views import (
     RUN_ORDER,
     RUNNING_ORDER,
-    WorkerView,
+    JobView,
     enriched_select,
     order_by,
     views_of,
 )
+from worker_automation.resolvers.pagination import Page, PageRequest
 from worker_automation.shapes import Doc
 
 # How a list statement finds its page: skipping rows, after a cursor, or from the newest.
 Seek = Literal["offset", "after", "first"]
-MSG_WORKER_NOT_FOUND = "Worker nao encontrado."
+MSG_JOB_NOT_FOUND = "Worker nao encontrado."
 MSG_TASK_NOT_FOUND = "Task nao encontrada."
 
 
@@ -46,7 +46,7 @@ def check_queue(value: str, queues: dict[str, int], field: str = "queue") -> str
 
 
 @dataclass(frozen=True)
-class WorkerFilter:
+class JobFilter:
     """Filters of the job list; every field optional."""
 
     status: str | None = None
@@ -100,10 +100,10 @@ def _text_search() -> ColumnElement[bool]:
     whose key or name matches (parameters from :func:`_text_parameters`)."""
     clients = select(Cliente.id).where(fold(Cliente.razao_social).like(bindparam("text_pattern")))
     return or_(
-        Worker.task_id == bindparam("text_exact"),
-        Worker.cliente_id.in_(clients),
-        fold(Worker.mensagem_erro).like(bindparam("text_pattern")),
-        Worker.automation_type.in_(bindparam("text_automations", expanding=True)),
+        Job.task_id == bindparam("text_exact"),
+        Job.cliente_id.in_(clients),
+        fold(Job.mensagem_erro).like(bindparam("text_pattern")),
+        Job.automation_type.in_(bindparam("text_automations", expanding=True)),
     )
 
 
@@ -119,13 +119,13 @@ def _text_parameters(q: str) -> dict[str, Any]:
     return {"text_exact": q, "text_pattern": f"%{needle}%", "text_automations": keys}
 
 
-async def list_workers(
+async def list_jobs(
     db: Database,
     queues: dict[str, int],
-    filters: WorkerFilter,
+    filters: JobFilter,
     page: int | None = None,
     per_page: int | None = None,
-) -> Page[WorkerView]:
+) -> Page[JobView]:
     """Newest first, filtered, paginated: one statement whatever the page size (a second one,
     for the total, only when the page is past the end)."""
     request = PageRequest.of(page, per_page, default_per_page=20)
@@ -162,28 +162,28 @@ def _list_statements(
     total is read off the trigger-maintained counters; otherwise it is counted.
     """
     conds: list[ColumnElement[bool]] = [
-        getattr(Worker, name) == bindparam(f"filter_{name}") for name in filtered
+        getattr(Job, name) == bindparam(f"filter_{name}") for name in filtered
     ]
     if with_text:
         conds.append(_text_search())
     # The page's ids first (an index-only scan skips ``offset`` entries without visiting their
     # rows), then only the page's rows are read and joined: a deep page no longer reads every row
     # it skips. After a cursor the same index is entered at the cursor's id: nothing is skipped.
-    page_ids = select(Worker.id).where(*conds).order_by(Worker.id.desc()).limit(bindparam("page_size"))
+    page_ids = select(Job.id).where(*conds).order_by(Job.id.desc()).limit(bindparam("page_size"))
     if seek == "offset":
         page_ids = page_ids.offset(bindparam("page_offset"))
     elif seek == "after":
-        page_ids = page_ids.where(Worker.id < bindparam("after_id"))
+        page_ids = page_ids.where(Job.id < bindparam("after_id"))
     count_q: Select[Any] = (
         counted_total(filtered, "filter_")
         if from_counters
-        else select(func.count()).select_from(Worker).where(*conds)
+        else select(func.count()).select_from(Job).where(*conds)
     )
     rows_q = (
         enriched_select()
         .add_columns(count_q.correlate(None).scalar_subquery().label("total"))
-        .where(Worker.id.in_(page_ids.correlate(None)))
-        .order_by(Worker.id.desc())
+        .where(Job.id.in_(page_ids.correlate(None)))
+        .order_by(Job.id.desc())
     )
     return rows_q, count_q
 
@@ -192,13 +192,13 @@ def _list_statements(
 class Slice:
     """Jobs after a cursor (newest first), whether more follow, and how many match in all."""
 
-    items: list[WorkerView]
+    items: list[JobView]
     has_next: bool
     total: int
 
 
-async def list_workers_after(
-    db: Database, queues: dict[str, int], filters: WorkerFilter, first: int, after: int | None
+async def list_jobs_after(
+    db: Database, queues: dict[str, int], filters: JobFilter, first: int, after: int | None
 ) -> Slice:
     """The ``first`` newest jobs older than the job ``after`` (the newest when None), filtered.
 
@@ -225,20 +225,18 @@ async def list_workers_after(
     return Slice(views_of(rows[:first]), len(rows) > first, total)
 
 
-async def get_worker(db: Database, worker_id: int) -> WorkerView:
+async def get_job(db: Database, job_id: int) -> JobView:
     async with db.connection() as conn:
-        row = (await conn.execute(enriched_select().where(Worker.id == worker_id))).first()
+        row = (await conn.execute(enriched_select().where(Job.id == job_id))).first()
     if row is None:
-        raise NotFound(MSG_WORKER_NOT_FOUND, worker_id=worker_id)
+        raise NotFound(MSG_JOB_NOT_FOUND, worker_id=job_id)
     return views_of([row])[0]
 
 
-async def active_workers(db: Database, limit: int | None = None) -> list[WorkerView]:
+async def active_jobs(db: Database, limit: int | None = None) -> list[JobView]:
     """Every EXECUTANDO row, longest running first (``limit`` caps it for dashboards)."""
     query = (
-        enriched_select()
-        .where(Worker.status == JobStatus.EXECUTANDO.value)
-        .order_by(*order_by(RUNNING_ORDER))
+        enriched_select().where(Job.status == JobStatus.EXECUTANDO.value).order_by(*order_by(RUNNING_ORDER))
     )
     if limit is not None:
         query = query.limit(limit)
@@ -246,18 +244,18 @@ async def active_workers(db: Database, limit: int | None = None) -> list[WorkerV
         return views_of(await session.execute(query))
 
 
-async def queued_workers(
+async def queued_jobs(
     db: Database,
     queues: dict[str, int],
     page: int | None = None,
     per_page: int | None = None,
     queue: str | None = None,
-) -> Page[WorkerView]:
+) -> Page[JobView]:
     """AGENDADO rows in the order they will run: priority (0 first), then age."""
     request = PageRequest.of(page, per_page, default_per_page=10)
-    conds: list[ColumnElement[bool]] = [Worker.status == JobStatus.AGENDADO.value]
+    conds: list[ColumnElement[bool]] = [Job.status == JobStatus.AGENDADO.value]
     if queue:
-        conds.append(Worker.queue == check_queue(queue, queues))
+        conds.append(Job.queue == check_queue(queue, queues))
     async with db.reader() as session:
         total = await count_matching(session, status=JobStatus.AGENDADO.value, queue=queue or None)
         rows = await session.execute(
@@ -271,14 +269,14 @@ async def queued_workers(
     return Page(items, total, request.page, request.per_page)
 
 
-async def recent_terminal(db: Database, limit: int = 20) -> list[WorkerView]:
+async def recent_terminal(db: Database, limit: int = 20) -> list[JobView]:
     """The last ``limit`` rows that ended (CONCLUIDO, FALHA, CANCELADO), newest first."""
     terminal = [JobStatus.CONCLUIDO.value, JobStatus.FALHA.value, JobStatus.CANCELADO.value]
     async with db.reader() as session:
         rows = await session.execute(
             enriched_select()
-            .where(Worker.status.in_(terminal), Worker.data_fim.is_not(None))
-            .order_by(Worker.data_fim.desc(), Worker.id.desc())
+            .where(Job.status.in_(terminal), Job.data_fim.is_not(None))
+            .order_by(Job.data_fim.desc(), Job.id.desc())
             .limit(limit)
         )
         return views_of(rows)
@@ -325,7 +323,7 @@ class TaskStatus:
     task_id: str
     state: str
     result: dict[str, Any] | None
-    worker: WorkerView | None
+    job: JobView | None
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -334,32 +332,32 @@ class TaskStatus:
             "state": self.state,
             "result": self.result,
         }
-        if self.worker is not None:
-            data["worker_id"] = self.worker.id
-            data["progress"] = self.worker.progress
+        if self.job is not None:
+            data["worker_id"] = self.job.id
+            data["progress"] = self.job.progress
         return data
 
 
-def result_object(status: JobStatus, worker: WorkerView) -> dict[str, Any] | None:
+def result_object(status: JobStatus, job: JobView) -> dict[str, Any] | None:
     """``result`` as an object: the return value on success, the error on failure, else null."""
     if status is JobStatus.CONCLUIDO:
-        value = worker.result
+        value = job.result
         return value if isinstance(value, dict) else {"value": value}
     if status is JobStatus.FALHA:
-        failure = worker.result if isinstance(worker.result, dict) else {}
+        failure = job.result if isinstance(job.result, dict) else {}
         return {
             "exc_type": failure.get("exc_type", "AutomationError"),
-            "exc_message": failure.get("exc_message", worker.mensagem_erro),
+            "exc_message": failure.get("exc_message", job.mensagem_erro),
             "traceback": failure.get("traceback"),
         }
     if status is JobStatus.CANCELADO:
-        return {"exc_type": "TaskRevokedError", "exc_message": worker.mensagem_erro or "revoked"}
+        return {"exc_type": "TaskRevokedError", "exc_message": job.mensagem_erro or "revoked"}
     return None
 
 
 # Built once: a lookup by task id is one primary-key-like read (unique index), where building
 # the statement and running it through an ORM session cost more than the read itself.
-_BY_TASK_ID = enriched_select().where(Worker.task_id == bindparam("task_id"))
+_BY_TASK_ID = enriched_select().where(Job.task_id == bindparam("task_id"))
 
 
 async def task_status_from_db(db: Database, task_id: str) -> TaskStatus | None:
@@ -370,20 +368,18 @@ async def task_status_from_db(db: Database, task_id: str) -> TaskStatus | None:
         row = (await conn.execute(_BY_TASK_ID, {"task_id": task_id})).first()
     if row is None:
         return None
-    worker = views_of([row])[0]
-    status = JobStatus(worker.status)
-    return TaskStatus(task_id, CELERY_STATE[status], result_object(status, worker), worker)
+    job = views_of([row])[0]
+    status = JobStatus(job.status)
+    return TaskStatus(task_id, CELERY_STATE[status], result_object(status, job), job)
 
 
 def filter_conditions(
-    filters: WorkerFilter, queues: dict[str, int]
+    filters: JobFilter, queues: dict[str, int]
 ) -> tuple[list[ColumnElement[bool]], dict[str, Any]]:
     """The conditions the job list applies for ``filters`` (validated: BadInput names the field)
     and their parameters, for operations over the same jobs the list shows (bulk actions)."""
     values = filters.values(queues)
-    conds: list[ColumnElement[bool]] = [
-        getattr(Worker, name) == bindparam(f"filter_{name}") for name in values
-    ]
+    conds: list[ColumnElement[bool]] = [getattr(Job, name) == bindparam(f"filter_{name}") for name in values]
     parameters: dict[str, Any] = {f"filter_{name}": value for name, value in values.items()}
     text = filters.text
     if text is not None:

@@ -45,16 +45,16 @@ from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 from worker_automation.errors import BadInput, Conflict, NotFound, Unavailable
 from worker_automation.housekeeping import Periodic
 from worker_automation.metrics import count_recovered
-from worker_automation.models import JobStatus, Machine, Worker, utcnow
+from worker_automation.models import Job, JobStatus, Machine, utcnow
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.dispatch import Send, send_all
+from worker_automation.resolvers.job_actions import back_in_queue
+from worker_automation.resolvers.job_views import JobView
 from worker_automation.resolvers.machines import MachineView
-from worker_automation.resolvers.operations import back_in_queue
-from worker_automation.resolvers.reads import MSG_WORKER_NOT_FOUND
+from worker_automation.resolvers.reads import MSG_JOB_NOT_FOUND
 from worker_automation.resolvers.resending import resend_all
 from worker_automation.resolvers.rows import view_in
-from worker_automation.resolvers.views import WorkerView
 from worker_automation.services import Services
 from worker_automation.settings import Settings
 from worker_automation.vocabulary import REPORTED_FAULTS, EventKind, Fault
@@ -234,21 +234,21 @@ async def _unaccounted(services: Services, held: set[str], running: set[str]) ->
     """Jobs (settled for a while) whose task no queue and no live worker holds."""
     before = utcnow() - _settle_age(services.settings)
     queued = (
-        select(Worker.id, Worker.task_id)
-        .where(Worker.status == JobStatus.AGENDADO.value, Worker.updated_at < before)
-        .order_by(Worker.id)
+        select(Job.id, Job.task_id)
+        .where(Job.status == JobStatus.AGENDADO.value, Job.updated_at < before)
+        .order_by(Job.id)
         .limit(SCAN_LIMIT)
     )
     # Only pool machines (a queue, not one automation) run their jobs as Celery tasks.
     executing = (
-        select(Worker.id, Worker.task_id)
-        .join(Machine, Machine.id == Worker.machine_id)
+        select(Job.id, Job.task_id)
+        .join(Machine, Machine.id == Job.machine_id)
         .where(
-            Worker.status == JobStatus.EXECUTANDO.value,
-            Worker.updated_at < before,
+            Job.status == JobStatus.EXECUTANDO.value,
+            Job.updated_at < before,
             Machine.queue.is_not(None),
         )
-        .order_by(Worker.id)
+        .order_by(Job.id)
         .limit(SCAN_LIMIT)
     )
     async with services.db.reader() as session:
@@ -273,7 +273,7 @@ async def end_lost_run(
     fault: Fault,
     *,
     holder: int | None = None,
-) -> WorkerView | None:
+) -> JobView | None:
     """End a run that no process carries on: queued again (idempotent automation, or a run that
     never started) or FALHA.
 
@@ -282,7 +282,7 @@ async def end_lost_run(
     """
     async with audited(services.db, actor, "recover", f"worker:{job_id}") as note:
         async with services.db.session() as session:
-            row = await session.scalar(select(Worker).where(Worker.id == job_id).with_for_update())
+            row = await session.scalar(select(Job).where(Job.id == job_id).with_for_update())
             if row is None or row.status != JobStatus.EXECUTANDO.value or row.task_id != task_id:
                 return None
             if holder is not None and row.machine_id != holder:
@@ -323,15 +323,15 @@ async def end_lost_run(
 
 async def recover_lost(
     services: Services, machine: MachineView, job_id: int, fault: Any, task_id: str | None
-) -> WorkerView:
+) -> JobView:
     """A worker reports a run it held when its process died (``worker_lost``, at its start), or a
     claim it never had the answer to and so never ran (``not_started``)."""
     if fault not in REPORTED_FAULTS:
         raise BadInput("fault", f"fault deve ser um de {sorted(REPORTED_FAULTS)}")
     async with services.db.reader() as session:
-        row = await session.get(Worker, job_id)
+        row = await session.get(Job, job_id)
         if row is None:
-            raise NotFound(MSG_WORKER_NOT_FOUND, worker_id=job_id)
+            raise NotFound(MSG_JOB_NOT_FOUND, worker_id=job_id)
         status, holder, current_task = row.status, row.machine_id, row.task_id
     if status != JobStatus.EXECUTANDO.value or holder != machine.id:
         raise Conflict("Job nao esta em execucao por esta maquina.", status=status, reason="not_holder")
@@ -353,15 +353,15 @@ async def recover_after_restart(services: Services, machine_ids: Iterable[int]) 
     async with services.db.reader() as session:
         queued = (
             await session.execute(
-                select(Worker.id, Worker.task_id)
-                .where(Worker.status == JobStatus.AGENDADO.value)
-                .order_by(Worker.priority, Worker.created_at, Worker.id)
+                select(Job.id, Job.task_id)
+                .where(Job.status == JobStatus.AGENDADO.value)
+                .order_by(Job.priority, Job.created_at, Job.id)
             )
         ).all()
         running = (
             await session.execute(
-                select(Worker.id, Worker.task_id).where(
-                    Worker.status == JobStatus.EXECUTANDO.value, Worker.machine_id.in_(held_by)
+                select(Job.id, Job.task_id).where(
+                    Job.status == JobStatus.EXECUTANDO.value, Job.machine_id.in_(held_by)
                 )
             )
             if held_by

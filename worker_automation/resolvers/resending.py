@@ -16,7 +16,7 @@ from sqlalchemy import case, func, tuple_, update
 
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 from worker_automation.metrics import count_recovered
-from worker_automation.models import JobStatus, Worker, utcnow
+from worker_automation.models import Job, JobStatus, utcnow
 from worker_automation.resolvers.audit import Actor, record_entries
 from worker_automation.resolvers.dispatch import Send, send_all
 from worker_automation.services import Services
@@ -43,16 +43,16 @@ async def _resend_chunk(services: Services, actor: Actor, seen: dict[int, str | 
     new_tasks = {job_id: str(uuid.uuid4()) for job_id in seen}
     # A job without a task id is compared as "" (task ids are never empty).
     statement = (
-        update(Worker)
+        update(Job)
         .where(
-            Worker.id.in_(list(seen)),
-            Worker.status == JobStatus.AGENDADO.value,
-            tuple_(Worker.id, func.coalesce(Worker.task_id, "")).in_(
+            Job.id.in_(list(seen)),
+            Job.status == JobStatus.AGENDADO.value,
+            tuple_(Job.id, func.coalesce(Job.task_id, "")).in_(
                 [(job_id, task_id or "") for job_id, task_id in seen.items()]
             ),
         )
-        .values(task_id=case(new_tasks, value=Worker.id), updated_at=utcnow())
-        .returning(Worker.id, Worker.automation_type, Worker.queue, Worker.priority)
+        .values(task_id=case(new_tasks, value=Job.id), updated_at=utcnow())
+        .returning(Job.id, Job.automation_type, Job.queue, Job.priority)
     )
     async with services.db.transaction() as conn:
         changed = {row.id: row for row in (await conn.execute(statement)).all()}

@@ -17,7 +17,7 @@ from sqlalchemy import delete, select
 
 from worker_automation.errors import BadInput
 from worker_automation.housekeeping import Periodic
-from worker_automation.models import JobStatus, Worker, utcnow
+from worker_automation.models import Job, JobStatus, utcnow
 from worker_automation.models.database import Database
 from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.services import Services
@@ -55,12 +55,9 @@ async def delete_finished(
     ``progress`` hears the running total after each batch."""
     cutoff = utcnow() - timedelta(days=older_than_days)
     chosen = (
-        select(Worker.id)
-        .where(Worker.data_fim < cutoff, Worker.status.in_(FINISHED))
-        .limit(batch)
-        .scalar_subquery()
+        select(Job.id).where(Job.data_fim < cutoff, Job.status.in_(FINISHED)).limit(batch).scalar_subquery()
     )
-    statement = delete(Worker).where(Worker.id.in_(chosen)).execution_options(synchronize_session=False)
+    statement = delete(Job).where(Job.id.in_(chosen)).execution_options(synchronize_session=False)
     total = batches = 0
     while max_batches is None or batches < max_batches:
         async with db.transaction() as conn:
@@ -74,7 +71,7 @@ async def delete_finished(
     return total
 
 
-async def prune_workers(
+async def prune_jobs(
     db: Database,
     actor: Actor,
     older_than_days: int,

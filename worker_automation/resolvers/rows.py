@@ -9,40 +9,37 @@ from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from worker_automation.errors import BadInput, Conflict, NotFound
-from worker_automation.models import Cliente, JobStatus, Worker
+from worker_automation.models import Cliente, Job, JobStatus
 from worker_automation.models.database import Executor
-from worker_automation.resolvers.reads import MSG_WORKER_NOT_FOUND
-from worker_automation.resolvers.views import CLIENT_NAME, WorkerView, view_of
+from worker_automation.resolvers.job_views import CLIENT_NAME, JobView, view_of
+from worker_automation.resolvers.reads import MSG_JOB_NOT_FOUND
 
 
 def _client_name() -> ColumnElement[Any]:
     return (
-        select(Cliente.razao_social)
-        .where(Cliente.id == Worker.cliente_id)
-        .scalar_subquery()
-        .label(CLIENT_NAME)
+        select(Cliente.razao_social).where(Cliente.id == Job.cliente_id).scalar_subquery().label(CLIENT_NAME)
     )
 
 
 # What an UPDATE or INSERT returns to build the changed row's view without reading it again:
 # every column plus the client's name (a subquery, so no second round trip for it).
-VIEW_RETURNING: tuple[ColumnElement[Any], ...] = (*Worker.__table__.columns, _client_name())
+VIEW_RETURNING: tuple[ColumnElement[Any], ...] = (*Job.__table__.columns, _client_name())
 
 
-def returned_view(row: Row[Any]) -> WorkerView:
+def returned_view(row: Row[Any]) -> JobView:
     """The view of a row returned with :data:`VIEW_RETURNING`."""
     return view_of(row, getattr(row, CLIENT_NAME))
 
 
-async def lock_worker(session: AsyncSession, worker_id: int) -> Worker:
+async def lock_job(session: AsyncSession, job_id: int) -> Job:
     """The row, locked for the rest of the transaction (a no-op lock on SQLite)."""
-    row = await session.scalar(select(Worker).where(Worker.id == worker_id).with_for_update())
+    row = await session.scalar(select(Job).where(Job.id == job_id).with_for_update())
     if row is None:
-        raise NotFound(MSG_WORKER_NOT_FOUND, worker_id=worker_id)
+        raise NotFound(MSG_JOB_NOT_FOUND, worker_id=job_id)
     return row
 
 
-def require_status(row: Worker, allowed: set[JobStatus], action: str) -> None:
+def require_status(row: Job, allowed: set[JobStatus], action: str) -> None:
     """Conflict (409) with the current status when ``action`` is illegal from it."""
     if JobStatus(row.status) not in allowed:
         names = ", ".join(sorted(s.value for s in allowed))
@@ -63,7 +60,7 @@ async def client_name_of(session: Executor, cliente_id: int | None) -> str | Non
     return name
 
 
-async def view_in(session: AsyncSession, row: Worker) -> WorkerView:
+async def view_in(session: AsyncSession, row: Job) -> JobView:
     """The enriched view of a row already loaded in ``session``."""
     return view_of(row, await client_name_of(session, row.cliente_id))
 

@@ -21,15 +21,15 @@ from sqlalchemy import Table, bindparam, insert, select, update
 from worker_automation.catalog.forms import validate_context
 from worker_automation.errors import BadInput, Conflict, NotFound
 from worker_automation.housekeeping import Periodic
-from worker_automation.models import JobStatus, Schedule, Worker, utcnow
+from worker_automation.models import Job, JobStatus, Schedule, utcnow
 from worker_automation.models.database import Executor
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.audit import Actor, AuditNote, audited
 from worker_automation.resolvers.automations import effective
 from worker_automation.resolvers.dispatch import Send, send_all
+from worker_automation.resolvers.job_views import JobView, view_of
 from worker_automation.resolvers.rows import client_name_of
 from worker_automation.resolvers.schedules import MSG_SCHEDULE_NOT_FOUND, next_occurrence
-from worker_automation.resolvers.views import WorkerView, view_of
 from worker_automation.services import Services
 from worker_automation.vocabulary import EventKind
 
@@ -51,11 +51,11 @@ _ADVANCE = (
     .values(next_run_at=bindparam("next"), last_run_at=bindparam("now"))
     .returning(Schedule.automation_type, Schedule.cliente_id, Schedule.context, Schedule.priority)
 )
-_WORKERS = cast(Table, Worker.__table__)
-_INSERT_JOB = insert(_WORKERS).returning(*_WORKERS.columns)
+_JOBS = cast(Table, Job.__table__)
+_INSERT_JOB = insert(_JOBS).returning(*_JOBS.columns)
 
 
-async def _create_job(conn: Executor, schedule: Any, schedule_id: int) -> tuple[WorkerView, str]:
+async def _create_job(conn: Executor, schedule: Any, schedule_id: int) -> tuple[JobView, str]:
     """Insert the schedule's job in the caller's transaction; its view and task name. BadInput or
     Conflict when the automation is disabled or the context no longer fits its form."""
     automation = await effective(conn, schedule.automation_type)
@@ -86,7 +86,7 @@ async def _create_job(conn: Executor, schedule: Any, schedule_id: int) -> tuple[
     return view_of(row, await client_name_of(conn, row.cliente_id)), automation.task_name
 
 
-async def _send(services: Services, view: WorkerView, task_name: str) -> None:
+async def _send(services: Services, view: JobView, task_name: str) -> None:
     await announce(services, EventKind.CREATED, [view])
     kept = await send_all(services, [Send(view.id, str(view.task_id), task_name, view.queue, view.priority)])
     if kept:
@@ -94,12 +94,10 @@ async def _send(services: Services, view: WorkerView, task_name: str) -> None:
         log.warning("schedule job %d recorded but not sent: broker unavailable", view.id)
 
 
-async def fire(
-    services: Services, schedule_id: int, occurrence: datetime, now: datetime
-) -> WorkerView | None:
+async def fire(services: Services, schedule_id: int, occurrence: datetime, now: datetime) -> JobView | None:
     """Fire ``occurrence`` of the schedule if nobody did yet: the job, or None (fired elsewhere,
     disabled meanwhile, or the job could not be made, which is audited and skips the occurrence)."""
-    job: tuple[WorkerView, str] | None = None
+    job: tuple[JobView, str] | None = None
     note = AuditNote(f"schedule:{schedule_id}")
     async with services.db.transaction() as conn:
         found = (
@@ -148,7 +146,7 @@ async def fire_due(services: Services, now: datetime | None = None) -> int:
     return created
 
 
-async def run_schedule_now(services: Services, actor: Actor, schedule_id: int) -> WorkerView:
+async def run_schedule_now(services: Services, actor: Actor, schedule_id: int) -> JobView:
     """Create the schedule's job now, outside its timetable (``next_run_at`` unchanged)."""
     async with audited(services.db, actor, "run_schedule_now", f"schedule:{schedule_id}") as note:
         async with services.db.transaction() as conn:

@@ -6,7 +6,7 @@ One table for the single-job actions (cancelWorker, retryWorker, ...) and their 
 
 from __future__ import annotations
 
-from worker_automation.models import JobStatus, Worker, utcnow
+from worker_automation.models import Job, JobStatus, utcnow
 from worker_automation.resolvers.rows import require_status
 from worker_automation.vocabulary import ALLOWED_FROM, Action
 
@@ -27,12 +27,12 @@ def allows(action: Action, status: str) -> bool:
     return status in ALLOWED_FROM[action]
 
 
-def require(row: Worker, action: Action) -> None:
+def require(row: Job, action: Action) -> None:
     """Conflict (409) naming the current status when ``action`` may not take ``row``."""
     require_status(row, set(ALLOWED_FROM[action]), _VERBS[action])
 
 
-def back_in_queue(row: Worker, task_id: str) -> None:
+def back_in_queue(row: Job, task_id: str) -> None:
     """The job waits again under a new task: not started, no machine, no progress (nor the last
     progress message of the run that is over)."""
     row.task_id = task_id
@@ -45,14 +45,14 @@ def back_in_queue(row: Worker, task_id: str) -> None:
         row.metadata_json = rest or None
 
 
-def mark_cancelled(row: Worker, message: str = CANCEL_MESSAGE) -> None:
+def mark_cancelled(row: Job, message: str = CANCEL_MESSAGE) -> None:
     """The job ends CANCELADO now, with ``message``."""
     row.status = JobStatus.CANCELADO.value
     row.data_fim = utcnow()
     row.mensagem_erro = message
 
 
-def mark_retried(row: Worker, task_id: str) -> None:
+def mark_retried(row: Job, task_id: str) -> None:
     """A failed or cancelled job queued again under ``task_id``, ``retry_count`` + 1."""
     back_in_queue(row, task_id)
     row.retry_count += 1

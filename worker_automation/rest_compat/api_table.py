@@ -29,12 +29,12 @@ from worker_automation.rest_compat.reads import (
     MSG_BROKER,
     MSG_DASHBOARD,
     MSG_INSPECT,
+    MSG_JOB,
     MSG_LIST,
     MSG_QUEUE_LIVE,
     MSG_QUEUED,
     MSG_STATS,
     MSG_TASK_STATUS,
-    MSG_WORKER,
     search_message,
 )
 from worker_automation.rest_compat.writes import MSG_CANCEL, MSG_MOVE, MSG_REORDER, MSG_RETRY
@@ -206,7 +206,7 @@ _WORKER_OPS: tuple[Operation, ...] = (
                  CleanupResult(3).message, "Remove workers abertos sem cliente"),
     _maintenance("POST", "/sync-orphans", "syncOrphans", "SyncResult",
                  SyncResult(2, 2).message, "Cancela workers que perderam a task"),
-    _wa("GET", "/{worker_id}", "getWorker", ref("WorkerItem"), MSG_WORKER, "Detalhe de um worker",
+    _wa("GET", "/{worker_id}", "getWorker", ref("WorkerItem"), MSG_JOB, "Detalhe de um worker",
         params=(WORKER_ID,), errors=(404,)),
     _action("/{worker_id}/cancel", "cancelWorker", MSG_CANCEL, "Revoga a task e marca CANCELADO"),
     _action("/{worker_id}/retry", "retryWorker", MSG_RETRY, "Re-enfileira um worker FALHA ou CANCELADO"),

@@ -132,7 +132,7 @@ async def pending(request: Request) -> Response:
 
 
 @guarded
-async def start(request: Request) -> Response:
+async def claim(request: Request) -> Response:
     services, machine = await machine_key_of(request)
     async with key_first(services, machine):
         job_id = _job_id(request)
@@ -200,7 +200,7 @@ def job_routes() -> list[BaseRoute]:
         Route(PREFIX, create_job, methods=["POST"]),
         Route(f"{PREFIX}/batch", create_jobs, methods=["POST"]),
         Route(f"{PREFIX}/pending", pending, methods=["GET"]),
-        Route(f"{PREFIX}/{{job_id}}/start", start, methods=["POST"]),
+        Route(f"{PREFIX}/{{job_id}}/start", claim, methods=["POST"]),
         Route(f"{PREFIX}/{{job_id}}/progress", progress, methods=["POST"]),
         Route(f"{PREFIX}/{{job_id}}/complete", complete, methods=["POST"]),
         Route(f"{PREFIX}/{{job_id}}/fail", fail, methods=["POST"]),

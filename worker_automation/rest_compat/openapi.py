@@ -69,7 +69,7 @@ _IN: dict[str, Any] = {"type": "string", "pattern": NO_NUL}
 _TIME: dict[str, Any] = {"type": "string", "format": "date-time", "nullable": True}
 
 
-def _worker_item(statuses: list[str]) -> dict[str, Any]:
+def _job_item(statuses: list[str]) -> dict[str, Any]:
     properties: dict[str, dict[str, Any]] = {
         "id": _int(1),
         "task_id": _nullable(_STR),
@@ -127,7 +127,7 @@ def _schemas(queues: list[str]) -> dict[str, Any]:
             message=_STR,
             data={"type": "object", "nullable": True, "description": "field: o campo invalido (422)"},
         ),
-        "WorkerItem": _worker_item(statuses),
+        "WorkerItem": _job_item(statuses),
         "Job": job,
         "WorkerPage": _obj(
             ["items", "total", "page", "per_page", "pages"],

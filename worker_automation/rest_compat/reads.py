@@ -19,9 +19,9 @@ from worker_automation.models import JobStatus
 from worker_automation.resolvers import live
 from worker_automation.resolvers import reads as read_ops
 from worker_automation.resolvers.automations import all_effective
+from worker_automation.resolvers.job_views import JobView
 from worker_automation.resolvers.pagination import MAX_PER_PAGE, Page
 from worker_automation.resolvers.search import search_automations
-from worker_automation.resolvers.views import WorkerView
 from worker_automation.rest_compat.http import int_param, read_route, success, text_param
 from worker_automation.services import Services
 from worker_automation.shapes import as_dict
@@ -35,7 +35,7 @@ MSG_BROKER = "Snapshot do broker recuperado com sucesso"
 MSG_INSPECT = "Inspect recuperado com sucesso"
 MSG_TASK_STATUS = "Status da task recuperado com sucesso"
 MSG_DASHBOARD = "Dashboard recuperado com sucesso"
-MSG_WORKER = "Worker encontrado com sucesso"
+MSG_JOB = "Worker encontrado com sucesso"
 
 DASHBOARD_QUEUED_PER_PAGE = 10
 
@@ -44,7 +44,7 @@ def search_message(count: int) -> str:
     return f"{count} automacao(oes) encontrada(s)"
 
 
-def worker_id_of(request: Request) -> int:
+def job_id_of(request: Request) -> int:
     """The ``{worker_id}`` path parameter as an integer (BadInput naming it otherwise)."""
     value = int_param(request.path_params["worker_id"], "worker_id", minimum=1, maximum=INT32_MAX)
     assert value is not None  # a path segment is never empty
@@ -57,7 +57,7 @@ def page_args(query: QueryParams) -> tuple[int | None, int | None]:
     return page, per_page
 
 
-def page_dict(page: Page[WorkerView], tz: ZoneInfo) -> dict[str, Any]:
+def page_dict(page: Page[JobView], tz: ZoneInfo) -> dict[str, Any]:
     return {
         "items": [item.rest_item(tz) for item in page.items],
         "total": page.total,
@@ -85,7 +85,7 @@ def queue_dict(state: live.QueueState, tz: ZoneInfo, *, with_tasks: bool) -> dic
 @read_route
 async def list_route(request: Request, services: Services) -> Response:
     query = request.query_params
-    filters = read_ops.WorkerFilter(
+    filters = read_ops.JobFilter(
         status=text_param(query.get("status"), "status"),
         queue=text_param(query.get("queue"), "queue"),
         automation_type=text_param(query.get("automation_type"), "automation_type"),
@@ -95,7 +95,7 @@ async def list_route(request: Request, services: Services) -> Response:
         q=text_param(query.get("q"), "q"),
     )
     page, per_page = page_args(query)
-    found = await read_ops.list_workers(services.db, services.settings.queues, filters, page, per_page)
+    found = await read_ops.list_jobs(services.db, services.settings.queues, filters, page, per_page)
     return success(MSG_LIST, page_dict(found, services.settings.tz))
 
 
@@ -107,7 +107,7 @@ async def stats_route(request: Request, services: Services) -> Response:
 
 @read_route
 async def active_route(request: Request, services: Services) -> Response:
-    items = await read_ops.active_workers(services.db)
+    items = await read_ops.active_jobs(services.db)
     return success(MSG_ACTIVE, [item.rest_item(services.settings.tz) for item in items])
 
 
@@ -116,7 +116,7 @@ async def queued_route(request: Request, services: Services) -> Response:
     query = request.query_params
     page, per_page = page_args(query)
     queue = text_param(query.get("queue"), "queue")
-    found = await read_ops.queued_workers(services.db, services.settings.queues, page, per_page, queue)
+    found = await read_ops.queued_jobs(services.db, services.settings.queues, page, per_page, queue)
     return success(MSG_QUEUED, page_dict(found, services.settings.tz))
 
 
@@ -160,7 +160,7 @@ def dashboard_dict(board: live.Dashboard, queues: dict[str, int], tz: ZoneInfo) 
     stats = board.stats or read_ops.Stats(0, {s.value: 0 for s in JobStatus}, dict.fromkeys(queues, 0))
     summary = board.summary or live.Summary(0, 0, 0, 0)
     broker = board.broker or live.BrokerStatus(False, {})
-    queued = board.queued or Page[WorkerView]([], 0, 1, DASHBOARD_QUEUED_PER_PAGE)
+    queued = board.queued or Page[JobView]([], 0, 1, DASHBOARD_QUEUED_PER_PAGE)
     return {
         "stats": as_dict(stats),
         "queues": [queue_dict(state, tz, with_tasks=False) for state in board.queues],
@@ -180,6 +180,6 @@ async def dashboard_route(request: Request, services: Services) -> Response:
 
 
 @read_route
-async def worker_route(request: Request, services: Services) -> Response:
-    view = await read_ops.get_worker(services.db, worker_id_of(request))
-    return success(MSG_WORKER, view.rest_item(services.settings.tz))
+async def job_route(request: Request, services: Services) -> Response:
+    view = await read_ops.get_job(services.db, job_id_of(request))
+    return success(MSG_JOB, view.rest_item(services.settings.tz))

@@ -6,10 +6,10 @@ from starlette.requests import Request
 from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Receive, Scope, Send
 
+from worker_automation.rest_compat.documented_routes import documented_routes
 from worker_automation.rest_compat.http import error
 from worker_automation.rest_compat.jobs import job_routes
 from worker_automation.rest_compat.openapi import openapi_routes
-from worker_automation.rest_compat.worker_automation import worker_automation_routes
 
 API_PREFIX = "/api/v1"
 MSG_NOT_FOUND = "Rota nao encontrada."
@@ -45,7 +45,7 @@ def rest_routes() -> list[BaseRoute]:
     """The documented worker-automation API, the worker protocol, the OpenAPI document, then the
     fallback (last: it matches every path under /api/v1)."""
     return [
-        *worker_automation_routes(),
+        *documented_routes(),
         *job_routes(),
         *openapi_routes(),
         Route(f"{API_PREFIX}/{{rest:path}}", ApiFallback(), name="api_fallback"),

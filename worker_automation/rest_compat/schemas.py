@@ -14,7 +14,7 @@ from typing import Any, get_args, get_origin
 from worker_automation.broker.inspect import InspectResult
 from worker_automation.resolvers import live, maintenance
 from worker_automation.resolvers import reads as read_ops
-from worker_automation.resolvers.views import WorkerView
+from worker_automation.resolvers.job_views import JobView
 from worker_automation.shapes import Facet, facets, strip_optional
 
 _LOAD = ("queue_name", "workers_count", "active_count", "pending_count", "capacity", "load_percent")
@@ -41,7 +41,7 @@ REST_FIELDS: dict[str, tuple[str, ...]] = {
 }
 # A nested result is a reference to its component.
 _COMPONENTS: dict[type, str] = {
-    WorkerView: "WorkerItem",
+    JobView: "WorkerItem",
     live.QueueState: "QueueLive",
     live.Summary: "Summary",
 }

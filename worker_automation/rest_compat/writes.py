@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from worker_automation.errors import BadInput
-from worker_automation.resolvers import maintenance, operations
+from worker_automation.resolvers import job_actions, maintenance
 from worker_automation.resolvers.auth import SCOPE_WRITE
 from worker_automation.rest_compat.http import (
     bool_param,
@@ -20,7 +20,7 @@ from worker_automation.rest_compat.http import (
     success,
     text_param,
 )
-from worker_automation.rest_compat.reads import worker_id_of
+from worker_automation.rest_compat.reads import job_id_of
 from worker_automation.rest_compat.schemas import REST_FIELDS
 from worker_automation.shapes import as_dict
 
@@ -33,36 +33,36 @@ MSG_REORDER = "Prioridade alterada com sucesso"
 @guarded
 async def cancel_route(request: Request) -> Response:
     services, principal = await principal_of(request, SCOPE_WRITE)
-    view = await operations.cancel(services, principal.actor, worker_id_of(request))
+    view = await job_actions.cancel(services, principal.actor, job_id_of(request))
     return success(MSG_CANCEL, view.rest_item(services.settings.tz))
 
 
 @guarded
 async def retry_route(request: Request) -> Response:
     services, principal = await principal_of(request, SCOPE_WRITE)
-    view = await operations.retry(services, principal.actor, worker_id_of(request))
+    view = await job_actions.retry(services, principal.actor, job_id_of(request))
     return success(MSG_RETRY, view.rest_item(services.settings.tz))
 
 
 @guarded
 async def move_route(request: Request) -> Response:
     services, principal = await principal_of(request, SCOPE_WRITE)
-    worker_id = worker_id_of(request)
+    job_id = job_id_of(request)
     body = await json_body(request, checked=("target_queue",))
     if body.get("target_queue") is None:
         raise BadInput("target_queue", "target_queue e obrigatorio")
-    view = await operations.move(services, principal.actor, worker_id, body["target_queue"])
+    view = await job_actions.move(services, principal.actor, job_id, body["target_queue"])
     return success(MSG_MOVE, view.rest_item(services.settings.tz))
 
 
 @guarded
 async def reorder_route(request: Request) -> Response:
     services, principal = await principal_of(request, SCOPE_WRITE)
-    worker_id = worker_id_of(request)
+    job_id = job_id_of(request)
     body = await json_body(request, checked=("new_priority",))
     if body.get("new_priority") is None:
         raise BadInput("new_priority", "new_priority e obrigatorio")
-    view = await operations.reorder(services, principal.actor, worker_id, body["new_priority"])
+    view = await job_actions.reorder(services, principal.actor, job_id, body["new_priority"])
     return success(MSG_REORDER, view.rest_item(services.settings.tz))
 
 

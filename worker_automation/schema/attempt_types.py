@@ -1,4 +1,4 @@
-"""The GraphQL type of one run of a job (``Worker.attempts``)."""
+"""The GraphQL type of one run of a job (``Job.attempts``)."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from strawberry.dataloader import DataLoader
 from strawberry.extensions import SchemaExtension
 from strawberry.types.nodes import SelectedField
 
-from worker_automation.resolvers.attempts import AttemptView, attempts_by_worker
+from worker_automation.resolvers.attempts import AttemptView, attempts_by_job
 from worker_automation.resolvers.auth import Principal, authenticate, key_from_headers
 from worker_automation.resolvers.clientes import ClienteView, clientes_by_id
 from worker_automation.resolvers.machines import MachineView, authenticate_machine, machines_by_id
@@ -61,7 +61,7 @@ class Loaders:
         return self._attempts
 
     async def _load_attempts(self, ids: list[int]) -> Sequence[list[AttemptView]]:
-        found = await attempts_by_worker(self._services.db, ids)
+        found = await attempts_by_job(self._services.db, ids)
         return [found.get(i, []) for i in ids]
 
     async def _load_machines(self, ids: list[int]) -> Sequence[MachineView | None]:

@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 import strawberry
 from strawberry.types.base import get_object_definition
 
-from worker_automation.resolvers.views import iso
+from worker_automation.resolvers.job_views import iso
 from worker_automation.schema.scalars import JSON, DateTime
 from worker_automation.shapes import facets, strip_optional
 

@@ -8,7 +8,7 @@ import strawberry
 
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 from worker_automation.errors import BadInput
-from worker_automation.resolvers.reads import WorkerFilter, check_queue
+from worker_automation.resolvers.reads import JobFilter, check_queue
 from worker_automation.schema.enums import JobStatus
 from worker_automation.schema.scalars import JSON
 
@@ -17,7 +17,7 @@ from worker_automation.schema.scalars import JSON
     name="WorkerFilter",
     description="Filters of the job list (and of bulk actions); every field optional, all must match.",
 )
-class WorkerFilterInput:
+class JobFilterInput:
     """Mirrors the REST list's query parameters."""
 
     status: JobStatus | None = strawberry.field(default=None, description="Only jobs in this state.")
@@ -30,9 +30,9 @@ class WorkerFilterInput:
         default=None, description="Free text: task id, automation key or name, client name, error message."
     )
 
-    def to_filter(self) -> WorkerFilter:
+    def to_filter(self) -> JobFilter:
         """The resolver's filter (values are validated there)."""
-        return WorkerFilter(
+        return JobFilter(
             status=self.status.value if self.status is not None else None,
             queue=self.queue,
             automation_type=self.automation_type,
@@ -56,8 +56,10 @@ class DispatchInput:
     usuario_id: int | None = strawberry.field(default=None, description="User on whose behalf it runs.")
 
 
-@strawberry.input(description="Which job events to receive; every field optional, all must match.")
-class WorkerEventFilter:
+@strawberry.input(
+    name="WorkerEventFilter", description="Which job events to receive; every field optional, all must match."
+)
+class JobEventFilter:
     """Applied to the job as it is after each event (RESYNC always passes)."""
 
     status: JobStatus | None = strawberry.field(default=None, description="Job's state after the event.")
@@ -72,11 +74,11 @@ class WorkerEventFilter:
         if self.automation_type is not None and self.automation_type not in AUTOMATION_REGISTRY:
             raise BadInput("automation_type", f"automation_type desconhecido: {self.automation_type!r}")
 
-    def matches(self, worker: dict[str, Any]) -> bool:
+    def matches(self, job: dict[str, Any]) -> bool:
         """Whether the job dict (as events carry it) passes the filter."""
         return (
-            (self.status is None or worker.get("status") == self.status.value)
-            and (self.queue is None or worker.get("queue") == self.queue)
-            and (self.automation_type is None or worker.get("automation_type") == self.automation_type)
-            and (self.id is None or worker.get("id") == self.id)
+            (self.status is None or job.get("status") == self.status.value)
+            and (self.queue is None or job.get("queue") == self.queue)
+            and (self.automation_type is None or job.get("automation_type") == self.automation_type)
+            and (self.id is None or job.get("id") == self.id)
         )

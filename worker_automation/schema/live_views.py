@@ -44,7 +44,7 @@ from worker_automation.schema.context import GraphQLContext
 from worker_automation.schema.documents import chosen_operation
 from worker_automation.schema.errors import TOO_SLOW_CODE
 from worker_automation.schema.streams import EVENT_QUEUE
-from worker_automation.schema.types import WorkerEvent
+from worker_automation.schema.types import JobEvent
 from worker_automation.sharing import parsed_document
 from worker_automation.vocabulary import EventKind
 from worker_automation.ws_protocol import text_frame
@@ -62,8 +62,8 @@ class ViewKind:
     resync_root: Callable[[ZoneInfo], object] | None = None
 
 
-def _resync_event(tz: ZoneInfo) -> WorkerEvent:
-    return WorkerEvent.from_event(Event(kind=EventKind.RESYNC, worker={}), tz)
+def _resync_event(tz: ZoneInfo) -> JobEvent:
+    return JobEvent.from_event(Event(kind=EventKind.RESYNC, job={}), tz)
 
 
 # The root subscription fields served as live views. Each needs the read scope, and none of their

@@ -15,7 +15,7 @@ from worker_automation.schema.context import Info
 from worker_automation.schema.derived import FromView, derived
 from worker_automation.schema.fields import field
 from worker_automation.schema.scalars import JSON
-from worker_automation.schema.types import Worker, WorkerPage, workers_of
+from worker_automation.schema.types import Job, JobPage, jobs_of
 
 
 @strawberry.type(description="A count under a key (a status, a queue).")
@@ -122,7 +122,7 @@ class TaskStatus:
     )
     worker_id: int | None = strawberry.field(description="The job row's id, when there is one.")
     progress: int | None = strawberry.field(description="The job's progress, when there is a row.")
-    worker: Worker | None = strawberry.field(description="The job row, when there is one.")
+    job: Job | None = strawberry.field(name="worker", description="The job row, when there is one.")
 
     @property
     def is_terminal(self) -> bool:
@@ -132,15 +132,15 @@ class TaskStatus:
     @classmethod
     def from_view(cls, view: TaskStatusView, tz: ZoneInfo) -> TaskStatus:
         """Build from the resolver's task status."""
-        worker = Worker.from_view(view.worker, tz) if view.worker is not None else None
+        job = Job.from_view(view.job, tz) if view.job is not None else None
         return cls(
             task_id=view.task_id,
             state=view.state,
             status=view.state,
             result=JSON(view.result) if view.result is not None else None,
-            worker_id=worker.id if worker else None,
-            progress=worker.progress if worker else None,
-            worker=worker,
+            worker_id=job.id if job else None,
+            progress=job.progress if job else None,
+            job=job,
         )
 
 
@@ -155,9 +155,9 @@ class Dashboard:
     queues: list[QueueState] = strawberry.field(description="State of each queue (counts only).")
     summary: Summary | None = strawberry.field(description="Totals across queues.")
     broker: BrokerStatus | None = strawberry.field(description="Broker snapshot.")
-    active: list[Worker] = strawberry.field(description="Running jobs (at most 50).")
-    queued: WorkerPage | None = strawberry.field(description="First page (10) of queued jobs.")
-    history: list[Worker] = strawberry.field(description="Last 20 jobs that ended.")
+    active: list[Job] = strawberry.field(description="Running jobs (at most 50).")
+    queued: JobPage | None = strawberry.field(description="First page (10) of queued jobs.")
+    history: list[Job] = strawberry.field(description="Last 20 jobs that ended.")
     errors: JSON = strawberry.field(
         description="Map section -> error message of the sections that failed; {} if none."
     )
@@ -170,8 +170,8 @@ class Dashboard:
             queues=[QueueState.from_view(s, tz) for s in view.queues],
             summary=Summary.from_view(view.summary) if view.summary is not None else None,
             broker=BrokerStatus.from_view(view.broker) if view.broker is not None else None,
-            active=workers_of(view.active, tz),
-            queued=WorkerPage.from_page(view.queued, tz, cursors=False) if view.queued is not None else None,
-            history=workers_of(view.history, tz),
+            active=jobs_of(view.active, tz),
+            queued=JobPage.from_page(view.queued, tz, cursors=False) if view.queued is not None else None,
+            history=jobs_of(view.history, tz),
             errors=JSON(dict(view.errors)),
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import strawberry
 
-from worker_automation.resolvers import machines, maintenance, operations, recovery
+from worker_automation.resolvers import job_actions, machines, maintenance, recovery
 from worker_automation.resolvers.automations import update_settings
 from worker_automation.resolvers.dispatch import JobRequest, dispatch, dispatch_many
 from worker_automation.schema.catalog import Automation
@@ -22,7 +22,7 @@ from worker_automation.schema.results import (
     RegisteredMachine,
     SyncOrphansResult,
 )
-from worker_automation.schema.types import Machine, Worker
+from worker_automation.schema.types import Job, Machine
 
 
 @strawberry.type(
@@ -38,7 +38,7 @@ class Mutation(OperatorMutation):
         description="Create a job and hand it to its queue; returns the new job (AGENDADO).",
         extensions=write(),
     )
-    async def dispatch_automation(self, info: Info, input: DispatchInput) -> Worker:
+    async def dispatch_automation(self, info: Info, input: DispatchInput) -> Job:
         principal = await info.context.principal()
         view = await dispatch(
             info.context.services,
@@ -49,7 +49,7 @@ class Mutation(OperatorMutation):
             priority=input.priority,
             usuario_id=input.usuario_id,
         )
-        return Worker.from_view(view, info.context.tz)
+        return Job.from_view(view, info.context.tz)
 
     @mutation(
         description=(
@@ -58,37 +58,37 @@ class Mutation(OperatorMutation):
         ),
         extensions=write(),
     )
-    async def dispatch_automations(self, info: Info, inputs: list[DispatchInput]) -> list[Worker]:
+    async def dispatch_automations(self, info: Info, inputs: list[DispatchInput]) -> list[Job]:
         principal = await info.context.principal()
         requests = [
             JobRequest(i.automation_type, i.cliente_id, i.context, i.priority, i.usuario_id) for i in inputs
         ]
         views = await dispatch_many(info.context.services, principal.actor, requests, field="inputs")
-        return [Worker.from_view(view, info.context.tz) for view in views]
+        return [Job.from_view(view, info.context.tz) for view in views]
 
     @mutation(description="Cancel a queued or running job (its task is revoked).", extensions=write())
-    async def cancel_worker(self, info: Info, id: int) -> Worker:
+    async def cancel_worker(self, info: Info, id: int) -> Job:
         principal = await info.context.principal()
-        view = await operations.cancel(info.context.services, principal.actor, id)
-        return Worker.from_view(view, info.context.tz)
+        view = await job_actions.cancel(info.context.services, principal.actor, id)
+        return Job.from_view(view, info.context.tz)
 
     @mutation(description="Queue a failed or cancelled job again as a new task.", extensions=write())
-    async def retry_worker(self, info: Info, id: int) -> Worker:
+    async def retry_worker(self, info: Info, id: int) -> Job:
         principal = await info.context.principal()
-        view = await operations.retry(info.context.services, principal.actor, id)
-        return Worker.from_view(view, info.context.tz)
+        view = await job_actions.retry(info.context.services, principal.actor, id)
+        return Job.from_view(view, info.context.tz)
 
     @mutation(description="Send a queued or running job to another queue.", extensions=write())
-    async def move_worker(self, info: Info, id: int, target_queue: str) -> Worker:
+    async def move_worker(self, info: Info, id: int, target_queue: str) -> Job:
         principal = await info.context.principal()
-        view = await operations.move(info.context.services, principal.actor, id, target_queue)
-        return Worker.from_view(view, info.context.tz)
+        view = await job_actions.move(info.context.services, principal.actor, id, target_queue)
+        return Job.from_view(view, info.context.tz)
 
     @mutation(description="Change a queued job's priority (0..9, lower first).", extensions=write())
-    async def reorder_worker(self, info: Info, id: int, new_priority: int) -> Worker:
+    async def reorder_worker(self, info: Info, id: int, new_priority: int) -> Job:
         principal = await info.context.principal()
-        view = await operations.reorder(info.context.services, principal.actor, id, new_priority)
-        return Worker.from_view(view, info.context.tz)
+        view = await job_actions.reorder(info.context.services, principal.actor, id, new_priority)
+        return Job.from_view(view, info.context.tz)
 
     @mutation(
         description="Cancel every open job of a scope, optionally on one queue (managers only).",

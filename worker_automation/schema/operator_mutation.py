@@ -13,18 +13,18 @@ import strawberry
 from worker_automation.resolvers import bulk, pauses, retention, schedule_firing, schedules
 from worker_automation.schema.context import Info
 from worker_automation.schema.fields import mutation
-from worker_automation.schema.inputs import WorkerFilterInput
+from worker_automation.schema.inputs import JobFilterInput
 from worker_automation.schema.operator_types import BulkResult, PruneResult, QueuePause
 from worker_automation.schema.permissions import manager, write
 from worker_automation.schema.schedule_types import Schedule, ScheduleInput, ScheduleUpdateInput
-from worker_automation.schema.types import Worker
+from worker_automation.schema.types import Job
 
 if TYPE_CHECKING:
     from worker_automation.resolvers.audit import Actor
-    from worker_automation.resolvers.reads import WorkerFilter
+    from worker_automation.resolvers.reads import JobFilter
     from worker_automation.services import Services
 
-    BulkAction = Callable[[Services, Actor, WorkerFilter, int | None], Awaitable[bulk.BulkResult]]
+    BulkAction = Callable[[Services, Actor, JobFilter, int | None], Awaitable[bulk.BulkResult]]
 
 
 async def _acting(info: Info) -> tuple[Services, Actor]:
@@ -33,7 +33,7 @@ async def _acting(info: Info) -> tuple[Services, Actor]:
     return info.context.services, principal.actor
 
 
-async def _bulk(info: Info, action: BulkAction, filter: WorkerFilterInput, limit: int | None) -> BulkResult:
+async def _bulk(info: Info, action: BulkAction, filter: JobFilterInput, limit: int | None) -> BulkResult:
     services, actor = await _acting(info)
     return BulkResult.from_view(await action(services, actor, filter.to_filter(), limit))
 
@@ -49,10 +49,8 @@ class OperatorMutation:
         ),
         extensions=write(),
     )
-    async def retry_workers(
-        self, info: Info, filter: WorkerFilterInput, limit: int | None = None
-    ) -> BulkResult:
-        return await _bulk(info, bulk.retry_workers, filter, limit)
+    async def retry_workers(self, info: Info, filter: JobFilterInput, limit: int | None = None) -> BulkResult:
+        return await _bulk(info, bulk.retry_jobs, filter, limit)
 
     @mutation(
         description=(
@@ -63,9 +61,9 @@ class OperatorMutation:
         extensions=write(),
     )
     async def cancel_workers(
-        self, info: Info, filter: WorkerFilterInput, limit: int | None = None
+        self, info: Info, filter: JobFilterInput, limit: int | None = None
     ) -> BulkResult:
-        return await _bulk(info, bulk.cancel_workers, filter, limit)
+        return await _bulk(info, bulk.cancel_jobs, filter, limit)
 
     @mutation(
         description=(
@@ -99,7 +97,7 @@ class OperatorMutation:
     )
     async def prune_workers(self, info: Info, older_than_days: int) -> PruneResult:
         services, actor = await _acting(info)
-        deleted = await retention.prune_workers(services.db, actor, older_than_days)
+        deleted = await retention.prune_jobs(services.db, actor, older_than_days)
         return PruneResult(deleted=deleted, older_than_days=older_than_days)
 
     @mutation(
@@ -135,7 +133,7 @@ class OperatorMutation:
         description="Create the schedule's job now, outside its timetable; returns the job.",
         extensions=write(),
     )
-    async def run_schedule_now(self, info: Info, id: int) -> Worker:
+    async def run_schedule_now(self, info: Info, id: int) -> Job:
         services, actor = await _acting(info)
         view = await schedule_firing.run_schedule_now(services, actor, id)
-        return Worker.from_view(view, info.context.tz)
+        return Job.from_view(view, info.context.tz)

@@ -15,7 +15,7 @@ from worker_automation.resolvers.search import search_automations
 from worker_automation.schema.catalog import Automation, AutomationSearch
 from worker_automation.schema.context import Info, selects
 from worker_automation.schema.fields import field
-from worker_automation.schema.inputs import WorkerFilterInput
+from worker_automation.schema.inputs import JobFilterInput
 from worker_automation.schema.monitoring import (
     BrokerStatus,
     Dashboard,
@@ -26,7 +26,7 @@ from worker_automation.schema.monitoring import (
 )
 from worker_automation.schema.operator_query import OperatorQuery
 from worker_automation.schema.permissions import read
-from worker_automation.schema.types import Cliente, Machine, Worker, WorkerPage, workers_of
+from worker_automation.schema.types import Cliente, Job, JobPage, Machine, jobs_of
 from worker_automation.schema.viewer import Viewer
 
 # Asking for these fields of QueueState means loading the jobs of every queue, not only counts.
@@ -55,28 +55,28 @@ class Query(OperatorQuery):
     async def workers(
         self,
         info: Info,
-        filter: WorkerFilterInput | None = None,
+        filter: JobFilterInput | None = None,
         page: int = 1,
         per_page: int = 20,
         first: int | None = None,
         after: str | None = None,
-    ) -> WorkerPage:
+    ) -> JobPage:
         services = info.context.services
-        chosen = (filter or WorkerFilterInput()).to_filter()
+        chosen = (filter or JobFilterInput()).to_filter()
         if first is None and after is None:
-            found = await reads.list_workers(services.db, services.settings.queues, chosen, page, per_page)
-            return WorkerPage.from_page(found, services.settings.tz)
+            found = await reads.list_jobs(services.db, services.settings.queues, chosen, page, per_page)
+            return JobPage.from_page(found, services.settings.tz)
         if page != 1:
             raise BadInput("page", "page nao se combina com first/after: use um ou outro")
         size = slice_size(first, per_page)
         after_id = id_of_cursor(after) if after is not None else None
-        part = await reads.list_workers_after(services.db, services.settings.queues, chosen, size, after_id)
-        return WorkerPage.from_slice(part, size, after=after is not None, tz=services.settings.tz)
+        part = await reads.list_jobs_after(services.db, services.settings.queues, chosen, size, after_id)
+        return JobPage.from_slice(part, size, after=after is not None, tz=services.settings.tz)
 
     @field(description="One job by id (NOT_FOUND when there is none).", extensions=read())
-    async def worker(self, info: Info, id: int) -> Worker | None:
-        view = await reads.get_worker(info.context.services.db, id)
-        return Worker.from_view(view, info.context.tz)
+    async def worker(self, info: Info, id: int) -> Job | None:
+        view = await reads.get_job(info.context.services.db, id)
+        return Job.from_view(view, info.context.tz)
 
     @field(description="Totals by status and by queue.", extensions=read())
     async def stats(self, info: Info) -> Stats:
@@ -84,16 +84,16 @@ class Query(OperatorQuery):
         return Stats.from_view(await reads.stats(services.db, services.settings.queues))
 
     @field(description="Every running job, longest running first.", extensions=read())
-    async def active_workers(self, info: Info) -> list[Worker]:
-        return workers_of(await reads.active_workers(info.context.services.db), info.context.tz)
+    async def active_workers(self, info: Info) -> list[Job]:
+        return jobs_of(await reads.active_jobs(info.context.services.db), info.context.tz)
 
     @field(description="Queued jobs in run order (priority, then age).", extensions=read())
     async def queued_workers(
         self, info: Info, page: int = 1, per_page: int = 10, queue: str | None = None
-    ) -> WorkerPage:
+    ) -> JobPage:
         services = info.context.services
-        found = await reads.queued_workers(services.db, services.settings.queues, page, per_page, queue)
-        return WorkerPage.from_page(found, services.settings.tz, cursors=False)
+        found = await reads.queued_jobs(services.db, services.settings.queues, page, per_page, queue)
+        return JobPage.from_page(found, services.settings.tz, cursors=False)
 
     @field(
         description="Fuzzy search of the automation catalogue (score >= 60); without q, everything.",

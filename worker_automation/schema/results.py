@@ -42,7 +42,7 @@ class ReconcileResult:
     failed: int = strawberry.field(description="Lost runs ended FALHA (worker_lost).")
     suspects: int = strawberry.field(description="Jobs seen unaccounted for once, still under watch.")
     broker_checked: bool = strawberry.field(description="False: the broker could not be read.")
-    worker_ids: list[int] = strawberry.field(description="The jobs acted on.")
+    job_ids: list[int] = strawberry.field(name="workerIds", description="The jobs acted on.")
 
     @classmethod
     def from_view(cls, view: ReconcileReport) -> ReconcileResult:
@@ -53,7 +53,7 @@ class ReconcileResult:
             failed=view.failed,
             suspects=view.suspects,
             broker_checked=view.broker_checked,
-            worker_ids=list(view.job_ids),
+            job_ids=list(view.job_ids),
         )
 
 

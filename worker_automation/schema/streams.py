@@ -63,7 +63,7 @@ class Feed:
             if not self._listener.dropped:
                 raise FeedClosed from None
             self._listener = self._bus.listen(self._maxsize)
-            return Event(kind=EventKind.RESYNC, worker={})
+            return Event(kind=EventKind.RESYNC, job={})
 
     def close(self) -> None:
         """Stop listening."""

@@ -22,13 +22,13 @@ from worker_automation.resolvers.machines import MachineView
 from worker_automation.resolvers.visibility import PUBLIC_JOB_FIELDS, may_claim
 from worker_automation.schema.context import GraphQLContext, Info, selects
 from worker_automation.schema.fields import subscription
-from worker_automation.schema.inputs import WorkerEventFilter
+from worker_automation.schema.inputs import JobEventFilter
 from worker_automation.schema.monitoring import Dashboard, QueueLiveStatus, TaskStatus
 from worker_automation.schema.permissions import machine, read
 from worker_automation.schema.query import TASK_FIELDS
 from worker_automation.schema.scalars import JSON
 from worker_automation.schema.streams import Feed, FeedClosed, coalesced
-from worker_automation.schema.types import Worker, WorkerEvent
+from worker_automation.schema.types import Job, JobEvent
 from worker_automation.sharing import Recent
 from worker_automation.vocabulary import EventKind
 
@@ -36,38 +36,35 @@ from worker_automation.vocabulary import EventKind
 BACKEND_POLL_SECONDS = 2.0
 # The payload of an event is a pure function of the event and the time zone: built once for every
 # subscription of the process (see worker_automation.sharing).
-_EVENTS: Recent[tuple[str, str], WorkerEvent] = Recent(64)
+_EVENTS: Recent[tuple[str, str], JobEvent] = Recent(64)
 
 
-def _shared_event(event: Event, tz: ZoneInfo) -> WorkerEvent:
-    return _EVENTS.get((event.id, tz.key), lambda: WorkerEvent.from_event(event, tz))
+def _shared_event(event: Event, tz: ZoneInfo) -> JobEvent:
+    return _EVENTS.get((event.id, tz.key), lambda: JobEvent.from_event(event, tz))
 
 
 def _replaced(task_id: str, event: Event) -> TaskStatus:
     """The status of a task whose job was moved, reordered or removed: its task was revoked."""
-    worker = Worker.from_dict(event.worker)
-    if event.kind is EventKind.DELETED:
-        detail = "Worker removido"
-    else:
-        detail = f"Task substituida por {worker.task_id}"
+    job = Job.from_dict(event.job)
+    detail = "Worker removido" if event.kind is EventKind.DELETED else f"Task substituida por {job.task_id}"
     return TaskStatus(
         task_id=task_id,
         state="REVOKED",
         status="REVOKED",
         result=JSON({"exc_type": "TaskRevokedError", "exc_message": detail}),
-        worker_id=worker.id,
-        progress=worker.progress,
-        worker=worker,
+        worker_id=job.id,
+        progress=job.progress,
+        job=job,
     )
 
 
-def _for_machine(machine: MachineView, job: dict[str, Any]) -> Worker:
+def _for_machine(machine: MachineView, job: dict[str, Any]) -> Job:
     """The job as ``machine`` may read it: a job it cannot claim keeps its id, automation and
     queue, and the fields the type cannot leave empty (status, timestamps, display name)."""
     if may_claim(machine, job.get("automation_type"), job.get("queue")):
-        return Worker.from_dict(job)
+        return Job.from_dict(job)
     shown = {name: job.get(name) for name in (*PUBLIC_JOB_FIELDS, "status", "created_at", "updated_at")}
-    return Worker.from_dict(shown)
+    return Job.from_dict(shown)
 
 
 async def _task_status(context: GraphQLContext, task_id: str) -> TaskStatus:
@@ -111,10 +108,10 @@ class Subscription:
         extensions=read(),
     )
     async def worker_events(
-        self, info: Info, filter: WorkerEventFilter | None = None
-    ) -> AsyncGenerator[WorkerEvent, None]:
+        self, info: Info, filter: JobEventFilter | None = None
+    ) -> AsyncGenerator[JobEvent, None]:
         context = info.context
-        chosen = filter or WorkerEventFilter()
+        chosen = filter or JobEventFilter()
         chosen.check(context.services.settings.queues)
         feed = Feed(context.services.events)
         try:
@@ -122,7 +119,7 @@ class Subscription:
                 event = await feed.next()
                 if event is None:
                     continue
-                if event.kind is EventKind.RESYNC or chosen.matches(event.worker):
+                if event.kind is EventKind.RESYNC or chosen.matches(event.job):
                     context.begin_operation()
                     yield _shared_event(event, context.tz)
         except FeedClosed:
@@ -145,11 +142,11 @@ class Subscription:
             context.begin_operation()
             yield current
             while not current.is_terminal:
-                worker_id = current.worker_id
-                event = await feed.next(within=BACKEND_POLL_SECONDS if worker_id is None else None)
+                job_id = current.worker_id
+                event = await feed.next(within=BACKEND_POLL_SECONDS if job_id is None else None)
                 if event is not None and event.kind is not EventKind.RESYNC:
-                    row = event.worker
-                    if worker_id is not None and row.get("id") == worker_id:
+                    row = event.job
+                    if job_id is not None and row.get("id") == job_id:
                         if event.kind is EventKind.DELETED or row.get("task_id") != task_id:
                             context.begin_operation()
                             yield _replaced(task_id, event)
@@ -173,7 +170,7 @@ class Subscription:
         ),
         extensions=machine(),
     )
-    async def job_created(self, info: Info, automation: str | None = None) -> AsyncGenerator[Worker, None]:
+    async def job_created(self, info: Info, automation: str | None = None) -> AsyncGenerator[Job, None]:
         context = info.context
         services = context.services
         if automation is not None:
@@ -194,10 +191,10 @@ class Subscription:
                         context.begin_operation()
                         yield _for_machine(me, view.as_dict(context.tz))
                 elif event.kind is EventKind.CREATED and (
-                    automation is None or event.worker.get("automation_type") == automation
+                    automation is None or event.job.get("automation_type") == automation
                 ):
                     context.begin_operation()
-                    yield _for_machine(me, event.worker)
+                    yield _for_machine(me, event.job)
         except FeedClosed:
             return
         finally:

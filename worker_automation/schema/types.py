@@ -1,7 +1,7 @@
 """GraphQL object types of jobs and who they belong to: Worker, WorkerPage, WorkerEvent, Machine, Cliente.
 
-A ``Worker`` is built from the same JSON-ready dict that REST items and bus events are made of
-(:meth:`WorkerView.as_dict`), so a job looks the same whether it was read, returned by a mutation
+A ``Job`` is built from the same JSON-ready dict that REST items and bus events are made of
+(:meth:`JobView.as_dict`), so a job looks the same whether it was read, returned by a mutation
 or pushed by a subscription.
 """
 
@@ -16,10 +16,10 @@ import strawberry
 
 from worker_automation.broker.events import Event
 from worker_automation.resolvers.clientes import ClienteView
+from worker_automation.resolvers.job_views import JobView, iso
 from worker_automation.resolvers.machines import MachineView
 from worker_automation.resolvers.pagination import Page, cursor_of
 from worker_automation.resolvers.reads import Slice
-from worker_automation.resolvers.views import WorkerView, iso
 from worker_automation.schema.attempt_types import Attempt
 from worker_automation.schema.context import Info
 from worker_automation.schema.derived import FromView, derived, register_view
@@ -69,8 +69,8 @@ def _stamp(value: Any) -> DateTime | None:
     return None if value is None else DateTime(str(value))
 
 
-@strawberry.type(description="One execution of an automation (a 'worker' in the REST API).")
-class Worker:
+@strawberry.type(name="Worker", description="One execution of an automation (a 'worker' in the REST API).")
+class Job:
     """A job row with its automation's display name and its client's name."""
 
     id: int = strawberry.field(description="Internal id.")
@@ -116,9 +116,9 @@ class Worker:
         return [Attempt.from_view(view, info.context.tz) for view in views]
 
     @classmethod
-    def from_view(cls, view: WorkerView, tz: ZoneInfo) -> Worker:
+    def from_view(cls, view: JobView, tz: ZoneInfo) -> Job:
         """Build from a resolver's view, timestamps in ``tz`` (the same values as
-        :meth:`from_dict` of :meth:`WorkerView.as_dict`, without the dict in between: lists and
+        :meth:`from_dict` of :meth:`JobView.as_dict`, without the dict in between: lists and
         live screens build hundreds)."""
         return cls(
             id=view.id,
@@ -146,8 +146,8 @@ class Worker:
         )
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Worker:
-        """Build from :meth:`WorkerView.as_dict` output (what events carry)."""
+    def from_dict(cls, data: dict[str, Any]) -> Job:
+        """Build from :meth:`JobView.as_dict` output (what events carry)."""
         return cls(
             id=int(data["id"]),
             task_id=data.get("task_id"),
@@ -174,12 +174,12 @@ class Worker:
         )
 
 
-register_view(WorkerView, Worker, Worker.from_view)  # type: ignore[arg-type]
+register_view(JobView, Job, Job.from_view)  # type: ignore[arg-type]
 
 
-def workers_of(views: list[WorkerView], tz: ZoneInfo) -> list[Worker]:
+def jobs_of(views: list[JobView], tz: ZoneInfo) -> list[Job]:
     """GraphQL workers from resolver views."""
-    return [Worker.from_view(v, tz) for v in views]
+    return [Job.from_view(v, tz) for v in views]
 
 
 @strawberry.type(description="Where a list stands, for cursor (keyset) pagination.")
@@ -202,7 +202,7 @@ class PageInfo:
 
     @classmethod
     def of(
-        cls, items: list[WorkerView], *, has_next: bool, has_previous: bool, cursors: bool = True
+        cls, items: list[JobView], *, has_next: bool, has_previous: bool, cursors: bool = True
     ) -> PageInfo:
         """For ``items`` of the newest-first job list (other orders carry no cursors)."""
         return cls(
@@ -214,15 +214,16 @@ class PageInfo:
 
 
 @strawberry.type(
+    name="WorkerPage",
     description=(
         "One page of jobs, with the totals of the documented pagination contract and the cursors "
         "of cursor (keyset) pagination."
-    )
+    ),
 )
-class WorkerPage:
-    """A page of :class:`Worker`."""
+class JobPage:
+    """A page of :class:`Job`."""
 
-    items: list[Worker] = strawberry.field(description="The jobs of this page.")
+    items: list[Job] = strawberry.field(description="The jobs of this page.")
     total: int = strawberry.field(description="Jobs matching, over all pages.")
     page: int = strawberry.field(
         description="This page's number (from 1); 0 for a slice asked for with first/after (not numbered)."
@@ -234,10 +235,10 @@ class WorkerPage:
     )
 
     @classmethod
-    def from_page(cls, page: Page[WorkerView], tz: ZoneInfo, *, cursors: bool = True) -> WorkerPage:
+    def from_page(cls, page: Page[JobView], tz: ZoneInfo, *, cursors: bool = True) -> JobPage:
         """Build from a resolver's page (``cursors`` only for the newest-first job list)."""
         return cls(
-            items=workers_of(page.items, tz),
+            items=jobs_of(page.items, tz),
             total=page.total,
             page=page.page,
             per_page=page.per_page,
@@ -248,10 +249,10 @@ class WorkerPage:
         )
 
     @classmethod
-    def from_slice(cls, found: Slice, size: int, *, after: bool, tz: ZoneInfo) -> WorkerPage:
+    def from_slice(cls, found: Slice, size: int, *, after: bool, tz: ZoneInfo) -> JobPage:
         """Build from a slice after a cursor (``size`` asked for)."""
         return cls(
-            items=workers_of(found.items, tz),
+            items=jobs_of(found.items, tz),
             total=found.total,
             page=0,
             per_page=size,
@@ -260,27 +261,29 @@ class WorkerPage:
         )
 
 
-@strawberry.type(description="Something happened to a job.")
-class WorkerEvent:
+@strawberry.type(name="WorkerEvent", description="Something happened to a job.")
+class JobEvent:
     """One bus event as subscribers receive it."""
 
     id: str = strawberry.field(description="Event id (unique; for de-duplication).")
     kind: EventKind = strawberry.field(description="What happened.")
     change: ChangeKind = strawberry.field(description="How a kept list of jobs should change.")
     at: DateTime = strawberry.field(description="When the event was published.")
-    worker: Worker | None = strawberry.field(description="The job after the change; null for RESYNC.")
+    job: Job | None = strawberry.field(
+        name="worker", description="The job after the change; null for RESYNC."
+    )
 
     @classmethod
-    def from_event(cls, event: Event, tz: ZoneInfo) -> WorkerEvent:
+    def from_event(cls, event: Event, tz: ZoneInfo) -> JobEvent:
         """Build from a bus event."""
-        worker = Worker.from_dict(event.worker) if event.worker else None
+        job = Job.from_dict(event.job) if event.job else None
         kind = EventKind(event.kind)
         return cls(
             id=event.id,
             kind=kind,
             change=change_of(kind),
             at=DateTime(_in_zone(event.at, tz)),
-            worker=worker,
+            job=job,
         )
 
 

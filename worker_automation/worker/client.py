@@ -117,7 +117,7 @@ class WorkerApiClient:
         data = self._data(await self._call("GET", "/api/v1/jobs/pending", params=params))
         return list(data or [])
 
-    async def start(
+    async def claim(
         self, job_id: int, task_id: str | None = None, on_sent: Callable[[], None] | None = None
     ) -> Claim:
         """Claim ``job_id`` (its run ``task_id``). Tried once: callers wait for an unreachable API
@@ -213,4 +213,3 @@ class WorkerApiClient:
             return LostAnswer.NOTHING
         self._data(response)
         return LostAnswer.ENDED
-

@@ -195,7 +195,7 @@ class JobPipeline:
                 raise ApiUnreachable("reports kept from before are not answered yet")
             sent: list[bool] = []
             try:
-                return await self.client.start(job_id, task_id, on_sent=lambda: sent.append(True))
+                return await self.client.claim(job_id, task_id, on_sent=lambda: sent.append(True))
             except (ApiUnreachable, ApiTimeout):
                 ambiguous = ambiguous or bool(sent)
                 raise

@@ -13,7 +13,7 @@ from worker_automation.rest_compat import reads, writes
 PREFIX = "/api/v1/worker-automation"
 
 
-def worker_automation_routes() -> list[BaseRoute]:
+def documented_routes() -> list[BaseRoute]:
     """Every route of the documented API, literal paths first."""
     return [
         # Both spellings of the collection: a slash redirect would lose the method and the body.
@@ -42,7 +42,7 @@ def worker_automation_routes() -> list[BaseRoute]:
             name="wa_cleanup",
         ),
         Route(f"{PREFIX}/sync-orphans", writes.sync_orphans_route, methods=["POST"], name="wa_sync"),
-        Route(f"{PREFIX}/{{worker_id}}", reads.worker_route, methods=["GET"], name="wa_worker"),
+        Route(f"{PREFIX}/{{worker_id}}", reads.job_route, methods=["GET"], name="wa_worker"),
         Route(f"{PREFIX}/{{worker_id}}/cancel", writes.cancel_route, methods=["POST"], name="wa_cancel"),
         Route(f"{PREFIX}/{{worker_id}}/retry", writes.retry_route, methods=["POST"], name="wa_retry"),
         Route(f"{PREFIX}/{{worker_id}}/move", writes.move_route, methods=["POST"], name="wa_move"),

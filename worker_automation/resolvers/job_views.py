@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import Select, UnaryExpression, select
 from sqlalchemy.engine import Row
 
-from worker_automation.models import Cliente, Worker
+from worker_automation.models import Cliente, Job
 
 # The label of the joined client name in the rows of enriched_select.
 CLIENT_NAME = "client_name"
@@ -25,7 +25,7 @@ def iso(value: datetime | None, tz: ZoneInfo) -> str | None:
 
 
 @dataclass(frozen=True)
-class WorkerView:
+class JobView:
     """A job row enriched with its automation's display name and its client's name."""
 
     id: int
@@ -86,7 +86,7 @@ class WorkerView:
 
 # The fields of WorkerView read straight from the job row, in the view's order; then come the
 # display name (from the registry) and the client's name (joined).
-ROW_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(WorkerView))[:-2]
+ROW_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(JobView))[:-2]
 _AUTOMATION_AT = ROW_FIELDS.index("automation_type")
 
 
@@ -97,11 +97,11 @@ def enriched_select() -> Select[Any]:
     into the session cost more than the query itself). The columns come in the view's field
     order, so :func:`views_of` builds a view by position.
     """
-    columns = Worker.__table__.columns
+    columns = Job.__table__.columns
     return (
         select(*(columns[name] for name in ROW_FIELDS), Cliente.razao_social.label(CLIENT_NAME))
-        .select_from(Worker)
-        .outerjoin(Cliente, Cliente.id == Worker.cliente_id)
+        .select_from(Job)
+        .outerjoin(Cliente, Cliente.id == Job.cliente_id)
     )
 
 
@@ -113,13 +113,13 @@ RUN_ORDER: tuple[str, ...] = ("priority", "created_at", "id")
 
 def order_by(columns: tuple[str, ...]) -> list[UnaryExpression[Any]]:
     """``columns`` ascending, for a statement's ORDER BY."""
-    return [getattr(Worker, name).asc() for name in columns]
+    return [getattr(Job, name).asc() for name in columns]
 
 
-def sort_key(columns: tuple[str, ...]) -> Callable[[WorkerView], tuple[tuple[bool, Any], ...]]:
+def sort_key(columns: tuple[str, ...]) -> Callable[[JobView], tuple[tuple[bool, Any], ...]]:
     """The same order for views already in memory (missing values last, as PostgreSQL does)."""
 
-    def key(view: WorkerView) -> tuple[tuple[bool, Any], ...]:
+    def key(view: JobView) -> tuple[tuple[bool, Any], ...]:
         return tuple(((value := getattr(view, name)) is None, value) for name in columns)
 
     return key
@@ -133,40 +133,40 @@ def display_name_of(automation_type: str) -> str:
     return automation.display_name if automation else automation_type
 
 
-def view_of(worker: Worker | Row[Any], client_name: str | None) -> WorkerView:
+def view_of(job: Job | Row[Any], client_name: str | None) -> JobView:
     """Build the view from a loaded row (an entity or a row of its columns) and the client name."""
-    return WorkerView(
-        id=worker.id,
-        task_id=worker.task_id,
-        cliente_id=worker.cliente_id,
-        usuario_id=worker.usuario_id,
-        path_file=worker.path_file,
-        status=worker.status,
-        data_inicio=worker.data_inicio,
-        data_fim=worker.data_fim,
-        mensagem_erro=worker.mensagem_erro,
-        automation_type=worker.automation_type,
-        queue=worker.queue,
-        priority=worker.priority,
-        retry_count=worker.retry_count,
-        progress=worker.progress,
-        metadata_json=worker.metadata_json,
-        context=worker.context,
-        result=worker.result,
-        created_at=worker.created_at,
-        updated_at=worker.updated_at,
-        machine_id=worker.machine_id,
-        display_name=display_name_of(worker.automation_type),
+    return JobView(
+        id=job.id,
+        task_id=job.task_id,
+        cliente_id=job.cliente_id,
+        usuario_id=job.usuario_id,
+        path_file=job.path_file,
+        status=job.status,
+        data_inicio=job.data_inicio,
+        data_fim=job.data_fim,
+        mensagem_erro=job.mensagem_erro,
+        automation_type=job.automation_type,
+        queue=job.queue,
+        priority=job.priority,
+        retry_count=job.retry_count,
+        progress=job.progress,
+        metadata_json=job.metadata_json,
+        context=job.context,
+        result=job.result,
+        created_at=job.created_at,
+        updated_at=job.updated_at,
+        machine_id=job.machine_id,
+        display_name=display_name_of(job.automation_type),
         client_name=client_name,
     )
 
 
-def views_of(rows: Any) -> list[WorkerView]:
+def views_of(rows: Any) -> list[JobView]:
     """Views from the rows of :func:`enriched_select`, by position (a row's attribute lookups by
     name cost twice as much as building the view: lists and live screens build hundreds)."""
     count = len(ROW_FIELDS)
-    result: list[WorkerView] = []
+    result: list[JobView] = []
     for row in rows:
         values: Any = (*row[:count], display_name_of(row[_AUTOMATION_AT]), row[count])
-        result.append(WorkerView(*values))
+        result.append(JobView(*values))
     return result

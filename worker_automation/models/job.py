@@ -21,7 +21,7 @@ CELERY_STATE: dict[JobStatus, str] = {
 }
 
 
-class Worker(Base):
+class Job(Base):
     """A job row ("worker" in the REST API). ``cliente_id`` is deliberately not a foreign key."""
 
     __tablename__ = "workers"
@@ -76,7 +76,7 @@ class Worker(Base):
     )
 
 
-class WorkerCount(Base):
+class JobCount(Base):
     """Rows per (queue, status), kept exact by database triggers on ``workers``.
 
     Aggregates over a million rows cannot answer in milliseconds by scanning; these counters

@@ -10,8 +10,9 @@ from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.automations import registered
 from worker_automation.resolvers.dispatch import enqueue
+from worker_automation.resolvers.job_views import JobView
 from worker_automation.resolvers.reads import check_queue
-from worker_automation.resolvers.rows import check_priority, lock_worker, view_in
+from worker_automation.resolvers.rows import check_priority, lock_job, view_in
 from worker_automation.resolvers.transitions import (
     CANCEL_MESSAGE,
     back_in_queue,
@@ -19,18 +20,17 @@ from worker_automation.resolvers.transitions import (
     mark_retried,
     require,
 )
-from worker_automation.resolvers.views import WorkerView
 from worker_automation.services import Services
 from worker_automation.vocabulary import Action, EventKind
 
 __all__ = ["CANCEL_MESSAGE", "back_in_queue", "cancel", "move", "reorder", "retry"]
 
 
-async def cancel(services: Services, actor: Actor, worker_id: int) -> WorkerView:
+async def cancel(services: Services, actor: Actor, job_id: int) -> JobView:
     """Revoke the task (terminating it if running) and mark the job CANCELADO."""
-    async with audited(services.db, actor, "cancel", f"worker:{worker_id}"):
+    async with audited(services.db, actor, "cancel", f"worker:{job_id}"):
         async with services.db.session() as session:
-            row = await lock_worker(session, worker_id)
+            row = await lock_job(session, job_id)
             require(row, Action.CANCEL)
             if row.task_id:
                 try:
@@ -47,11 +47,11 @@ async def cancel(services: Services, actor: Actor, worker_id: int) -> WorkerView
     return view
 
 
-async def retry(services: Services, actor: Actor, worker_id: int) -> WorkerView:
+async def retry(services: Services, actor: Actor, job_id: int) -> JobView:
     """Re-queue a FALHA or CANCELADO job as a new task, ``retry_count`` + 1."""
-    async with audited(services.db, actor, "retry", f"worker:{worker_id}"):
+    async with audited(services.db, actor, "retry", f"worker:{job_id}"):
         async with services.db.session() as session:
-            row = await lock_worker(session, worker_id)
+            row = await lock_job(session, job_id)
             require(row, Action.RETRY)
             automation = registered(row.automation_type)
             task_id = str(uuid.uuid4())
@@ -63,15 +63,15 @@ async def retry(services: Services, actor: Actor, worker_id: int) -> WorkerView:
     return view
 
 
-async def move(services: Services, actor: Actor, worker_id: int, target_queue: str) -> WorkerView:
+async def move(services: Services, actor: Actor, job_id: int, target_queue: str) -> JobView:
     """Revoke the job's task and send it again on ``target_queue`` (AGENDADO, progress 0)."""
     if not isinstance(target_queue, str) or not target_queue:
         raise BadInput("target_queue", "target_queue e obrigatorio")
     check_queue(target_queue, services.settings.queues, "target_queue")
-    async with audited(services.db, actor, "move", f"worker:{worker_id}") as note:
+    async with audited(services.db, actor, "move", f"worker:{job_id}") as note:
         note.detail = {"target_queue": target_queue}
         async with services.db.session() as session:
-            row = await lock_worker(session, worker_id)
+            row = await lock_job(session, job_id)
             require(row, Action.MOVE)
             if row.queue == target_queue:
                 raise BadInput("target_queue", f"O worker ja esta na fila {target_queue!r}")
@@ -88,13 +88,13 @@ async def move(services: Services, actor: Actor, worker_id: int, target_queue: s
     return view
 
 
-async def reorder(services: Services, actor: Actor, worker_id: int, new_priority: int) -> WorkerView:
+async def reorder(services: Services, actor: Actor, job_id: int, new_priority: int) -> JobView:
     """Change an AGENDADO job's priority; the broker order follows (revoke and re-send)."""
     check_priority(new_priority, "new_priority")
-    async with audited(services.db, actor, "reorder", f"worker:{worker_id}") as note:
+    async with audited(services.db, actor, "reorder", f"worker:{job_id}") as note:
         note.detail = {"new_priority": new_priority}
         async with services.db.session() as session:
-            row = await lock_worker(session, worker_id)
+            row = await lock_job(session, job_id)
             require(row, Action.REORDER)
             automation = registered(row.automation_type)
             if row.task_id:
