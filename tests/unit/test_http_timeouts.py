@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator
 
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
@@ -17,6 +15,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 from websockets.asyncio.client import connect
 
+from tests.unit import local_server
 from worker_automation import http_timeouts
 from worker_automation.http_timeouts import server_options
 
@@ -33,24 +32,9 @@ async def echo(websocket: WebSocket) -> None:
 
 @contextlib.asynccontextmanager
 async def serving() -> AsyncIterator[int]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
     app = Starlette(routes=[Route("/", ok), WebSocketRoute("/ws", echo)])
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", lifespan="off", **server_options()
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    for _ in range(500):
-        if server.started:
-            break
-        await asyncio.sleep(0.01)
-    try:
+    async with local_server.serving(app, **server_options()) as port:
         yield port
-    finally:
-        server.should_exit = True
-        await task
 
 
 async def test_slow_headers_are_cut_and_whole_requests_served(monkeypatch: pytest.MonkeyPatch) -> None:

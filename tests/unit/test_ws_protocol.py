@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket
 from websockets.asyncio.client import connect
 
+from tests.unit import local_server
 from worker_automation.ws_protocol import FramedWebSocketProtocol, frame_writer, text_frame
 
 SIZES = (0, 125, 126, 65_535, 65_536, 200_000)
@@ -35,30 +34,9 @@ async def talk(websocket: WebSocket) -> None:
 
 @contextlib.asynccontextmanager
 async def serving(**options: object) -> AsyncIterator[int]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
     app = Starlette(routes=[WebSocketRoute("/ws", talk)])
-    config = uvicorn.Config(
-        app,
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        lifespan="off",
-        ws=FramedWebSocketProtocol,
-        **options,
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    for _ in range(500):
-        if server.started:
-            break
-        await asyncio.sleep(0.01)
-    try:
+    async with local_server.serving(app, ws=FramedWebSocketProtocol, **options) as port:
         yield port
-    finally:
-        server.should_exit = True
-        await task
 
 
 async def test_frames_written_directly_arrive_whole_and_in_order() -> None:
