@@ -272,11 +272,6 @@ def test_sign_in_refuses_a_bad_key_and_sign_out_forgets_the_key(browser: Any, sy
         context.close()
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known bug: after a reload the console sometimes stays 'Conectando...' (the new socket gets "
-    "no connection_ack); not seen before the websocket fan-out changes",
-)
 def test_a_reload_keeps_the_key_for_the_tab_and_reconnects(browser: Any, system: System) -> None:
     context = browser.new_context()
     tab = context.new_page()

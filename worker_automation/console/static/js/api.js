@@ -43,10 +43,10 @@ export function onKeyRefused(listener) {
 // --- a tiny observable store for the connection ----------------------------------------------
 
 const listeners = new Set();
-export const connection = { state: "conectando", resyncs: 0, lastChange: Date.now(), httpDown: false };
+export const connection = { state: "conectando", resyncs: 0, httpDown: false, changes: 0 };
 
 function setConnection(change) {
-  Object.assign(connection, change, { lastChange: Date.now() });
+  Object.assign(connection, change, { changes: connection.changes + 1 });
   for (const listener of listeners) listener({ ...connection });
 }
 
@@ -54,6 +54,9 @@ export function useConnection() {
   const [state, setState] = useState({ ...connection });
   useEffect(() => {
     listeners.add(setState);
+    // The socket may have changed state between this render and now (a reload reconnects in
+    // milliseconds, before effects run): start from the current state, not the rendered one.
+    setState((old) => (old.changes === connection.changes ? old : { ...connection }));
     return () => listeners.delete(setState);
   }, []);
   return state;
