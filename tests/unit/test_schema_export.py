@@ -24,3 +24,14 @@ def test_export_writes_the_sdl(tmp_path: Path) -> None:
     assert text == sdl()
     for name in ("type Query", "type Mutation", "type Subscription", "scalar JSON", "enum JobStatus"):
         assert name in text
+
+
+def test_check_compares_without_writing(tmp_path: Path) -> None:
+    target = tmp_path / "out.graphql"
+    assert main(["--check", str(target)]) == 1
+    assert not target.exists()
+    target.write_text(sdl(), encoding="utf-8")
+    assert main(["--check", str(target)]) == 0
+    target.write_text("type Query { stale: Int }\n", encoding="utf-8")
+    assert main(["--check", str(target)]) == 1
+    assert target.read_text(encoding="utf-8") == "type Query { stale: Int }\n"
