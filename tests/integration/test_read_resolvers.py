@@ -661,3 +661,29 @@ async def test_a_failing_list_statement_is_reported_as_sqlalchemy_reports_it(
     # (PostgreSQL refuses a negative OFFSET; the driver's error is run again through SQLAlchemy.)
     with pytest.raises(DBAPIError):
         await db.rows(rows_q, {"filter_status": "CONCLUIDO", "page_offset": -1, "page_size": 20})
+    assert db.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+
+
+async def test_driver_reads_hand_every_connection_back(db: Database, mixed: dict[str, int]) -> None:
+    rows_q, _ = _list_statements(("status",), with_text=False, from_counters=True)
+    parameters = {"filter_status": "CONCLUIDO", "page_offset": 0, "page_size": 5}
+    for _ in range(30):
+        assert await db.rows(rows_q, parameters)
+    assert db.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+
+
+async def test_a_pooled_connection_closed_underneath_is_dropped_and_the_read_answers(
+    db: Database, mixed: dict[str, int]
+) -> None:
+    if db.dialect != "postgresql":
+        pytest.skip("the driver's own path is PostgreSQL's")
+    rows_q, _ = _list_statements(("status",), with_text=False, from_counters=True)
+    parameters = {"filter_status": "CONCLUIDO", "page_offset": 0, "page_size": 5}
+    expected = [tuple(row) for row in await db.rows(rows_q, parameters)]
+    # The one idle pooled connection dies (a database restart, a proxy timing it out).
+    pooled = await db.engine.raw_connection()
+    await pooled.driver_connection.close()  # type: ignore[union-attr]
+    pooled.close()
+    assert [tuple(row) for row in await db.rows(rows_q, parameters)] == expected
+    assert [tuple(row) for row in await db.rows(rows_q, parameters)] == expected
+    assert db.engine.pool.checkedout() == 0  # type: ignore[attr-defined]

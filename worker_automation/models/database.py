@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import (
     async_sessionmaker,
     create_async_engine,
 )
+from sqlalchemy.util import greenlet_spawn
 
 from worker_automation.models.folding import SQLITE_FUNCTION, sqlite_fold
 from worker_automation.settings import Settings
@@ -229,19 +230,41 @@ class Database:
         dispatch = self.engine.sync_engine.dispatch
         watched = bool(dispatch.before_cursor_execute or dispatch.after_cursor_execute)
         plan = None if watched else found[1]
+        if plan is not None:
+            values = [parameters.get(name, plan.defaults[name]) for name in plan.names]
+            records = await self._driver_fetch(plan.sql, values)
+            if records is not None:
+                return records
         async with self.connection() as conn:
-            if plan is not None:
-                values = [parameters.get(name, plan.defaults[name]) for name in plan.names]
-                try:
-                    raw = await conn.get_raw_connection()
-                    driver = raw.driver_connection
-                    if driver is not None:
-                        records: Sequence[Sequence[Any]] = await driver.fetch(plan.sql, *values)
-                        return records
-                except Exception:  # SQLAlchemy's path below reports it properly
-                    pass
             rows: Sequence[Sequence[Any]] = (await conn.execute(statement, dict(parameters))).all()
             return rows
+
+    async def _driver_fetch(self, sql: str, values: list[Any]) -> Sequence[Sequence[Any]] | None:
+        """``sql``'s rows fetched by asyncpg on a pooled connection, with no SQLAlchemy connection
+        around it (setting up and tearing down one cost more than the statement); None when it
+        failed, for the caller to run it again through SQLAlchemy. No transaction is begun:
+        the driver runs the statement on its own, as the autocommit connection would."""
+        try:
+            pooled = await self.engine.raw_connection()
+        except PoolTimeoutError:
+            raise  # the pool is exhausted: waiting for it again would double the wait
+        except Exception:
+            return None
+        broken = False
+        driver = None
+        try:
+            driver = pooled.driver_connection
+            if driver is None:
+                return None
+            records: Sequence[Sequence[Any]] = await driver.fetch(sql, *values)
+            return records
+        except Exception:  # SQLAlchemy's path reports it properly
+            broken = driver is None or bool(driver.is_closed())
+            return None
+        finally:
+            if broken:
+                pooled.invalidate()
+            await greenlet_spawn(pooled.close)
 
     async def ping(self) -> bool:
         """True when the database answers a trivial query."""

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import Select, bindparam, select, update
 
 from worker_automation.errors import BadInput, Forbidden, NotFound, Unauthenticated
 from worker_automation.models import MANAGER_PERFIS, ApiKey, Perfil, utcnow
@@ -22,10 +22,10 @@ KNOWN_SCOPES: frozenset[str] = frozenset({SCOPE_READ, SCOPE_WRITE})
 # last_used_at is a hint for humans: refreshing it on every request would turn reads into writes.
 _LAST_USED_GRANULARITY = timedelta(seconds=60)
 
-_KEY_COLUMNS = (ApiKey.id, ApiKey.name, ApiKey.scopes, ApiKey.perfil, ApiKey.revoked_at, ApiKey.last_used_at)
+_KEY_COLUMNS: tuple[Any, ...] = (ApiKey.id, ApiKey.name, ApiKey.scopes, ApiKey.perfil, ApiKey.revoked_at, ApiKey.last_used_at)
 # Every request runs these: built once, only their parameters change (building a statement and
 # its cache key costs more than the lookup's own round trip).
-_KEY_BY_HASH = select(*_KEY_COLUMNS).where(ApiKey.key_hash == bindparam("key_hash"))
+_KEY_BY_HASH: Select[Any] = select(*_KEY_COLUMNS).where(ApiKey.key_hash == bindparam("key_hash"))
 _TOUCH_KEY = update(ApiKey).where(ApiKey.id == bindparam("key_id")).values(last_used_at=bindparam("used_at"))
 
 MSG_MISSING = "API Key ausente."
@@ -156,15 +156,18 @@ async def authenticate(db: Database, raw_key: str | None) -> Principal:
 
 
 async def _principal_of(db: Database, key_hash: str) -> Principal:
-    # One plain statement on a bare connection, no ORM session.
-    async with db.connection() as conn:
-        found = (await conn.execute(_KEY_BY_HASH, {"key_hash": key_hash})).first()
-        if found is None or found.revoked_at is not None:
-            raise Unauthenticated(MSG_INVALID)
-        now = utcnow()
-        if found.last_used_at is None or now - found.last_used_at > _LAST_USED_GRANULARITY:
-            await conn.execute(_TOUCH_KEY, {"key_id": found.id, "used_at": now})
-    return Principal(found.id, found.name, frozenset(found.scopes.split(",")), Perfil(found.perfil))
+    # One plain statement, run by the driver itself where it can (see Database.rows).
+    rows = await db.rows(_KEY_BY_HASH, {"key_hash": key_hash})
+    if not rows:
+        raise Unauthenticated(MSG_INVALID)
+    key_id, name, scopes, perfil, revoked_at, last_used_at = rows[0]
+    if revoked_at is not None:
+        raise Unauthenticated(MSG_INVALID)
+    now = utcnow()
+    if last_used_at is None or now - last_used_at > _LAST_USED_GRANULARITY:
+        async with db.connection() as conn:
+            await conn.execute(_TOUCH_KEY, {"key_id": key_id, "used_at": now})
+    return Principal(key_id, name, frozenset(scopes.split(",")), Perfil(perfil))
 
 
 def key_from_headers(headers: Mapping[str, Any]) -> str | None:

@@ -364,11 +364,10 @@ async def task_status_from_db(db: Database, task_id: str) -> TaskStatus | None:
     """The status of ``task_id`` from its row, or None when no row has it."""
     if not task_id.strip():
         raise BadInput("task_id", "task_id nao pode ser vazio")
-    async with db.connection() as conn:
-        row = (await conn.execute(_BY_TASK_ID, {"task_id": task_id})).first()
-    if row is None:
+    rows = await db.rows(_BY_TASK_ID, {"task_id": task_id})
+    if not rows:
         return None
-    job = views_of([row])[0]
+    job = views_of(rows[:1])[0]
     status = JobStatus(job.status)
     return TaskStatus(task_id, CELERY_STATE[status], result_object(status, job), job)
 
