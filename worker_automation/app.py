@@ -47,13 +47,13 @@ async def metrics(request: Request) -> Response:
 def create_app(settings: Settings | None = None) -> Starlette:
     """Build the whole service for ``settings`` (read from the environment when omitted)."""
     from worker_automation.console.routes import console_routes
-    from worker_automation.mcp_server import HttpMcp
+    from worker_automation.mcp_mount import LazyMcp
     from worker_automation.rest_compat.routes import rest_routes
     from worker_automation.schema.transport import graphql_routes
 
     settings = settings or Settings()
     runtime = Runtime(settings)
-    mcp = HttpMcp(runtime.services)
+    mcp = LazyMcp(runtime.services)
     routes: list[BaseRoute] = [
         Route("/healthz", healthz),
         Route("/readyz", readyz),

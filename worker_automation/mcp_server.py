@@ -22,7 +22,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
-from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp
 
 from worker_automation.errors import (
     BadInput,
@@ -222,8 +222,9 @@ class HttpMcp:
         )
         self.manager = self.server.session_manager
 
-    def routes(self) -> list[BaseRoute]:
-        return [Route("/mcp", StreamableHTTPASGIApp(self.manager), name="mcp")]
+    def app(self) -> ASGIApp:
+        """The ASGI app answering ``/mcp`` (while :meth:`run` is running)."""
+        return StreamableHTTPASGIApp(self.manager)
 
     @asynccontextmanager
     async def run(self) -> AsyncIterator[None]:

@@ -15,6 +15,7 @@ TRANSPORTS = (
     "worker_automation.app",
     "worker_automation.cli",
     "worker_automation.mcp_server",
+    "worker_automation.mcp_mount",
 )
 # Layer (a folder of the package) -> what none of its modules may import.
 FORBIDDEN: dict[str, tuple[str, ...]] = {

@@ -22,7 +22,14 @@ KNOWN_SCOPES: frozenset[str] = frozenset({SCOPE_READ, SCOPE_WRITE})
 # last_used_at is a hint for humans: refreshing it on every request would turn reads into writes.
 _LAST_USED_GRANULARITY = timedelta(seconds=60)
 
-_KEY_COLUMNS: tuple[Any, ...] = (ApiKey.id, ApiKey.name, ApiKey.scopes, ApiKey.perfil, ApiKey.revoked_at, ApiKey.last_used_at)
+_KEY_COLUMNS: tuple[Any, ...] = (
+    ApiKey.id,
+    ApiKey.name,
+    ApiKey.scopes,
+    ApiKey.perfil,
+    ApiKey.revoked_at,
+    ApiKey.last_used_at,
+)
 # Every request runs these: built once, only their parameters change (building a statement and
 # its cache key costs more than the lookup's own round trip).
 _KEY_BY_HASH: Select[Any] = select(*_KEY_COLUMNS).where(ApiKey.key_hash == bindparam("key_hash"))

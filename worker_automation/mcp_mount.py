@@ -1,0 +1,66 @@
+"""``/mcp`` on ``serve``, its server built by the first request that reaches it.
+
+The MCP SDK and what it brings take about 24 MiB in every API process, and most deployments never
+call ``/mcp``. The route exists from the start; the first request builds the server
+(:class:`worker_automation.mcp_server.HttpMcp`) and starts its session manager, which then runs
+until the app stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import TYPE_CHECKING
+
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from worker_automation.mcp_server import ServicesSource
+
+MSG_STOPPING = "O servico esta encerrando."
+
+
+class LazyMcp:
+    """The ``/mcp`` route; :meth:`run` is entered around the app's lifespan."""
+
+    def __init__(self, services_source: ServicesSource) -> None:
+        self._services_source = services_source
+        self._app: ASGIApp | None = None
+        self._running = AsyncExitStack()
+        self._lock: asyncio.Lock | None = None
+        self._stopped = False
+
+    def routes(self) -> list[BaseRoute]:
+        return [Route("/mcp", self, name="mcp")]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        app = self._app or await self._start()
+        if app is None:
+            await JSONResponse({"detail": MSG_STOPPING}, status_code=503)(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    async def _start(self) -> ASGIApp | None:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self._app is None and not self._stopped:
+                from worker_automation.mcp_server import HttpMcp
+
+                server = HttpMcp(self._services_source)
+                await self._running.enter_async_context(server.run())
+                self._app = server.app()
+            return self._app
+
+    @asynccontextmanager
+    async def run(self) -> AsyncIterator[None]:
+        """Serve; on the way out stop the session manager if a request started it."""
+        try:
+            yield
+        finally:
+            self._stopped = True
+            self._app = None
+            await self._running.aclose()
