@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import httpx
+
 from worker_automation.mcp_mount import LazyMcp
 from worker_automation.services import Services
 
