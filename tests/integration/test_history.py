@@ -127,3 +127,38 @@ async def test_audit_log_of_one_target(any_services: Services) -> None:
     # Paging works on the target's entries alone.
     second = (await api.ok(query, {"f": {"target": target}, "p": 2, "n": 1}))["auditLog"]
     assert second["items"] == [{"action": "dispatch", "target": target}]
+
+
+async def test_a_jobs_audit_trail_includes_the_bulk_actions_and_batches_that_named_it(
+    any_services: Services,
+) -> None:
+    services = any_services
+    api = await make_api(services)
+    batch = (
+        await api.ok(
+            "mutation($i: [DispatchInput!]!) { dispatchAutomations(inputs: $i) { id } }",
+            {"i": [{"automationType": "demo.echo", "context": {"n": n}} for n in range(2)]},
+        )
+    )["dispatchAutomations"]
+    first, second = batch[0]["id"], batch[1]["id"]
+    cancelled = await api.ok(
+        "mutation($f: WorkerFilter!) { cancelWorkers(filter: $f) { changed } }",
+        {"f": {"automationType": "demo.echo", "status": "AGENDADO"}},
+    )
+    assert cancelled["cancelWorkers"]["changed"] >= 2
+    await api.ok("mutation($id: Int!) { retryWorker(id: $id) { status } }", {"id": first})
+    query = "query($f: AuditFilter) { auditLog(filter: $f) { total items { action target } } }"
+    mine = (await api.ok(query, {"f": {"target": f"worker:{first}"}}))["auditLog"]
+    assert mine["items"] == [
+        {"action": "retry", "target": f"worker:{first}"},
+        {"action": "cancel_workers", "target": None},
+        {"action": "dispatch", "target": None},
+    ]
+    theirs = (await api.ok(query, {"f": {"target": f"worker:{second}"}}))["auditLog"]
+    assert [item["action"] for item in theirs["items"]] == ["cancel_workers", "dispatch"]
+    # Another id, even one whose digits are a prefix or suffix of these, names none of them.
+    for other in (first * 10, int(str(first)[:-1] or 0) or 999_999, 2_147_483_647):
+        if other not in (first, second):
+            found = (await api.ok(query, {"f": {"target": f"worker:{other}"}}))["auditLog"]
+            assert found["total"] == 0, other
+    assert (await api.ok(query, {"f": {"target": "worker:99999999999"}}))["auditLog"]["total"] == 0

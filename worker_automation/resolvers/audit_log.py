@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any
 
-from sqlalchemy import ColumnElement, func, select
+from sqlalchemy import ColumnElement, and_, cast, exists, func, or_, select
+from sqlalchemy.dialects.postgresql import JSONB
 
 from worker_automation.errors import BadInput
+from worker_automation.limits import INT32_MAX
 from worker_automation.models import AuditEntry
 from worker_automation.models.database import Database
 from worker_automation.resolvers.pagination import Page, PageRequest
 from worker_automation.shapes import Doc
 
+# A job's target; entries acting on many jobs at once name them in their detail instead.
+_JOB_TARGET = re.compile(r"worker:([1-9][0-9]{0,9})")
+
 
 @dataclass(frozen=True)
 class AuditFilter:
-    """``actor``: part of the actor's label (any case); ``action`` and ``target``: exact;
+    """``actor``: part of the actor's label (any case); ``action`` and ``target``: exact (a job's
+    target, ``worker:N``, also finds the bulk actions and batch dispatches that included job N);
     ``since``: inclusive."""
 
     actor: str | None = None
@@ -40,14 +47,32 @@ class AuditView:
     detail: Annotated[dict[str, Any] | None, Doc("Parameters and figures of the action.")]
 
 
-def _conditions(filters: AuditFilter) -> list[ColumnElement[bool]]:
+def _names_job(job_id: int, dialect: str) -> ColumnElement[bool]:
+    """The entry's ``detail`` lists ``job_id`` among the jobs it acted on (``worker_ids``: bulk
+    cancels and retries, batch dispatches), which have no single target."""
+    if dialect == "postgresql":
+        return cast(AuditEntry.detail, JSONB).contains({"worker_ids": [job_id]})
+    listed = func.json_each(AuditEntry.detail, "$.worker_ids").table_valued("value")
+    return exists().select_from(listed).where(listed.c.value == job_id)
+
+
+def _conditions(filters: AuditFilter, dialect: str) -> list[ColumnElement[bool]]:
     conds: list[ColumnElement[bool]] = []
     if filters.actor:
         conds.append(func.lower(AuditEntry.actor).contains(filters.actor.lower(), autoescape=True))
     if filters.action:
         conds.append(AuditEntry.action == filters.action)
     if filters.target:
-        conds.append(AuditEntry.target == filters.target)
+        job = _JOB_TARGET.fullmatch(filters.target)
+        if job is not None and int(job.group(1)) <= INT32_MAX:
+            conds.append(
+                or_(
+                    AuditEntry.target == filters.target,
+                    and_(AuditEntry.target.is_(None), _names_job(int(job.group(1)), dialect)),
+                )
+            )
+        else:
+            conds.append(AuditEntry.target == filters.target)
     if filters.since is not None:
         if filters.since.tzinfo is None:
             raise BadInput("since", "since precisa de fuso horario (ex.: 2026-12-01T08:00:00-03:00)")
@@ -60,7 +85,7 @@ async def audit_page(
 ) -> Page[AuditView]:
     """Entries matching ``filters``, newest first."""
     request = PageRequest.of(page, per_page, default_per_page=20)
-    conds = _conditions(filters)
+    conds = _conditions(filters, db.dialect)
     async with db.reader() as session:
         total = int(await session.scalar(select(func.count()).select_from(AuditEntry).where(*conds)) or 0)
         rows = await session.scalars(

@@ -80,7 +80,11 @@ class AuditFilterInput:
     action: str | None = strawberry.field(default=None, description="The action, exactly (e.g. cancel).")
     since: DateTime | None = strawberry.field(default=None, description="Entries from this instant on.")
     target: str | None = strawberry.field(
-        default=None, description="What was acted on, exactly (e.g. worker:12 for job 12, queue:scan)."
+        default=None,
+        description=(
+            "What was acted on, exactly (e.g. worker:12 for job 12, queue:scan); worker:N also finds "
+            "the bulk actions and batch dispatches that included job N."
+        ),
     )
 
 
