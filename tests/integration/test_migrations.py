@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import sys
 from typing import Any
 
 import sqlalchemy as sa
@@ -13,7 +15,7 @@ from sqlalchemy.engine import Connection
 
 from worker_automation.models import Base
 from worker_automation.models.database import make_engine
-from worker_automation.models.migrate import alembic_config, current_revision, migrate
+from worker_automation.models.migrate import alembic_config, current_revision, migrate, shipped_head
 
 APP_TABLES = {name for name in Base.metadata.tables}
 ALEMBIC_TABLE = "alembic_version"
@@ -285,3 +287,32 @@ async def test_drift_check_sees_a_missing_column(database_url: str) -> None:
     diffs = await _drift(database_url, changed)
 
     assert [(d[0], d[2], d[3].name) for d in diffs] == [("add_column", "workers", "not_migrated")]
+
+
+def test_the_shipped_head_read_from_the_files_is_alembics() -> None:
+    assert shipped_head() == ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+async def test_a_database_at_head_is_only_read_and_one_behind_is_upgraded(database_url: str) -> None:
+    await migrate(database_url)
+    # A process starting against an up-to-date database loads no Alembic at all.
+    code = (
+        "import asyncio, sys\n"
+        "from worker_automation.models.migrate import migrate\n"
+        f"asyncio.run(migrate({database_url!r}))\n"
+        "print(sorted(m for m in sys.modules if m == 'alembic' or m.startswith('alembic.')))\n"
+    )
+    child = await asyncio.create_subprocess_exec(sys.executable, "-c", code, stdout=asyncio.subprocess.PIPE)
+    out, _ = await asyncio.wait_for(child.communicate(), 120)
+    assert child.returncode == 0
+    assert out.decode().strip() == "[]"
+    head = shipped_head()
+    engine = make_engine(database_url)
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(lambda sync: command.downgrade(alembic_config(sync), "-1"))
+    finally:
+        await engine.dispose()
+    assert await current_revision(database_url) != head
+    await migrate(database_url)
+    assert await current_revision(database_url) == head

@@ -10,9 +10,10 @@ from __future__ import annotations
 import importlib.util
 import threading
 from types import TracebackType
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from fakeredis import TcpFakeServer
+if TYPE_CHECKING:
+    from fakeredis import TcpFakeServer
 
 DEFAULT_HOST: Final = "127.0.0.1"
 # How often the accept loop checks for shutdown.
@@ -51,6 +52,9 @@ class EmbeddedRedis:
             return self
         if importlib.util.find_spec("lupa") is None:
             raise RuntimeError("the embedded Redis needs Lua support: install fakeredis[lua]")
+        # Loaded here: a process given a real Redis never needs it.
+        from fakeredis import TcpFakeServer
+
         server = TcpFakeServer((self.host, self._requested_port))
         thread = threading.Thread(
             target=server.serve_forever,
