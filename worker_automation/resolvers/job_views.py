@@ -74,18 +74,7 @@ class JobView:
         }
 
     def as_dict(self, tz: ZoneInfo) -> dict[str, Any]:
-        """Every field, JSON-ready: what events carry (the REST item, then the rest). Built once
-        per view and zone: a change's event and its answer carry the same dict (callers that
-        change it work on a copy)."""
-        built: tuple[ZoneInfo, dict[str, Any]] | None = self.__dict__.get("_as_dict")
-        if built is not None and built[0] is tz:
-            return built[1]
-        data = self._build_dict(tz)
-        # A frozen dataclass: the cache is set past its __setattr__ (it is not a field).
-        object.__setattr__(self, "_as_dict", (tz, data))
-        return data
-
-    def _build_dict(self, tz: ZoneInfo) -> dict[str, Any]:
+        """Every field, JSON-ready: what events carry (the REST item, then the rest)."""
         data = self.rest_item(tz)
         data["context"] = self.context
         data["result"] = self.result
