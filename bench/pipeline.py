@@ -479,12 +479,16 @@ def variants_of(procs: Procs, args: argparse.Namespace) -> list[Variant]:
             raise SystemExit(f"{args.flower} not found: see bench/README.md (Flower in its own virtualenv)")
         asyncio.run(recreate_database(PEER_DATABASE))
         variants.append(PEER)
-    variants += [current if size == 1 else batched(current, size) for size in args.batch]
+    # The baseline runs the same rounds as the working tree (each batch size, and the drain).
+    ours = [current]
     if args.baseline:
-        variants.append(setup_ours(procs, "baseline", f"{args.database}_base", Path(args.baseline)))
+        ours.append(setup_ours(procs, "baseline", f"{args.database}_base", Path(args.baseline)))
+    variants += [side if size == 1 else batched(side, size) for size in args.batch for side in ours]
     if args.drain:
-        drained = replace(current, label="current, drain", batch=DRAIN_BATCH, drain=True)
-        variants += [RAW_DRAIN, drained]
+        variants.append(RAW_DRAIN)
+        variants += [
+            replace(side, label=f"{side.label}, drain", batch=DRAIN_BATCH, drain=True) for side in ours
+        ]
     return variants
 
 

@@ -23,6 +23,7 @@ from worker_automation.broker.gateway import BrokerGateway, CeleryTaskResult
 from worker_automation.broker.queues import priority_keys
 from worker_automation.errors import Unavailable
 from worker_automation.settings import Settings
+from worker_automation.worker.pool import PoolTaskBackend
 
 RESULT_TIMEOUT = 20.0
 
@@ -243,3 +244,24 @@ def test_a_job_task_keeps_its_start_in_the_result_backend_but_not_its_success(re
     assert plain.get_task_meta("other-task")["status"] == "SUCCESS"
     jobs.mark_as_retry("job-task", RuntimeError("limite"))
     assert jobs.get_task_meta("job-task")["status"] == "RETRY"
+
+
+def test_a_pool_process_writes_a_job_task_state_without_reading_it_first(redis_url: str) -> None:
+    # Celery reads a task's stored state before each write, to keep a stored SUCCESS; a job task
+    # never has one, so the pool's backend writes straight away (one Redis round trip less a job).
+    # A SUCCESS put there by hand shows it: the stock backend would keep it, this one overwrites it.
+    app = make_celery(Settings(), redis_url)
+    backend, stock = PoolTaskBackend(app=app, url=redis_url), JobTaskBackend(app=app, url=redis_url)
+    for task_id in ("pool-task", "stock-task"):
+        ResultBackend(app=app, url=redis_url).mark_as_done(task_id, {"outcome": "completed"})
+    backend.mark_as_started("pool-task", pid=1)
+    stock.mark_as_started("stock-task", pid=1)
+    assert backend.get_task_meta("pool-task")["status"] == "STARTED"
+    assert stock.get_task_meta("stock-task")["status"] == "SUCCESS"
+    backend.mark_as_done("pool-task", {"outcome": "completed"})
+    assert backend.get_task_meta("pool-task")["status"] == "STARTED"
+    backend.mark_as_retry("pool-task", RuntimeError("limite"))
+    assert backend.get_task_meta("pool-task")["status"] == "RETRY"
+    backend.mark_as_failure("pool-task", RuntimeError("falhou"))
+    stored = backend.get_task_meta("pool-task")
+    assert (stored["status"], stored["task_id"]) == ("FAILURE", "pool-task")

@@ -38,8 +38,8 @@ from collections.abc import Coroutine
 from concurrent.futures import Future
 from typing import Any, Final, TypeVar
 
-from celery import Celery, Task
-from celery.exceptions import Reject, WorkerLostError
+from celery import Celery, Task, states
+from celery.exceptions import BackendStoreError, Reject, WorkerLostError
 from celery.signals import (
     task_failure,
     worker_process_init,
@@ -47,6 +47,7 @@ from celery.signals import (
     worker_ready,
     worker_shutting_down,
 )
+from celery.utils.serialization import bytes_to_str
 from celery.worker import state as worker_state
 
 from worker_automation.broker.celery_app import JobTaskBackend, make_celery
@@ -133,6 +134,37 @@ def _process_state(settings: Settings) -> _ProcessState:
     return _state
 
 
+class PoolTaskBackend(JobTaskBackend):
+    """The job tasks' result backend in the pool processes: each state is written without reading
+    the stored one first.
+
+    Celery reads a task's stored state before every write so that a late duplicate cannot
+    overwrite a SUCCESS. A job task's SUCCESS is never stored (``JobTaskBackend``: the job's row
+    records how it ended), so that read found nothing to protect and cost a Redis round trip on
+    every job (its STARTED state).
+    """
+
+    def _store_result(
+        self,
+        task_id: str,
+        result: Any,
+        state: str,
+        traceback: Any = None,
+        request: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        if state == states.SUCCESS:
+            # Not reached for job tasks (mark_as_done stores nothing); kept as Celery does it.
+            return super()._store_result(task_id, result, state, traceback, request, **kwargs)
+        meta = self._get_result_meta(result=result, state=state, traceback=traceback, request=request)
+        meta["task_id"] = bytes_to_str(task_id)
+        try:
+            self._set_with_state(self.get_key_for_task(task_id), self.encode(meta), state)
+        except BackendStoreError as exc:
+            raise BackendStoreError(str(exc), state=state, task_id=task_id) from exc
+        return result
+
+
 # Refusals that end by themselves: the message is kept and tried again later instead of being
 # consumed, so the job runs without anyone acting. Every other refusal means someone else has it.
 RETRIED_REFUSALS: Final = PASSING_REFUSALS
@@ -161,7 +193,7 @@ def register_tasks(app: Celery, settings: Settings) -> None:
             raise task.retry(countdown=retry_delay(task.request.retries or 0), max_retries=None)
         return {"outcome": result.outcome.value, "reason": result.reason}
 
-    backend = JobTaskBackend(app=app, url=settings.redis_url)
+    backend = PoolTaskBackend(app=app, url=settings.redis_url)
     for automation in AUTOMATION_REGISTRY.values():
         options = {"bind": True, "acks_late": True, "max_retries": None, "backend": backend}
         app.task(name=automation.task_name, **options)(run_job)
