@@ -2,12 +2,11 @@
 
 One job or a batch (the same automation for a list of clients, say) go through the same steps;
 a batch costs one request and one transaction for all its jobs, and its tasks go out together
-(the broker's sender pipelines up to 64 at a time).
+(one round trip to the broker for all of them).
 """
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from typing import Any, Final, cast
 
 from sqlalchemy import Table, bindparam, insert, select, update
 
+from worker_automation.broker.task_messages import TaskSend
 from worker_automation.catalog.forms import validate_context
 from worker_automation.catalog.registry import Automation
 from worker_automation.errors import BadInput, Conflict, Unavailable
@@ -86,33 +86,28 @@ class Send:
 
 
 async def send_all(services: Services, sends: list[Send]) -> list[int]:
-    """Send every task at once (the broker sends those waiting together in batches); the ids of
-    the jobs whose task the broker refused, whose rows then keep AGENDADO without a task id."""
-    sending = [
-        services.broker.send(
-            s.task_name, queue=s.queue, priority=s.priority, args=[s.worker_id], task_id=s.task_id
+    """Send every task in one round trip to the broker; the ids of the jobs whose task the broker
+    refused, whose rows then keep AGENDADO without a task id."""
+    try:
+        outcomes = await services.broker.send_many(
+            [TaskSend(s.task_name, s.queue, s.priority, [s.worker_id], s.task_id) for s in sends]
         )
-        for s in sends
-    ]
-    outcomes: list[object]
-    if len(sending) == 1:  # the usual case: no gather (a task per send) around it
-        try:
-            outcomes = [await sending[0]]
-        except Exception as exc:
-            outcomes = [exc]
-    else:
-        outcomes = list(await asyncio.gather(*sending, return_exceptions=True))
-    refused = [s for s, outcome in zip(sends, outcomes, strict=True) if isinstance(outcome, BaseException)]
+    except Exception:
+        # Not a broker outage (a message that cannot be written): none was sent.
+        await _forget_tasks(services, sends)
+        raise
+    refused = [s for s, outcome in zip(sends, outcomes, strict=True) if outcome is not None]
+    await _forget_tasks(services, refused)
+    return [s.worker_id for s in refused]
+
+
+async def _forget_tasks(services: Services, refused: list[Send]) -> None:
     if refused:
         async with services.db.transaction() as conn:
             # Only rows still holding that task (an operator may have moved on already).
             await conn.execute(
                 _FORGET_TASKS, {"ids": [s.worker_id for s in refused], "tasks": [s.task_id for s in refused]}
             )
-    for outcome in outcomes:
-        if isinstance(outcome, BaseException) and not isinstance(outcome, Unavailable):
-            raise outcome
-    return [s.worker_id for s in refused]
 
 
 async def dispatch(
