@@ -204,3 +204,24 @@ async def test_a_worker_runs_what_the_gateway_sent(
                 result = await gateway.task_result(f"{redis_prefix}-{n}")
             assert result.result == {"n": n}
     assert await gateway.queue_lengths() == {queue: 0}
+
+
+async def test_notices_go_out_first_in_the_same_round_trip(
+    gateway: BrokerGateway, raw_redis: redis.Redis, queue: str, redis_prefix: str
+) -> None:
+    channel = f"{redis_prefix}:events"
+    watcher = raw_redis.pubsub(ignore_subscribe_messages=True)
+    watcher.subscribe(channel)
+    assert watcher.get_message(timeout=2) is None
+    try:
+        before = gateway.sender.batches
+        outcomes = await gateway.send_many(
+            [TaskSend("probe.echo", queue, 0, [1], "noticed")], notices=[(channel, "created 1")]
+        )
+        assert outcomes == [None]
+        assert gateway.sender.batches - before == 1
+        message = watcher.get_message(timeout=2)
+        assert message is not None and message["data"] == b"created 1"
+        assert await gateway.queue_lengths() == {queue: 1}
+    finally:
+        watcher.close()

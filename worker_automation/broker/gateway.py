@@ -6,7 +6,7 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
@@ -151,11 +151,14 @@ class BrokerGateway:
             raise Unavailable(UNAVAILABLE_MESSAGE, reason=str(exc)) from exc
         return task_id
 
-    async def send_many(self, sends: list[TaskSend]) -> list[Unavailable | None]:
+    async def send_many(
+        self, sends: list[TaskSend], *, notices: Sequence[tuple[str, str | bytes]] = ()
+    ) -> list[Unavailable | None]:
         """Publish every send in one round trip; per send, None or the :class:`Unavailable` that
-        says it was not sent (a round trip succeeds or fails as a whole)."""
+        says it was not sent (a round trip succeeds or fails as a whole). ``notices``: (channel,
+        message) pairs published in the same round trip, before the tasks."""
         try:
-            await self.sender.send_many(sends)
+            await self.sender.send_many(sends, notices=notices)
         except BROKER_ERRORS as exc:
             return [Unavailable(UNAVAILABLE_MESSAGE, reason=str(exc)) for _ in sends]
         return [None] * len(sends)

@@ -34,9 +34,13 @@ CLOSED_MESSAGE: Final = "task sender closed"
 
 @dataclass
 class _Round:
-    """The sends of one turn of the loop, written in one pipeline."""
+    """The sends of one turn of the loop, written in one pipeline: each caller's notices, then
+    its messages, callers in the order they came."""
 
+    notices: list[tuple[str, str | bytes]] = field(default_factory=list)
     publications: list[Publication] = field(default_factory=list)
+    # Per caller: notices and publications it added (their order in the pipeline).
+    parts: list[tuple[int, int]] = field(default_factory=list)
     futures: list[asyncio.Future[None]] = field(default_factory=list)
 
 
@@ -59,12 +63,18 @@ class TaskSender:
         """Publish ``send``; raises what Redis raised when its round trip failed."""
         await self._join([send])
 
-    async def send_many(self, sends: Sequence[TaskSend]) -> None:
-        """Publish every send of ``sends`` in one round trip (with any others waiting); all or none."""
-        if sends:
-            await self._join(sends)
+    async def send_many(
+        self, sends: Sequence[TaskSend], *, notices: Sequence[tuple[str, str | bytes]] = ()
+    ) -> None:
+        """Publish every send of ``sends`` in one round trip (with any others waiting); all or none.
 
-    async def _join(self, sends: Sequence[TaskSend]) -> None:
+        ``notices``: (channel, message) pairs ``PUBLISH``-ed in the same round trip, before the
+        tasks (the events announcing the jobs, say), and failing with them.
+        """
+        if sends or notices:
+            await self._join(sends, notices)
+
+    async def _join(self, sends: Sequence[TaskSend], notices: Sequence[tuple[str, str | bytes]] = ()) -> None:
         if self._closed:
             raise OperationalError(CLOSED_MESSAGE)
         # Built first: a bad send fails on its own, before it can spoil the round it would join.
@@ -75,7 +85,9 @@ class TaskSender:
             round_ = self._rounds[loop] = _Round()
             # After the callbacks already due in this turn: sends made by them join this round.
             loop.call_soon(self._start, loop)
+        round_.notices.extend(notices)
         round_.publications.extend(publications)
+        round_.parts.append((len(notices), len(publications)))
         future: asyncio.Future[None] = loop.create_future()
         round_.futures.append(future)
         await future
@@ -90,14 +102,19 @@ class TaskSender:
         error: Exception | None = None
         try:
             publications = round_.publications
-            if len(publications) == 1 and publications[0].event is None:
+            if not round_.notices and len(publications) == 1 and publications[0].event is None:
                 await self._redis.lpush(publications[0].key, publications[0].message)
             else:
                 async with self._redis.pipeline(transaction=False) as pipe:
-                    for publication in publications:
-                        pipe.lpush(publication.key, publication.message)
-                        if publication.event is not None:
-                            pipe.publish(self._messages.event_channel, publication.event)
+                    notices, messages = iter(round_.notices), iter(publications)
+                    for notice_count, publication_count in round_.parts:
+                        for _ in range(notice_count):
+                            pipe.publish(*next(notices))
+                        for _ in range(publication_count):
+                            publication = next(messages)
+                            pipe.lpush(publication.key, publication.message)
+                            if publication.event is not None:
+                                pipe.publish(self._messages.event_channel, publication.event)
                     await pipe.execute()
         except asyncio.CancelledError:
             # The loop is shutting down: its senders learn their messages may not have gone out.

@@ -7,6 +7,7 @@ a batch costs one request and one transaction for all its jobs, and its tasks go
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from worker_automation.errors import BadInput, Conflict, Unavailable
 from worker_automation.limits import check_int32, check_size, check_storable
 from worker_automation.models import Cliente, Job, JobStatus, utcnow
 from worker_automation.models.database import Database, Executor
-from worker_automation.resolvers.announce import announce
+from worker_automation.resolvers.announce import announce, announcement
 from worker_automation.resolvers.audit import Actor, AuditNote, audited
 from worker_automation.resolvers.automations import effective
 from worker_automation.resolvers.job_views import JobView, view_of
@@ -45,6 +46,8 @@ _FORGET_TASKS = (
 _CLIENT_NAMES = select(Cliente.id, Cliente.razao_social).where(
     Cliente.id.in_(bindparam("ids", expanding=True))
 )
+
+log = logging.getLogger(__name__)
 
 KEPT_MESSAGE: Final = "Broker indisponivel: o worker ficou AGENDADO sem task no broker."
 # Jobs one batch may create (one transaction for all of them).
@@ -85,18 +88,24 @@ class Send:
     priority: int
 
 
-async def send_all(services: Services, sends: list[Send]) -> list[int]:
+async def send_all(
+    services: Services, sends: list[Send], *, notices: Sequence[tuple[str, str]] = ()
+) -> list[int]:
     """Send every task in one round trip to the broker; the ids of the jobs whose task the broker
-    refused, whose rows then keep AGENDADO without a task id."""
+    refused, whose rows then keep AGENDADO without a task id. ``notices``: the jobs' events
+    (:func:`announcement`), published first in the same round trip."""
     try:
         outcomes = await services.broker.send_many(
-            [TaskSend(s.task_name, s.queue, s.priority, [s.worker_id], s.task_id) for s in sends]
+            [TaskSend(s.task_name, s.queue, s.priority, [s.worker_id], s.task_id) for s in sends],
+            notices=notices,
         )
     except Exception:
         # Not a broker outage (a message that cannot be written): none was sent.
         await _forget_tasks(services, sends)
         raise
     refused = [s for s, outcome in zip(sends, outcomes, strict=True) if outcome is not None]
+    if refused and notices:
+        log.warning("broker down: %d event(s) not published", len(notices))
     await _forget_tasks(services, refused)
     return [s.worker_id for s in refused]
 
@@ -173,8 +182,11 @@ async def _create(
         check_size(request.context, _field(field_prefix, index, "context"), limit)
     async with audited(services.db, actor, "dispatch", None) as note:
         views, task_names = await _record(services.db, note, actor, requests, field_prefix, with_tasks=True)
-        await announce(services, EventKind.CREATED, views)
-        await _enqueue_all(services, views, task_names, batch=field_prefix is not None)
+        # The events go out with the tasks, in one round trip, when the bus shares the broker's Redis.
+        notices = announcement(services, EventKind.CREATED, views)
+        if notices is None:
+            await announce(services, EventKind.CREATED, views)
+        await _enqueue_all(services, views, task_names, batch=field_prefix is not None, notices=notices or ())
     return views
 
 
@@ -247,10 +259,15 @@ async def _record(
 
 
 async def _enqueue_all(
-    services: Services, views: list[JobView], task_names: dict[str, str], *, batch: bool
+    services: Services,
+    views: list[JobView],
+    task_names: dict[str, str],
+    *,
+    batch: bool,
+    notices: Sequence[tuple[str, str]],
 ) -> None:
     sends = [Send(v.id, str(v.task_id), task_names[v.automation_type], v.queue, v.priority) for v in views]
-    kept = await send_all(services, sends)
+    kept = await send_all(services, sends, notices=notices)
     if kept and not batch:
         raise Unavailable(KEPT_MESSAGE, worker_id=kept[0])
     if kept:
