@@ -128,8 +128,6 @@ async def test_concurrent_sends_share_round_trips_and_each_keeps_its_sent_event(
     assert sent == set(ids)
     # Sends waiting together went out together, each group in one pipeline.
     assert gateway.sender.batches < 40
-    with gateway.app.producer_or_acquire() as producer:
-        assert producer.supports_batch_publish
 
 
 async def test_purge_deletes_every_list_of_the_queue_only(

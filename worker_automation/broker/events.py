@@ -171,6 +171,7 @@ class EventBus:
 
     def __init__(self, redis_url: str, channel_prefix: str) -> None:
         self.channel = f"{channel_prefix}:events"
+        self.redis_url = redis_url
         # Publishing: one immediate retry reconnects a pooled connection Redis dropped, and a down
         # Redis fails fast. The client name makes this bus's connections easy to find in CLIENT LIST.
         self._redis: Redis = self._client(redis_url, retries=1)
@@ -215,6 +216,14 @@ class EventBus:
                 await pipe.execute()
         except CONNECTION_ERRORS as exc:
             raise Unavailable(UNAVAILABLE_MESSAGE, reason=str(exc)) from exc
+
+    def encoded(self, events: Iterable[Event]) -> list[tuple[str, str]]:
+        """The ``PUBLISH`` arguments (channel, message) of ``events``, for a caller that sends them
+        in a pipeline of its own on the same Redis (:attr:`redis_url`), in order."""
+        batch = list(events)
+        for event in batch:
+            self._check_publishable(event)
+        return [(self.channel, event.to_json()) for event in batch]
 
     @staticmethod
     def _check_publishable(event: Event) -> None:

@@ -6,13 +6,13 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 import redis.exceptions
-from kombu.exceptions import BatchPublishError, OperationalError
+from kombu.exceptions import OperationalError
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
@@ -20,7 +20,8 @@ from redis.backoff import NoBackoff
 from worker_automation.broker import queues
 from worker_automation.broker.celery_app import CONNECT_TIMEOUT_SECONDS, SOCKET_TIMEOUT_SECONDS, make_celery
 from worker_automation.broker.inspect import InspectResult, inspect_workers
-from worker_automation.broker.task_sender import TaskSend, TaskSender
+from worker_automation.broker.task_messages import TaskMessages, TaskSend
+from worker_automation.broker.task_sender import TaskSender
 from worker_automation.errors import Unavailable
 from worker_automation.settings import Settings
 
@@ -36,8 +37,7 @@ EXECUTOR_THREADS: Final = 8
 
 # What "Redis is down or unreachable" looks like through kombu, redis-py and the socket layer.
 BROKER_ERRORS: Final = (
-    OperationalError,
-    BatchPublishError,  # a pipeline of sends failed part-way: treated as not sent
+    OperationalError,  # kombu's, and the task sender's once closed
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
     OSError,
@@ -113,14 +113,18 @@ class BrokerGateway:
         self.broker_url = broker_url
         self.app = make_celery(settings, broker_url)
         # One immediate retry reconnects a pooled connection Redis dropped (restart, CLIENT KILL);
-        # more retries or a backoff would only delay the error when Redis is really gone.
+        # more retries or a backoff would only delay the error when Redis is really gone. Not after
+        # a timeout: that doubles the wait for a silent server, and a task message whose reply was
+        # late may well be in its list already.
         self.redis: Redis = Redis.from_url(
             broker_url,
             socket_connect_timeout=CONNECT_TIMEOUT_SECONDS,
             socket_timeout=SOCKET_TIMEOUT_SECONDS,
-            retry=Retry(NoBackoff(), 1),
+            retry=Retry(NoBackoff(), 1, supported_errors=(redis.exceptions.ConnectionError,)),
         )
-        self.sender = TaskSender(self.app)
+        # Task messages go out with this client, on the loop (see task_sender).
+        db = int(self.redis.connection_pool.connection_kwargs.get("db", 0))
+        self.sender = TaskSender(self.redis, TaskMessages(self.app, redis_db=db))
         # Celery's other blocking calls (revoke, inspect) get threads of their own so they never
         # queue behind unrelated work in the loop's default executor.
         self._executor = ThreadPoolExecutor(max_workers=EXECUTOR_THREADS, thread_name_prefix="broker")
@@ -146,6 +150,18 @@ class BrokerGateway:
         except BROKER_ERRORS as exc:
             raise Unavailable(UNAVAILABLE_MESSAGE, reason=str(exc)) from exc
         return task_id
+
+    async def send_many(
+        self, sends: list[TaskSend], *, notices: Sequence[tuple[str, str | bytes]] = ()
+    ) -> list[Unavailable | None]:
+        """Publish every send in one round trip; per send, None or the :class:`Unavailable` that
+        says it was not sent (a round trip succeeds or fails as a whole). ``notices``: (channel,
+        message) pairs published in the same round trip, before the tasks."""
+        try:
+            await self.sender.send_many(sends, notices=notices)
+        except BROKER_ERRORS as exc:
+            return [Unavailable(UNAVAILABLE_MESSAGE, reason=str(exc)) for _ in sends]
+        return [None] * len(sends)
 
     async def revoke(self, task_id: str, *, terminate: bool) -> None:
         """Tell every worker to skip ``task_id``; with ``terminate`` also kill it if running."""
@@ -220,8 +236,8 @@ class BrokerGateway:
             raise Unavailable(UNAVAILABLE_MESSAGE, reason=str(exc)) from exc
 
     async def close(self) -> None:
-        """Release the Redis client, Celery's connection pools and the threads."""
+        """Finish the sends under way, then release the Redis client, Celery's pools and the threads."""
+        await self.sender.close()
         await self.redis.aclose()
-        await self._in_thread(self.sender.close)
         await self._in_thread(self.app.close)
         self._executor.shutdown(wait=False)

@@ -1,182 +1,145 @@
-"""Task messages sent by one thread, every send waiting at that moment in one round trip.
+"""Task messages written on the event loop, every send waiting at that moment in one round trip.
 
-Celery's producer blocks, so sends run off the event loop. One send per executor thread cost the
-API about three times what the send costs on its own: every message paid its round trips to
-Redis (the task, then its task-sent event) and two thread hand-overs, with the loop and the
-sending threads taking the GIL from each other at each step. Here one thread takes whatever sends
-are waiting, publishes them inside one kombu publish batch (one Redis pipeline: each task's list
-push and its task-sent event, in order) and settles their futures with one call into each loop.
+Celery's producer blocks, so it ran in a thread; with its message building, its thread hand-overs
+and the loop and the thread taking the GIL from each other, publishing was about half of a
+dispatch request's CPU. Here the messages are built by :mod:`task_messages` (exactly what kombu's
+Redis transport writes) and written with the API's asyncio Redis client: sends arriving in one
+turn of the loop (a batch of jobs, concurrent requests) go out together in one pipeline, each
+task's list push followed by its task-sent event when task events are on.
 
-A batch succeeds or fails as a whole: when the pipeline fails, every send of it raises, and the
-caller treats each as not sent (the transport says delivery is then uncertain; a job whose
-message did arrive after all is refused at claim as a stale task, and sync-orphans re-sends it).
+A round trip succeeds or fails as a whole: when the pipeline fails, every send of it raises, and
+the caller treats each as not sent (delivery is then uncertain; a job whose message did arrive
+after all is refused at claim as a stale task, and sync-orphans re-sends it).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import queue
-import threading
-from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
-from celery import Celery
 from kombu.exceptions import OperationalError
+from redis.asyncio import Redis
+
+from worker_automation.broker.task_messages import Publication, TaskMessages, TaskSend
+
+__all__ = ["CLOSED_MESSAGE", "TaskSend", "TaskSender"]
 
 logger = logging.getLogger(__name__)
 
-# Sends taken into one batch at most; a burst beyond it goes out in the next round trip.
-MAX_BATCH: Final = 64
-
-
-@dataclass(frozen=True)
-class TaskSend:
-    """One task message to publish."""
-
-    task_name: str
-    queue: str
-    priority: int
-    args: list[Any]
-    task_id: str
-
-
-@dataclass(frozen=True)
-class _Pending:
-    send: TaskSend
-    future: asyncio.Future[None] = field(repr=False)  # of the sender's loop
-
-
-_STOP: Final = object()
 CLOSED_MESSAGE: Final = "task sender closed"
 
 
-def _settle(pendings: list[_Pending], error: BaseException | None) -> None:
-    """Runs in the pendings' loop: resolve each future still awaited."""
-    for pending in pendings:
-        if pending.future.done():  # the caller gave up (cancelled); the send happened anyway
-            continue
-        if error is None:
-            pending.future.set_result(None)
-        else:
-            pending.future.set_exception(error)
+@dataclass
+class _Round:
+    """The sends of one turn of the loop, written in one pipeline: each caller's notices, then
+    its messages, callers in the order they came."""
+
+    notices: list[tuple[str, str | bytes]] = field(default_factory=list)
+    publications: list[Publication] = field(default_factory=list)
+    # Per caller: notices and publications it added (their order in the pipeline).
+    parts: list[tuple[int, int]] = field(default_factory=list)
+    futures: list[asyncio.Future[None]] = field(default_factory=list)
 
 
 class TaskSender:
-    """Publishes task messages through ``app``'s producer pool from one thread of its own.
+    """Writes task messages to the broker's Redis with ``redis``, on the caller's event loop.
 
-    No send is left waiting: one that comes after :meth:`close`, or is still queued when the
-    thread stops or dies, fails with the broker's ``OperationalError`` (the gateway's
-    "unavailable"); a thread that died is replaced by the next send.
+    A send after :meth:`close` fails with kombu's ``OperationalError`` (the gateway's
+    "unavailable"), as a send through Celery's producer would with the broker gone.
     """
 
-    def __init__(self, app: Celery, *, max_batch: int = MAX_BATCH) -> None:
-        if max_batch < 1:
-            raise ValueError("max_batch must be at least 1")
-        self._app = app
-        self._max_batch = max_batch
-        self._waiting: queue.SimpleQueue[_Pending | object] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        # Guards _closed and _thread, and orders each put against close() and a thread's exit.
-        self._lock = threading.Lock()
+    def __init__(self, redis: Redis, messages: TaskMessages) -> None:
+        self._redis = redis
+        self._messages = messages
+        self._rounds: dict[asyncio.AbstractEventLoop, _Round] = {}
+        self._writing: set[asyncio.Task[None]] = set()
         self._closed = False
         self.batches = 0  # round trips made, for tests and curiosity
 
     async def send(self, send: TaskSend) -> None:
-        """Publish ``send``; raises what the producer raised when its batch failed."""
-        pending = _Pending(send, asyncio.get_running_loop().create_future())
-        with self._lock:
-            if self._closed:
-                raise OperationalError(CLOSED_MESSAGE)
-            if self._thread is None:
-                thread = threading.Thread(target=self._run, name="task-sender", daemon=True)
-                thread.start()
-                self._thread = thread
-            self._waiting.put(pending)
-        await pending.future
+        """Publish ``send``; raises what Redis raised when its round trip failed."""
+        await self._join([send])
 
-    def close(self, timeout: float = 5.0) -> None:
-        """Send what is waiting, then stop the thread (blocks up to ``timeout`` seconds)."""
-        with self._lock:
-            self._closed = True
-            thread = self._thread
-            if thread is not None:
-                self._waiting.put(_STOP)
-        if thread is not None:
-            thread.join(timeout)
+    async def send_many(
+        self, sends: Sequence[TaskSend], *, notices: Sequence[tuple[str, str | bytes]] = ()
+    ) -> None:
+        """Publish every send of ``sends`` in one round trip (with any others waiting); all or none.
 
-    def _run(self) -> None:
+        ``notices``: (channel, message) pairs ``PUBLISH``-ed in the same round trip, before the
+        tasks (the events announcing the jobs, say), and failing with them.
+        """
+        if sends or notices:
+            await self._join(sends, notices)
+
+    async def _join(self, sends: Sequence[TaskSend], notices: Sequence[tuple[str, str | bytes]] = ()) -> None:
+        if self._closed:
+            raise OperationalError(CLOSED_MESSAGE)
+        # Built first: a bad send fails on its own, before it can spoil the round it would join.
+        publications = [self._messages.publication(send) for send in sends]
+        loop = asyncio.get_running_loop()
+        round_ = self._rounds.get(loop)
+        if round_ is None:
+            round_ = self._rounds[loop] = _Round()
+            # After the callbacks already due in this turn: sends made by them join this round.
+            loop.call_soon(self._start, loop)
+        round_.notices.extend(notices)
+        round_.publications.extend(publications)
+        round_.parts.append((len(notices), len(publications)))
+        future: asyncio.Future[None] = loop.create_future()
+        round_.futures.append(future)
+        await future
+
+    def _start(self, loop: asyncio.AbstractEventLoop) -> None:
+        round_ = self._rounds.pop(loop)
+        task = loop.create_task(self._write(round_))
+        self._writing.add(task)
+        task.add_done_callback(self._writing.discard)
+
+    async def _write(self, round_: _Round) -> None:
+        error: Exception | None = None
         try:
-            stopping = False
-            while not stopping:
-                batch: list[_Pending] = []
-                item = self._waiting.get()
-                while True:
-                    if item is _STOP:
-                        stopping = True
-                    else:
-                        assert isinstance(item, _Pending)
-                        batch.append(item)
-                    if stopping or len(batch) >= self._max_batch:
-                        break
-                    try:
-                        item = self._waiting.get_nowait()
-                    except queue.Empty:
-                        break
-                if batch and not self._publish(batch):
-                    return
-        finally:
-            # Whatever is still queued now would wait forever: fail it. A send arriving after
-            # this starts a thread of its own (unless closed).
-            with self._lock:
-                self._thread = None
-                left = self._take_waiting()
-            _answer(left, OperationalError(CLOSED_MESSAGE))
-
-    def _take_waiting(self) -> list[_Pending]:
-        taken: list[_Pending] = []
-        while True:
-            try:
-                item = self._waiting.get_nowait()
-            except queue.Empty:
-                return taken
-            if isinstance(item, _Pending):
-                taken.append(item)
-
-    def _publish(self, batch: list[_Pending]) -> bool:
-        """Publish ``batch`` and answer its senders; False when the thread must end."""
-        error: BaseException | None = None
-        try:
-            with self._app.producer_or_acquire() as producer, producer.batch(max_size=4 * len(batch)):
-                for pending in batch:
-                    send = pending.send
-                    self._app.send_task(
-                        send.task_name,
-                        args=send.args,
-                        queue=send.queue,
-                        priority=send.priority,
-                        task_id=send.task_id,
-                        producer=producer,
-                    )
-        except BaseException as exc:
+            publications = round_.publications
+            if not round_.notices and len(publications) == 1 and publications[0].event is None:
+                await self._redis.lpush(publications[0].key, publications[0].message)
+            else:
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    notices, messages = iter(round_.notices), iter(publications)
+                    for notice_count, publication_count in round_.parts:
+                        for _ in range(notice_count):
+                            pipe.publish(*next(notices))
+                        for _ in range(publication_count):
+                            publication = next(messages)
+                            pipe.lpush(publication.key, publication.message)
+                            if publication.event is not None:
+                                pipe.publish(self._messages.event_channel, publication.event)
+                    await pipe.execute()
+        except asyncio.CancelledError:
+            # The loop is shutting down: its senders learn their messages may not have gone out.
+            error = OperationalError(CLOSED_MESSAGE)
+            self._settle(round_, error)
+            raise
+        except Exception as exc:  # handed to every sender of the round, re-raised by each
             error = exc
         self.batches += 1
-        _answer(batch, error)
-        if error is not None and not isinstance(error, Exception):
-            # SystemExit and the like end the thread; the next send starts another.
-            logger.error("task sender stopped by %r", error)
-            return False
-        return True
+        self._settle(round_, error)
 
+    @staticmethod
+    def _settle(round_: _Round, error: Exception | None) -> None:
+        for future in round_.futures:
+            if future.done():  # the caller gave up (cancelled); the send happened anyway
+                continue
+            if error is None:
+                future.set_result(None)
+            else:
+                future.set_exception(error)
 
-def _answer(pendings: list[_Pending], error: BaseException | None) -> None:
-    """Settle ``pendings`` in their own loops, one call into each loop."""
-    by_loop: dict[asyncio.AbstractEventLoop, list[_Pending]] = defaultdict(list)
-    for pending in pendings:
-        by_loop[pending.future.get_loop()].append(pending)
-    for loop, mine in by_loop.items():
-        # A closed loop has nobody waiting any more.
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(_settle, mine, error)
+    async def close(self) -> None:
+        """Refuse new sends and wait for the writes under way."""
+        self._closed = True
+        # Rounds not started yet start in this turn of their loop; give them that turn.
+        await asyncio.sleep(0)
+        if self._writing:
+            await asyncio.gather(*self._writing, return_exceptions=True)

@@ -45,6 +45,21 @@ async def announce(services: Services, kind: EventKind, views: Iterable[JobView]
         log.warning("event bus down: %d %s event(s) not published", len(events), kind.value)
 
 
+def announcement(
+    services: Services, kind: EventKind, views: Iterable[JobView]
+) -> list[tuple[str, str]] | None:
+    """The events :func:`announce` would publish, as ``PUBLISH`` arguments for the broker to send
+    in the same round trip as the jobs' tasks (before them); None when the event bus is on
+    another Redis than the broker, and :func:`announce` must publish them itself."""
+    if services.events.redis_url != services.broker.broker_url:
+        return None
+    views = list(views)
+    if kind in TRANSITIONS:
+        count_transitions(views)
+    tz = services.settings.tz
+    return services.events.encoded(Event(kind, view.as_dict(tz)) for view in views)
+
+
 async def announce_queue(events: EventBus | None, change: QueueChange, queue: str) -> None:
     """Publish a queue's pause or resume once committed, so the live views of the queues show it
     at once rather than at the next job event (without a bus at hand, they show it then)."""

@@ -111,7 +111,7 @@ async def retry_jobs(
             Send(v.id, str(v.task_id), registered(v.automation_type).task_name, v.queue, v.priority)
             for v in views
         ]
-        # The broker's sender publishes whatever is waiting together, up to 64 per round trip.
+        # One round trip to the broker for all of them.
         kept = await send_all(services, sends)
         if kept:
             raise Unavailable(
