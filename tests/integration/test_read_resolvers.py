@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -22,7 +23,9 @@ from worker_automation.resolvers.reads import (
     _list_statements,
     active_jobs,
     get_job,
+    list_job_items,
     list_jobs,
+    list_jobs_after,
     queued_jobs,
     recent_terminal,
     stats,
@@ -661,3 +664,43 @@ async def test_a_failing_list_statement_is_reported_as_sqlalchemy_reports_it(
     # (PostgreSQL refuses a negative OFFSET; the driver's error is run again through SQLAlchemy.)
     with pytest.raises(DBAPIError):
         await db.rows(rows_q, {"filter_status": "CONCLUIDO", "page_offset": -1, "page_size": 20})
+
+
+async def test_rest_items_of_a_page_are_the_views_rest_items(db: Database, mixed: dict[str, int]) -> None:
+    from zoneinfo import ZoneInfo
+
+    tz = ZoneInfo("America/Sao_Paulo")
+    for filters, page, per_page in [
+        (JobFilter(), None, None),
+        (JobFilter(status="CONCLUIDO"), 1, 20),
+        (JobFilter(q="padaria"), 1, 2),
+        (JobFilter(), 2, 4),
+        (JobFilter(), 9, 20),
+    ]:
+        views = await list_jobs(db, QUEUES, filters, page, per_page)
+        items = await list_job_items(db, QUEUES, filters, tz, page, per_page)
+        # Same keys in the same order, same values: the same bytes once encoded.
+        assert [list(item.items()) for item in items.items] == [
+            list(view.rest_item(tz).items()) for view in views.items
+        ]
+        assert (items.total, items.page, items.per_page, items.pages) == (
+            views.total,
+            views.page,
+            views.per_page,
+            views.pages,
+        )
+
+
+async def test_a_list_without_documents_reads_neither_context_nor_result(
+    db: Database, mixed: dict[str, int]
+) -> None:
+    full = (await list_jobs(db, QUEUES, JobFilter())).items
+    lean = (await list_jobs(db, QUEUES, JobFilter(), documents=False)).items
+    assert any(view.context is not None for view in full)
+    assert any(view.result is not None for view in full)
+    assert lean == [replace(view, context=None, result=None) for view in full]
+    after = full[0].id
+    full_slice = await list_jobs_after(db, QUEUES, JobFilter(), 3, after)
+    lean_slice = await list_jobs_after(db, QUEUES, JobFilter(), 3, after, documents=False)
+    assert lean_slice.items == [replace(view, context=None, result=None) for view in full_slice.items]
+    assert (lean_slice.has_next, lean_slice.total) == (full_slice.has_next, full_slice.total)

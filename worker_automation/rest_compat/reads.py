@@ -67,6 +67,17 @@ def page_dict(page: Page[JobView], tz: ZoneInfo) -> dict[str, Any]:
     }
 
 
+def items_page_dict(page: Page[dict[str, Any]]) -> dict[str, Any]:
+    """:func:`page_dict` of a page whose items are already REST items."""
+    return {
+        "items": page.items,
+        "total": page.total,
+        "page": page.page,
+        "per_page": page.per_page,
+        "pages": page.pages,
+    }
+
+
 def queue_dict(state: live.QueueState, tz: ZoneInfo, *, with_tasks: bool) -> dict[str, Any]:
     """One queue in the seed's key order; the dashboard leaves the task lists out."""
     data: dict[str, Any] = {"queue_name": state.queue_name, "workers_count": state.workers_count}
@@ -95,8 +106,9 @@ async def list_route(request: Request, services: Services) -> Response:
         q=text_param(query.get("q"), "q"),
     )
     page, per_page = page_args(query)
-    found = await read_ops.list_jobs(services.db, services.settings.queues, filters, page, per_page)
-    return success(MSG_LIST, page_dict(found, services.settings.tz))
+    settings = services.settings
+    found = await read_ops.list_job_items(services.db, settings.queues, filters, settings.tz, page, per_page)
+    return success(MSG_LIST, items_page_dict(found))
 
 
 @read_route

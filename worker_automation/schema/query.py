@@ -31,6 +31,8 @@ from worker_automation.schema.viewer import Viewer
 
 # Asking for these fields of QueueState means loading the jobs of every queue, not only counts.
 TASK_FIELDS = ("activeTasks", "pendingTasks")
+# The fields of Worker whose values are the JSON documents of job_views.DOCUMENT_FIELDS.
+DOCUMENT_FIELDS = ("context", "result")
 
 
 async def load_queue_status(info: Info) -> QueueLiveStatus:
@@ -63,14 +65,20 @@ class Query(OperatorQuery):
     ) -> JobPage:
         services = info.context.services
         chosen = (filter or JobFilterInput()).to_filter()
+        # The JSON documents are read only when the selection shows them.
+        documents = selects(info, *DOCUMENT_FIELDS)
         if first is None and after is None:
-            found = await reads.list_jobs(services.db, services.settings.queues, chosen, page, per_page)
+            found = await reads.list_jobs(
+                services.db, services.settings.queues, chosen, page, per_page, documents=documents
+            )
             return JobPage.from_page(found, services.settings.tz)
         if page != 1:
             raise BadInput("page", "page nao se combina com first/after: use um ou outro")
         size = slice_size(first, per_page)
         after_id = id_of_cursor(after) if after is not None else None
-        part = await reads.list_jobs_after(services.db, services.settings.queues, chosen, size, after_id)
+        part = await reads.list_jobs_after(
+            services.db, services.settings.queues, chosen, size, after_id, documents=documents
+        )
         return JobPage.from_slice(part, size, after=after is not None, tz=services.settings.tz)
 
     @field(description="One job by id (NOT_FOUND when there is none).", extensions=read())
