@@ -704,3 +704,18 @@ async def test_a_list_without_documents_reads_neither_context_nor_result(
     lean_slice = await list_jobs_after(db, QUEUES, JobFilter(), 3, after, documents=False)
     assert lean_slice.items == [replace(view, context=None, result=None) for view in full_slice.items]
     assert (lean_slice.has_next, lean_slice.total) == (full_slice.has_next, full_slice.total)
+
+
+async def test_graphql_workers_built_from_rows_are_those_of_the_views(
+    db: Database, mixed: dict[str, int]
+) -> None:
+    from zoneinfo import ZoneInfo
+
+    from worker_automation.resolvers.job_views import views_of
+    from worker_automation.schema.types import jobs_of, jobs_of_rows
+
+    tz = ZoneInfo("America/Sao_Paulo")
+    rows_q, _ = _list_statements((), with_text=False, from_counters=True)
+    rows = await db.rows(rows_q, {"page_offset": 0, "page_size": 100})
+    assert len(rows) == len(mixed)
+    assert jobs_of_rows(rows, tz) == jobs_of(views_of(rows), tz)

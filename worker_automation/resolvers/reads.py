@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 from zoneinfo import ZoneInfo
 
 from annotated_types import Ge
@@ -135,7 +135,7 @@ async def list_jobs(
     """Newest first, filtered, paginated: one statement whatever the page size (a second one,
     for the total, only when the page is past the end). Without ``documents`` the views carry
     no context nor result (None), for callers that show neither."""
-    return await _list_page(db, queues, filters, page, per_page, views_of, documents=documents)
+    return await list_page(db, queues, filters, page, per_page, views_of, documents=documents)
 
 
 async def list_job_items(
@@ -148,12 +148,12 @@ async def list_job_items(
 ) -> Page[dict[str, Any]]:
     """The page of :func:`list_jobs` as REST items (:meth:`JobView.rest_item`, timestamps in
     ``tz``), built straight from the rows."""
-    return await _list_page(
+    return await list_page(
         db, queues, filters, page, per_page, lambda rows: rest_items_of(rows, tz), documents=False
     )
 
 
-async def _list_page(
+async def list_page(
     db: Database,
     queues: dict[str, int],
     filters: JobFilter,
@@ -163,6 +163,8 @@ async def _list_page(
     *,
     documents: bool,
 ) -> Page[T]:
+    """The page of :func:`list_jobs` with its items built by ``build`` from the rows of
+    :func:`enriched_select` (a transport's own items, without views in between)."""
     request = PageRequest.of(page, per_page, default_per_page=20)
     values = filters.values(queues)
     text = filters.text
@@ -233,10 +235,10 @@ def _list_statements(
 
 
 @dataclass(frozen=True)
-class Slice:
+class Slice(Generic[T]):
     """Jobs after a cursor (newest first), whether more follow, and how many match in all."""
 
-    items: list[JobView]
+    items: list[T]
     has_next: bool
     total: int
 
@@ -249,13 +251,28 @@ async def list_jobs_after(
     after: int | None,
     *,
     documents: bool = True,
-) -> Slice:
+) -> Slice[JobView]:
     """The ``first`` newest jobs older than the job ``after`` (the newest when None), filtered
     (without ``documents``: no context nor result, as :func:`list_jobs`).
 
     Keyset pagination: each slice starts at its cursor's id in the index, so its cost does not
     grow with depth, and jobs created meanwhile (newer ids) never shift the slices that follow.
     """
+    return await slice_after(db, queues, filters, first, after, views_of, documents=documents)
+
+
+async def slice_after(
+    db: Database,
+    queues: dict[str, int],
+    filters: JobFilter,
+    first: int,
+    after: int | None,
+    build: Callable[[Sequence[Sequence[Any]]], list[T]],
+    *,
+    documents: bool,
+) -> Slice[T]:
+    """The slice of :func:`list_jobs_after` with its items built by ``build`` from the rows of
+    :func:`enriched_select`."""
     values = filters.values(queues)
     text = filters.text
     rows_q, count_q = _list_statements(
@@ -274,7 +291,7 @@ async def list_jobs_after(
         parameters.update(_text_parameters(text))
     rows = await db.rows(rows_q, parameters)
     total = int(rows[0][-1]) if rows else await _count(db, count_q, parameters)
-    return Slice(views_of(rows[:first]), len(rows) > first, total)
+    return Slice(build(rows[:first]), len(rows) > first, total)
 
 
 async def get_job(db: Database, job_id: int) -> JobView:
