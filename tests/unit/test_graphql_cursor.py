@@ -172,7 +172,10 @@ async def test_the_json_documents_are_listed_when_selected_and_only_then(api: Ap
         f"{{ workers(perPage: 3) {{ items {{ {fields} doc: context ...R }} }} }} "
         "fragment R on Worker { result }"
     )
-    cursor = f"{{ workers(first: 3) {{ items {{ {fields} context result }} }} }}"
+    cursor = (
+        f"{{ workers(first: 3) {{ items {{ {fields} ...F }} }} }} "
+        "fragment F on Worker { ... on Worker { context } ...G } fragment G on Worker { result }"
+    )
     without = (await api.ok(plain))["workers"]["items"]
     paged = (await api.ok(documents))["workers"]["items"]
     sliced = (await api.ok(cursor))["workers"]["items"]
