@@ -719,3 +719,37 @@ async def test_graphql_workers_built_from_rows_are_those_of_the_views(
     rows = await db.rows(rows_q, {"page_offset": 0, "page_size": 100})
     assert len(rows) == len(mixed)
     assert jobs_of_rows(rows, tz) == jobs_of(views_of(rows), tz)
+
+
+async def test_list_reads_at_once_leave_connections_to_the_rest_of_the_pool(
+    database_url: str, make_settings: Callable[..., Settings]
+) -> None:
+    import asyncio
+
+    from sqlalchemy import event
+
+    from worker_automation.models.database import READ_SLOTS_SPARED
+
+    await migrate(database_url)
+    database = Database(make_settings(database_url, None, database_pool_size=8))
+    held = most = 0
+
+    def checkout(*_: Any) -> None:
+        nonlocal held, most
+        held += 1
+        most = max(most, held)
+
+    def checkin(*_: Any) -> None:
+        nonlocal held
+        held -= 1
+
+    try:
+        await insert_rows(database, [job(i) for i in range(5)])
+        event.listen(database.engine.sync_engine, "checkout", checkout)
+        event.listen(database.engine.sync_engine, "checkin", checkin)
+        pages = await asyncio.gather(*(list_jobs(database, QUEUES, JobFilter(), 1, 2) for _ in range(40)))
+        assert all([view.id for view in page.items] == [view.id for view in pages[0].items] for page in pages)
+        if database.dialect == "postgresql":
+            assert 1 < most <= 8 - READ_SLOTS_SPARED
+    finally:
+        await database.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -159,6 +160,10 @@ def driver_statement(engine: AsyncEngine, statement: Select[Any]) -> DriverState
     return DriverStatement(str(compiled), names, defaults)
 
 
+# Connections of the pool that list reads leave to everything else (see Database.rows).
+READ_SLOTS_SPARED = 4
+
+
 class Database:
     """Owns the engine and hands out sessions; closed by the app's lifespan."""
 
@@ -178,6 +183,13 @@ class Database:
         self.shared = SharedReads()
         # Hot read statements compiled for the driver, by identity (each kept alive with its entry).
         self._driver_statements: dict[int, tuple[Select[Any], DriverStatement | None]] = {}
+        # How many reads of :meth:`rows` hold a connection at once: fewer than the pool keeps, so
+        # a burst of list pages waits a moment for a kept connection instead of opening (and, on
+        # return, closing) extra ones, a connect and a statement prepared anew each, and leaves
+        # connections in the pool for writes and claims.
+        self._read_slot_count = max(1, settings.database_pool_size - READ_SLOTS_SPARED)
+        self._read_slots: asyncio.Semaphore | None = None
+        self._read_slots_loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def dialect(self) -> str:
@@ -229,7 +241,7 @@ class Database:
         dispatch = self.engine.sync_engine.dispatch
         watched = bool(dispatch.before_cursor_execute or dispatch.after_cursor_execute)
         plan = None if watched else found[1]
-        async with self.connection() as conn:
+        async with self._read_slot(), self.connection() as conn:
             if plan is not None:
                 values = [parameters.get(name, plan.defaults[name]) for name in plan.names]
                 try:
@@ -242,6 +254,15 @@ class Database:
                     pass
             rows: Sequence[Sequence[Any]] = (await conn.execute(statement, dict(parameters))).all()
             return rows
+
+    def _read_slot(self) -> asyncio.Semaphore:
+        """The semaphore bounding the connections :meth:`rows` holds (one per event loop: a
+        database object may outlive the loop it was first used on, as in tests)."""
+        loop = asyncio.get_running_loop()
+        if self._read_slots is None or self._read_slots_loop is not loop:
+            self._read_slots = asyncio.Semaphore(self._read_slot_count)
+            self._read_slots_loop = loop
+        return self._read_slots
 
     async def ping(self) -> bool:
         """True when the database answers a trivial query."""
