@@ -58,17 +58,12 @@ def page_args(query: QueryParams) -> tuple[int | None, int | None]:
 
 
 def page_dict(page: Page[JobView], tz: ZoneInfo) -> dict[str, Any]:
-    return {
-        "items": [item.rest_item(tz) for item in page.items],
-        "total": page.total,
-        "page": page.page,
-        "per_page": page.per_page,
-        "pages": page.pages,
-    }
+    items = [item.rest_item(tz) for item in page.items]
+    return items_page_dict(Page(items, page.total, page.page, page.per_page))
 
 
 def items_page_dict(page: Page[dict[str, Any]]) -> dict[str, Any]:
-    """:func:`page_dict` of a page whose items are already REST items."""
+    """The documented page of a page whose items are already REST items."""
     return {
         "items": page.items,
         "total": page.total,
