@@ -67,12 +67,26 @@ class Coalesced(Generic[T]):
 
     async def __call__(self) -> T:
         if self._running is None:
-            return await asyncio.shield(self._start())
+            return await self._run_here()
         if self._next is None:
             self._next = asyncio.get_running_loop().create_future()
             self._next.add_done_callback(_consume)
         # Shielded: one caller going away must not cancel the run the others wait for.
         return await asyncio.shield(self._next)
+
+    async def _run_here(self) -> T:
+        """A run nobody else is waiting for, in the caller's own task.
+
+        Callers arriving during a run wait for the next one, so a run started by an idle read has
+        exactly one caller: it needs no task of its own (nor a shield, which only keeps a shared
+        run going when one of its callers leaves). Callers waiting meanwhile start the next run
+        when it ends, however it ends.
+        """
+        self._running = self.loop.create_future()  # marks the run in flight; never awaited
+        try:
+            return await self._compute()
+        finally:
+            self._finished(self._running)
 
     def _start(self) -> asyncio.Future[T]:
         running: asyncio.Future[T] = asyncio.ensure_future(self._compute())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -22,7 +23,9 @@ from worker_automation.resolvers.reads import (
     _list_statements,
     active_jobs,
     get_job,
+    list_job_items,
     list_jobs,
+    list_jobs_after,
     queued_jobs,
     recent_terminal,
     stats,
@@ -687,3 +690,92 @@ async def test_a_pooled_connection_closed_underneath_is_dropped_and_the_read_ans
     assert [tuple(row) for row in await db.rows(rows_q, parameters)] == expected
     assert [tuple(row) for row in await db.rows(rows_q, parameters)] == expected
     assert db.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+
+
+async def test_rest_items_of_a_page_are_the_views_rest_items(db: Database, mixed: dict[str, int]) -> None:
+    from zoneinfo import ZoneInfo
+
+    tz = ZoneInfo("America/Sao_Paulo")
+    for filters, page, per_page in [
+        (JobFilter(), None, None),
+        (JobFilter(status="CONCLUIDO"), 1, 20),
+        (JobFilter(q="padaria"), 1, 2),
+        (JobFilter(), 2, 4),
+        (JobFilter(), 9, 20),
+    ]:
+        views = await list_jobs(db, QUEUES, filters, page, per_page)
+        items = await list_job_items(db, QUEUES, filters, tz, page, per_page)
+        # Same keys in the same order, same values: the same bytes once encoded.
+        assert [list(item.items()) for item in items.items] == [
+            list(view.rest_item(tz).items()) for view in views.items
+        ]
+        assert (items.total, items.page, items.per_page, items.pages) == (
+            views.total,
+            views.page,
+            views.per_page,
+            views.pages,
+        )
+
+
+async def test_a_list_without_documents_reads_neither_context_nor_result(
+    db: Database, mixed: dict[str, int]
+) -> None:
+    full = (await list_jobs(db, QUEUES, JobFilter())).items
+    lean = (await list_jobs(db, QUEUES, JobFilter(), documents=False)).items
+    assert any(view.context is not None for view in full)
+    assert any(view.result is not None for view in full)
+    assert lean == [replace(view, context=None, result=None) for view in full]
+    after = full[0].id
+    full_slice = await list_jobs_after(db, QUEUES, JobFilter(), 3, after)
+    lean_slice = await list_jobs_after(db, QUEUES, JobFilter(), 3, after, documents=False)
+    assert lean_slice.items == [replace(view, context=None, result=None) for view in full_slice.items]
+    assert (lean_slice.has_next, lean_slice.total) == (full_slice.has_next, full_slice.total)
+
+
+async def test_graphql_workers_built_from_rows_are_those_of_the_views(
+    db: Database, mixed: dict[str, int]
+) -> None:
+    from zoneinfo import ZoneInfo
+
+    from worker_automation.resolvers.job_views import views_of
+    from worker_automation.schema.types import jobs_of, jobs_of_rows
+
+    tz = ZoneInfo("America/Sao_Paulo")
+    rows_q, _ = _list_statements((), with_text=False, from_counters=True)
+    rows = await db.rows(rows_q, {"page_offset": 0, "page_size": 100})
+    assert len(rows) == len(mixed)
+    assert jobs_of_rows(rows, tz) == jobs_of(views_of(rows), tz)
+
+
+async def test_list_reads_at_once_leave_connections_to_the_rest_of_the_pool(
+    database_url: str, make_settings: Callable[..., Settings]
+) -> None:
+    import asyncio
+
+    from sqlalchemy import event
+
+    from worker_automation.models.database import READ_SLOTS_SPARED
+
+    await migrate(database_url)
+    database = Database(make_settings(database_url, None, database_pool_size=8))
+    held = most = 0
+
+    def checkout(*_: Any) -> None:
+        nonlocal held, most
+        held += 1
+        most = max(most, held)
+
+    def checkin(*_: Any) -> None:
+        nonlocal held
+        held -= 1
+
+    try:
+        await insert_rows(database, [job(i) for i in range(5)])
+        event.listen(database.engine.sync_engine, "checkout", checkout)
+        event.listen(database.engine.sync_engine, "checkin", checkin)
+        pages = await asyncio.gather(*(list_jobs(database, QUEUES, JobFilter(), 1, 2) for _ in range(40)))
+        assert all([view.id for view in page.items] == [view.id for view in pages[0].items] for page in pages)
+        if database.dialect == "postgresql":
+            assert 1 < most <= 8 - READ_SLOTS_SPARED
+    finally:
+        await database.close()

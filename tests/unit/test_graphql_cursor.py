@@ -158,3 +158,29 @@ def test_a_worker_from_a_view_matches_one_from_its_dict() -> None:
     )  # fmt: skip
     tz = ZoneInfo("America/Sao_Paulo")
     assert JobType.from_view(view, tz) == JobType.from_dict(view.as_dict(tz))
+
+
+async def test_the_json_documents_are_listed_when_selected_and_only_then(api: Api) -> None:
+    await add_jobs(api, 4)
+    async with api.services.db.session() as session:
+        await session.execute(
+            Job.__table__.update().values(context={"cnpj": "11222333000181"}, result={"ok": True})
+        )
+    fields = "id status createdAt metadataJson displayName"
+    plain = f"{{ workers(perPage: 3) {{ items {{ {fields} }} }} }}"
+    documents = (
+        f"{{ workers(perPage: 3) {{ items {{ {fields} doc: context ...R }} }} }} "
+        "fragment R on Worker { result }"
+    )
+    cursor = (
+        f"{{ workers(first: 3) {{ items {{ {fields} ...F }} }} }} "
+        "fragment F on Worker { ... on Worker { context } ...G } fragment G on Worker { result }"
+    )
+    without = (await api.ok(plain))["workers"]["items"]
+    paged = (await api.ok(documents))["workers"]["items"]
+    sliced = (await api.ok(cursor))["workers"]["items"]
+    assert [{k: v for k, v in item.items() if k in fields.split()} for item in paged] == without
+    assert [{k: v for k, v in item.items() if k in fields.split()} for item in sliced] == without
+    assert all(item["doc"] == {"cnpj": "11222333000181"} and item["result"] == {"ok": True} for item in paged)
+    assert all(item["context"] == {"cnpj": "11222333000181"} for item in sliced)
+    assert all(item["result"] == {"ok": True} for item in sliced)

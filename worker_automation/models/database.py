@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,6 +161,10 @@ def driver_statement(engine: AsyncEngine, statement: Select[Any]) -> DriverState
     return DriverStatement(str(compiled), names, defaults)
 
 
+# Connections of the pool that list reads leave to everything else (see Database.rows).
+READ_SLOTS_SPARED = 4
+
+
 class Database:
     """Owns the engine and hands out sessions; closed by the app's lifespan."""
 
@@ -179,6 +184,13 @@ class Database:
         self.shared = SharedReads()
         # Hot read statements compiled for the driver, by identity (each kept alive with its entry).
         self._driver_statements: dict[int, tuple[Select[Any], DriverStatement | None]] = {}
+        # How many reads of :meth:`rows` hold a connection at once: fewer than the pool keeps, so
+        # a burst of list pages waits a moment for a kept connection instead of opening (and, on
+        # return, closing) extra ones, a connect and a statement prepared anew each, and leaves
+        # connections in the pool for writes and claims.
+        self._read_slot_count = max(1, settings.database_pool_size - READ_SLOTS_SPARED)
+        self._read_slots: asyncio.Semaphore | None = None
+        self._read_slots_loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def dialect(self) -> str:
@@ -211,7 +223,9 @@ class Database:
         async with self._autocommit_engine.connect() as conn:
             yield conn
 
-    async def rows(self, statement: Select[Any], parameters: Mapping[str, Any]) -> Sequence[Sequence[Any]]:
+    async def rows(
+        self, statement: Select[Any], parameters: Mapping[str, Any], *, bounded: bool = True
+    ) -> Sequence[Sequence[Any]]:
         """The rows of a read statement built once and run on every page of a list (a module-level
         statement: it is compiled once, by identity).
 
@@ -222,6 +236,10 @@ class Database:
         While anything listens to the statements SQLAlchemy sends (instrumentation, a test counting
         them), every statement takes SQLAlchemy's path, so none goes unseen. Rows are plain
         sequences in the statement's column order.
+
+        Reads share a bounded number of connections (see ``_read_slot``); ``bounded=False`` is
+        for the one-row lookups every request makes first (its key), which must never queue
+        behind a burst of list pages.
         """
         found = self._driver_statements.get(id(statement))
         if found is None or found[0] is not statement:
@@ -230,14 +248,15 @@ class Database:
         dispatch = self.engine.sync_engine.dispatch
         watched = bool(dispatch.before_cursor_execute or dispatch.after_cursor_execute)
         plan = None if watched else found[1]
-        if plan is not None:
-            values = [parameters.get(name, plan.defaults[name]) for name in plan.names]
-            records = await self._driver_fetch(plan.sql, values)
-            if records is not None:
-                return records
-        async with self.connection() as conn:
-            rows: Sequence[Sequence[Any]] = (await conn.execute(statement, dict(parameters))).all()
-            return rows
+        async with self._read_slot() if bounded else nullcontext():
+            if plan is not None:
+                values = [parameters.get(name, plan.defaults[name]) for name in plan.names]
+                records = await self._driver_fetch(plan.sql, values)
+                if records is not None:
+                    return records
+            async with self.connection() as conn:
+                rows: Sequence[Sequence[Any]] = (await conn.execute(statement, dict(parameters))).all()
+                return rows
 
     async def _driver_fetch(self, sql: str, values: list[Any]) -> Sequence[Sequence[Any]] | None:
         """``sql``'s rows fetched by asyncpg on a pooled connection, with no SQLAlchemy connection
@@ -265,6 +284,15 @@ class Database:
             if broken:
                 pooled.invalidate()
             await greenlet_spawn(pooled.close)
+
+    def _read_slot(self) -> asyncio.Semaphore:
+        """The semaphore bounding the connections :meth:`rows` holds (one per event loop: a
+        database object may outlive the loop it was first used on, as in tests)."""
+        loop = asyncio.get_running_loop()
+        if self._read_slots is None or self._read_slots_loop is not loop:
+            self._read_slots = asyncio.Semaphore(self._read_slot_count)
+            self._read_slots_loop = loop
+        return self._read_slots
 
     async def ping(self) -> bool:
         """True when the database answers a trivial query."""

@@ -164,7 +164,7 @@ async def authenticate(db: Database, raw_key: str | None) -> Principal:
 
 async def _principal_of(db: Database, key_hash: str) -> Principal:
     # One plain statement, run by the driver itself where it can (see Database.rows).
-    rows = await db.rows(_KEY_BY_HASH, {"key_hash": key_hash})
+    rows = await db.rows(_KEY_BY_HASH, {"key_hash": key_hash}, bounded=False)
     if not rows:
         raise Unauthenticated(MSG_INVALID)
     key_id, name, scopes, perfil, revoked_at, last_used_at = rows[0]

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import Select, UnaryExpression, select
+from sqlalchemy import ColumnElement, Select, UnaryExpression, null, select
 from sqlalchemy.engine import Row
 
 from worker_automation.models import Cliente, Job
@@ -88,18 +88,35 @@ class JobView:
 # display name (from the registry) and the client's name (joined).
 ROW_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(JobView))[:-2]
 _AUTOMATION_AT = ROW_FIELDS.index("automation_type")
+# The JSON documents a job was dispatched with and ended with: the largest columns of a row and
+# the costliest to decode. REST list items never show them, nor a GraphQL list that does not
+# select them; such lists read NULL in their place (see enriched_select).
+DOCUMENT_FIELDS: tuple[str, ...] = ("context", "result")
+# The fields of a REST item read straight from the row: the leading fields of ROW_FIELDS, up to
+# metadata_json (then come the display name and the client's name).
+_REST_ROW_FIELDS = ROW_FIELDS.index("metadata_json") + 1
+_REST_ROW_KEYS = ROW_FIELDS[:_REST_ROW_FIELDS]
+_DATA_INICIO_AT = ROW_FIELDS.index("data_inicio")
+_DATA_FIM_AT = ROW_FIELDS.index("data_fim")
 
 
-def enriched_select() -> Select[Any]:
+def enriched_select(*, documents: bool = True) -> Select[Any]:
     """Rows with their client's name, joined in the same query (never one query per row).
 
     Plain columns, not ORM objects: a view is built straight from each row (loading entities
     into the session cost more than the query itself). The columns come in the view's field
-    order, so :func:`views_of` builds a view by position.
+    order, so :func:`views_of` builds a view by position. Without ``documents`` the columns of
+    :data:`DOCUMENT_FIELDS` are read as NULL, for callers that show neither.
     """
     columns = Job.__table__.columns
+
+    def column(name: str) -> ColumnElement[Any]:
+        if not documents and name in DOCUMENT_FIELDS:
+            return null().label(name)
+        return columns[name]
+
     return (
-        select(*(columns[name] for name in ROW_FIELDS), Cliente.razao_social.label(CLIENT_NAME))
+        select(*(column(name) for name in ROW_FIELDS), Cliente.razao_social.label(CLIENT_NAME))
         .select_from(Job)
         .outerjoin(Cliente, Cliente.id == Job.cliente_id)
     )
@@ -170,3 +187,18 @@ def views_of(rows: Any) -> list[JobView]:
         values: Any = (*row[:count], display_name_of(row[_AUTOMATION_AT]), row[count])
         result.append(JobView(*values))
     return result
+
+
+def rest_items_of(rows: Any, tz: ZoneInfo) -> list[dict[str, Any]]:
+    """The REST items (:meth:`JobView.rest_item`) of the rows of :func:`enriched_select`, built
+    straight from each row: a list page renders its items without a view in between."""
+    client_at = len(ROW_FIELDS)
+    items: list[dict[str, Any]] = []
+    for row in rows:
+        item = dict(zip(_REST_ROW_KEYS, row[:_REST_ROW_FIELDS], strict=True))
+        item["data_inicio"] = iso(row[_DATA_INICIO_AT], tz)
+        item["data_fim"] = iso(row[_DATA_FIM_AT], tz)
+        item["display_name"] = display_name_of(row[_AUTOMATION_AT])
+        item["client_name"] = row[client_at]
+        items.append(item)
+    return items

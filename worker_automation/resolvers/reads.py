@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Generic, Literal, TypeVar
+from zoneinfo import ZoneInfo
 
 from annotated_types import Ge
 from sqlalchemy import ColumnElement, Select, bindparam, func, or_, select
@@ -20,6 +22,7 @@ from worker_automation.resolvers.job_views import (
     JobView,
     enriched_select,
     order_by,
+    rest_items_of,
     views_of,
 )
 from worker_automation.resolvers.pagination import Page, PageRequest
@@ -29,6 +32,7 @@ from worker_automation.shapes import Doc
 Seek = Literal["offset", "after", "first"]
 MSG_JOB_NOT_FOUND = "Worker nao encontrado."
 MSG_TASK_NOT_FOUND = "Task nao encontrada."
+T = TypeVar("T")
 
 
 def parse_status(value: str, field: str = "status") -> JobStatus:
@@ -125,14 +129,50 @@ async def list_jobs(
     filters: JobFilter,
     page: int | None = None,
     per_page: int | None = None,
+    *,
+    documents: bool = True,
 ) -> Page[JobView]:
     """Newest first, filtered, paginated: one statement whatever the page size (a second one,
-    for the total, only when the page is past the end)."""
+    for the total, only when the page is past the end). Without ``documents`` the views carry
+    no context nor result (None), for callers that show neither."""
+    return await list_page(db, queues, filters, page, per_page, views_of, documents=documents)
+
+
+async def list_job_items(
+    db: Database,
+    queues: dict[str, int],
+    filters: JobFilter,
+    tz: ZoneInfo,
+    page: int | None = None,
+    per_page: int | None = None,
+) -> Page[dict[str, Any]]:
+    """The page of :func:`list_jobs` as REST items (:meth:`JobView.rest_item`, timestamps in
+    ``tz``), built straight from the rows."""
+    return await list_page(
+        db, queues, filters, page, per_page, lambda rows: rest_items_of(rows, tz), documents=False
+    )
+
+
+async def list_page(
+    db: Database,
+    queues: dict[str, int],
+    filters: JobFilter,
+    page: int | None,
+    per_page: int | None,
+    build: Callable[[Sequence[Sequence[Any]]], list[T]],
+    *,
+    documents: bool,
+) -> Page[T]:
+    """The page of :func:`list_jobs` with its items built by ``build`` from the rows of
+    :func:`enriched_select` (a transport's own items, without views in between)."""
     request = PageRequest.of(page, per_page, default_per_page=20)
     values = filters.values(queues)
     text = filters.text
     rows_q, count_q = _list_statements(
-        tuple(values), with_text=text is not None, from_counters=filters.only_status_or_queue
+        tuple(values),
+        with_text=text is not None,
+        from_counters=filters.only_status_or_queue,
+        documents=documents,
     )
     parameters: dict[str, Any] = {f"filter_{name}": value for name, value in values.items()}
     parameters.update(page_offset=request.offset, page_size=request.per_page)
@@ -142,7 +182,7 @@ async def list_jobs(
     rows = await db.rows(rows_q, parameters)
     # Past the last page no row carries the total: it is asked for alone.
     total = int(rows[0][-1]) if rows else await _count(db, count_q, parameters)
-    return Page(views_of(rows), total, request.page, request.per_page)
+    return Page(build(rows), total, request.page, request.per_page)
 
 
 async def _count(db: Database, count_q: Select[Any], parameters: dict[str, Any]) -> int:
@@ -152,11 +192,17 @@ async def _count(db: Database, count_q: Select[Any], parameters: dict[str, Any])
 
 @cache
 def _list_statements(
-    filtered: tuple[str, ...], *, with_text: bool, from_counters: bool, seek: Seek = "offset"
+    filtered: tuple[str, ...],
+    *,
+    with_text: bool,
+    from_counters: bool,
+    seek: Seek = "offset",
+    documents: bool = True,
 ) -> tuple[Select[Any], Select[Any]]:
     """The page and count statements for one combination of filters, built once (parameters
     ``filter_<column>``, ``page_size``, the text search's when asked, and ``page_offset`` for
-    offset pages or ``after_id`` for a slice after a cursor).
+    offset pages or ``after_id`` for a slice after a cursor); without ``documents`` the rows
+    carry NULL for context and result (see :func:`enriched_select`).
 
     Each page row carries the total as its last column. Filtered by status and queue alone, the
     total is read off the trigger-maintained counters; otherwise it is counted.
@@ -180,7 +226,7 @@ def _list_statements(
         else select(func.count()).select_from(Job).where(*conds)
     )
     rows_q = (
-        enriched_select()
+        enriched_select(documents=documents)
         .add_columns(count_q.correlate(None).scalar_subquery().label("total"))
         .where(Job.id.in_(page_ids.correlate(None)))
         .order_by(Job.id.desc())
@@ -189,22 +235,44 @@ def _list_statements(
 
 
 @dataclass(frozen=True)
-class Slice:
+class Slice(Generic[T]):
     """Jobs after a cursor (newest first), whether more follow, and how many match in all."""
 
-    items: list[JobView]
+    items: list[T]
     has_next: bool
     total: int
 
 
 async def list_jobs_after(
-    db: Database, queues: dict[str, int], filters: JobFilter, first: int, after: int | None
-) -> Slice:
-    """The ``first`` newest jobs older than the job ``after`` (the newest when None), filtered.
+    db: Database,
+    queues: dict[str, int],
+    filters: JobFilter,
+    first: int,
+    after: int | None,
+    *,
+    documents: bool = True,
+) -> Slice[JobView]:
+    """The ``first`` newest jobs older than the job ``after`` (the newest when None), filtered
+    (without ``documents``: no context nor result, as :func:`list_jobs`).
 
     Keyset pagination: each slice starts at its cursor's id in the index, so its cost does not
     grow with depth, and jobs created meanwhile (newer ids) never shift the slices that follow.
     """
+    return await slice_after(db, queues, filters, first, after, views_of, documents=documents)
+
+
+async def slice_after(
+    db: Database,
+    queues: dict[str, int],
+    filters: JobFilter,
+    first: int,
+    after: int | None,
+    build: Callable[[Sequence[Sequence[Any]]], list[T]],
+    *,
+    documents: bool,
+) -> Slice[T]:
+    """The slice of :func:`list_jobs_after` with its items built by ``build`` from the rows of
+    :func:`enriched_select`."""
     values = filters.values(queues)
     text = filters.text
     rows_q, count_q = _list_statements(
@@ -212,6 +280,7 @@ async def list_jobs_after(
         with_text=text is not None,
         from_counters=filters.only_status_or_queue,
         seek="after" if after is not None else "first",
+        documents=documents,
     )
     parameters: dict[str, Any] = {f"filter_{name}": value for name, value in values.items()}
     # One row more than asked for says whether another slice follows.
@@ -222,7 +291,7 @@ async def list_jobs_after(
         parameters.update(_text_parameters(text))
     rows = await db.rows(rows_q, parameters)
     total = int(rows[0][-1]) if rows else await _count(db, count_q, parameters)
-    return Slice(views_of(rows[:first]), len(rows) > first, total)
+    return Slice(build(rows[:first]), len(rows) > first, total)
 
 
 async def get_job(db: Database, job_id: int) -> JobView:

@@ -58,8 +58,14 @@ def page_args(query: QueryParams) -> tuple[int | None, int | None]:
 
 
 def page_dict(page: Page[JobView], tz: ZoneInfo) -> dict[str, Any]:
+    items = [item.rest_item(tz) for item in page.items]
+    return items_page_dict(Page(items, page.total, page.page, page.per_page))
+
+
+def items_page_dict(page: Page[dict[str, Any]]) -> dict[str, Any]:
+    """The documented page of a page whose items are already REST items."""
     return {
-        "items": [item.rest_item(tz) for item in page.items],
+        "items": page.items,
         "total": page.total,
         "page": page.page,
         "per_page": page.per_page,
@@ -95,8 +101,9 @@ async def list_route(request: Request, services: Services) -> Response:
         q=text_param(query.get("q"), "q"),
     )
     page, per_page = page_args(query)
-    found = await read_ops.list_jobs(services.db, services.settings.queues, filters, page, per_page)
-    return success(MSG_LIST, page_dict(found, services.settings.tz))
+    settings = services.settings
+    found = await read_ops.list_job_items(services.db, settings.queues, filters, settings.tz, page, per_page)
+    return success(MSG_LIST, items_page_dict(found))
 
 
 @read_route

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import strawberry
 
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
@@ -26,11 +29,13 @@ from worker_automation.schema.monitoring import (
 )
 from worker_automation.schema.operator_query import OperatorQuery
 from worker_automation.schema.permissions import read
-from worker_automation.schema.types import Cliente, Job, JobPage, Machine, jobs_of
+from worker_automation.schema.types import Cliente, Job, JobPage, Machine, jobs_of, jobs_of_rows
 from worker_automation.schema.viewer import Viewer
 
 # Asking for these fields of QueueState means loading the jobs of every queue, not only counts.
 TASK_FIELDS = ("activeTasks", "pendingTasks")
+# The fields of Worker whose values are the JSON documents of job_views.DOCUMENT_FIELDS.
+DOCUMENT_FIELDS = ("context", "result")
 
 
 async def load_queue_status(info: Info) -> QueueLiveStatus:
@@ -63,15 +68,27 @@ class Query(OperatorQuery):
     ) -> JobPage:
         services = info.context.services
         chosen = (filter or JobFilterInput()).to_filter()
+        # The JSON documents are read only when the selection shows them; the workers are built
+        # straight from the rows.
+        documents = selects(info, *DOCUMENT_FIELDS)
+        tz = services.settings.tz
+
+        def build(rows: Sequence[Sequence[Any]]) -> list[Job]:
+            return jobs_of_rows(rows, tz)
+
         if first is None and after is None:
-            found = await reads.list_jobs(services.db, services.settings.queues, chosen, page, per_page)
-            return JobPage.from_page(found, services.settings.tz)
+            found = await reads.list_page(
+                services.db, services.settings.queues, chosen, page, per_page, build, documents=documents
+            )
+            return JobPage.of_jobs(found)
         if page != 1:
             raise BadInput("page", "page nao se combina com first/after: use um ou outro")
         size = slice_size(first, per_page)
         after_id = id_of_cursor(after) if after is not None else None
-        part = await reads.list_jobs_after(services.db, services.settings.queues, chosen, size, after_id)
-        return JobPage.from_slice(part, size, after=after is not None, tz=services.settings.tz)
+        part = await reads.slice_after(
+            services.db, services.settings.queues, chosen, size, after_id, build, documents=documents
+        )
+        return JobPage.from_slice(part, size, after=after is not None)
 
     @field(description="One job by id (NOT_FOUND when there is none).", extensions=read())
     async def worker(self, info: Info, id: int) -> Job | None:

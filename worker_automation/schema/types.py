@@ -8,6 +8,7 @@ or pushed by a subscription.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -16,7 +17,7 @@ import strawberry
 
 from worker_automation.broker.events import Event
 from worker_automation.resolvers.clientes import ClienteView
-from worker_automation.resolvers.job_views import JobView, iso
+from worker_automation.resolvers.job_views import ROW_FIELDS, JobView, display_name_of, iso
 from worker_automation.resolvers.machines import MachineView
 from worker_automation.resolvers.pagination import Page, cursor_of
 from worker_automation.resolvers.reads import Slice
@@ -182,6 +183,91 @@ def jobs_of(views: list[JobView], tz: ZoneInfo) -> list[Job]:
     return [Job.from_view(v, tz) for v in views]
 
 
+# The row layout jobs_of_rows unpacks: the columns of enriched_select, then the client's name.
+_ROW_LAYOUT = (
+    "id",
+    "task_id",
+    "cliente_id",
+    "usuario_id",
+    "path_file",
+    "status",
+    "data_inicio",
+    "data_fim",
+    "mensagem_erro",
+    "automation_type",
+    "queue",
+    "priority",
+    "retry_count",
+    "progress",
+    "metadata_json",
+    "context",
+    "result",
+    "created_at",
+    "updated_at",
+    "machine_id",
+)
+if ROW_FIELDS != _ROW_LAYOUT:  # pragma: no cover - a reordered view must update jobs_of_rows
+    raise RuntimeError("jobs_of_rows no longer matches the columns of enriched_select")
+
+
+def jobs_of_rows(rows: Sequence[Sequence[Any]], tz: ZoneInfo) -> list[Job]:
+    """GraphQL workers straight from the rows of ``enriched_select`` (the same values as
+    :meth:`Job.from_view` of their views, without the views in between: a list page builds
+    one per row)."""
+    jobs: list[Job] = []
+    for row in rows:
+        (
+            id_,
+            task_id,
+            cliente_id,
+            usuario_id,
+            path_file,
+            status,
+            data_inicio,
+            data_fim,
+            mensagem_erro,
+            automation_type,
+            queue,
+            priority,
+            retry_count,
+            progress,
+            metadata_json,
+            context,
+            result,
+            created_at,
+            updated_at,
+            machine_id,
+            client_name,
+        ) = row[:21]
+        jobs.append(
+            Job(
+                id=id_,
+                task_id=task_id,
+                cliente_id=cliente_id,
+                usuario_id=usuario_id,
+                path_file=path_file,
+                status=JobStatus(status),
+                data_inicio=_at(data_inicio, tz),
+                data_fim=_at(data_fim, tz),
+                mensagem_erro=mensagem_erro,
+                automation_type=automation_type,
+                queue=queue,
+                priority=priority,
+                retry_count=retry_count,
+                progress=progress,
+                metadata_json=JSON(metadata_json) if metadata_json is not None else None,
+                display_name=display_name_of(automation_type),
+                client_name=client_name,
+                context=JSON(context) if context is not None else None,
+                result=result,
+                created_at=DateTime(iso(created_at, tz) or ""),
+                updated_at=DateTime(iso(updated_at, tz) or ""),
+                machine_id=machine_id,
+            )
+        )
+    return jobs
+
+
 @strawberry.type(description="Where a list stands, for cursor (keyset) pagination.")
 class PageInfo:
     """Cursors of a list's first and last items and whether more items follow."""
@@ -202,7 +288,12 @@ class PageInfo:
 
     @classmethod
     def of(
-        cls, items: list[JobView], *, has_next: bool, has_previous: bool, cursors: bool = True
+        cls,
+        items: Sequence[JobView] | Sequence[Job],
+        *,
+        has_next: bool,
+        has_previous: bool,
+        cursors: bool = True,
     ) -> PageInfo:
         """For ``items`` of the newest-first job list (other orders carry no cursors)."""
         return cls(
@@ -237,8 +328,15 @@ class JobPage:
     @classmethod
     def from_page(cls, page: Page[JobView], tz: ZoneInfo, *, cursors: bool = True) -> JobPage:
         """Build from a resolver's page (``cursors`` only for the newest-first job list)."""
+        return cls.of_jobs(
+            Page(jobs_of(page.items, tz), page.total, page.page, page.per_page), cursors=cursors
+        )
+
+    @classmethod
+    def of_jobs(cls, page: Page[Job], *, cursors: bool = True) -> JobPage:
+        """Build from a page of workers already built (``cursors`` as for :meth:`from_page`)."""
         return cls(
-            items=jobs_of(page.items, tz),
+            items=page.items,
             total=page.total,
             page=page.page,
             per_page=page.per_page,
@@ -249,10 +347,10 @@ class JobPage:
         )
 
     @classmethod
-    def from_slice(cls, found: Slice, size: int, *, after: bool, tz: ZoneInfo) -> JobPage:
-        """Build from a slice after a cursor (``size`` asked for)."""
+    def from_slice(cls, found: Slice[Job], size: int, *, after: bool) -> JobPage:
+        """Build from a slice of workers after a cursor (``size`` asked for)."""
         return cls(
-            items=jobs_of(found.items, tz),
+            items=found.items,
             total=found.total,
             page=0,
             per_page=size,
