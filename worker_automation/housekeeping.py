@@ -21,6 +21,7 @@ from typing import Final
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from worker_automation.cancelling import cancel_and_wait
 from worker_automation.services import Services
 from worker_automation.settings import Settings
 
@@ -121,10 +122,7 @@ class Housekeeper:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
         await self.leadership.release()
 
     async def _loop(self) -> None:

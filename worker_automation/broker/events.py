@@ -26,6 +26,7 @@ from redis.asyncio.client import PubSub
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from worker_automation.cancelling import cancel_and_wait
 from worker_automation.errors import Unavailable
 from worker_automation.vocabulary import EventKind, QueueChange
 
@@ -263,10 +264,7 @@ class EventBus:
     async def stop(self) -> None:
         """End the subscription, close every listener and release the connections."""
         reader, self._reader = self._reader, None
-        if reader is not None:
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reader
+        await cancel_and_wait(reader)
         for listener in list(self._listeners):
             listener.close()
         self._live.clear()

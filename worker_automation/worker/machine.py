@@ -21,6 +21,7 @@ from typing import Any
 
 import websockets
 
+from worker_automation.cancelling import cancel_and_wait
 from worker_automation.settings import Settings
 from worker_automation.vocabulary import Refusal
 from worker_automation.worker.client import WorkerApiClient
@@ -231,9 +232,7 @@ class MachineRunner:
         try:
             await self.stopping.wait()
         finally:
-            for task in background:
-                task.cancel()
-            await asyncio.gather(*background, return_exceptions=True)
+            await cancel_and_wait(*background)
             await self.drain()
             await self.pipeline.close()
             await self.client.close()

@@ -7,7 +7,6 @@ The automation function never talks to the API; progress reaches it through
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import json
 import logging
@@ -18,6 +17,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from worker_automation.cancelling import cancel_and_wait
 from worker_automation.worker.client import ApiError, Claim, WorkerApiClient
 from worker_automation.worker.contract import AutomationFn
 from worker_automation.worker.held import HeldJobs
@@ -102,10 +102,7 @@ class _ProgressPump:
     async def close(self, *, flush: bool = False) -> None:
         """Stop pumping; with ``flush``, first send the latest value if it is still unsent."""
         self._closed = True
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait(self._task)
         if flush and not self._lost.is_set():
             await self._flush()
 
