@@ -11,6 +11,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Final, cast
 
 from sqlalchemy import Boolean, Select, Table, bindparam, func, insert, literal, select, true, update
@@ -275,18 +276,7 @@ async def _record_one(
     parameters = {
         "setting_key": automation.key,
         "registry_enabled": automation.enabled,
-        "task_id": str(uuid.uuid4()),
-        "cliente_id": request.cliente_id,
-        "usuario_id": request.usuario_id,
-        "status": JobStatus.AGENDADO.value,
-        "automation_type": automation.key,
-        "queue": automation.queue,
-        "priority": request.priority,
-        "retry_count": 0,
-        "progress": 0,
-        "context": clean,
-        "created_at": now,
-        "updated_at": now,
+        **_new_row(request, automation, clean, now, with_task=True),
         "audit_at": now,
         "actor": actor.label,
         "perfil": actor.perfil,
@@ -299,6 +289,26 @@ async def _record_one(
     note.target = f"worker:{view.id}"
     note.entry_id = row.audit_entry_id
     return [view], {automation.key: automation.task_name}
+
+
+def _new_row(
+    request: JobRequest, automation: Automation, context: Any, now: datetime, *, with_task: bool
+) -> dict[str, Any]:
+    """The columns of a new job's row: AGENDADO, with a fresh task id when its task is sent."""
+    return {
+        "task_id": str(uuid.uuid4()) if with_task else None,
+        "cliente_id": request.cliente_id,
+        "usuario_id": request.usuario_id,
+        "status": JobStatus.AGENDADO.value,
+        "automation_type": automation.key,
+        "queue": automation.queue,
+        "priority": request.priority,
+        "retry_count": 0,
+        "progress": 0,
+        "context": context,
+        "created_at": now,
+        "updated_at": now,
+    }
 
 
 async def _record(
@@ -329,22 +339,7 @@ async def _record(
                 clean = validate_context(automation.form, {} if request.context is None else request.context)
             except BadInput as exc:
                 raise BadInput(_field(field_prefix, index, exc.field), exc.message) from None
-            rows.append(
-                {
-                    "task_id": str(uuid.uuid4()) if with_tasks else None,
-                    "cliente_id": request.cliente_id,
-                    "usuario_id": request.usuario_id,
-                    "status": JobStatus.AGENDADO.value,
-                    "automation_type": automation.key,
-                    "queue": automation.queue,
-                    "priority": request.priority,
-                    "retry_count": 0,
-                    "progress": 0,
-                    "context": clean,
-                    "created_at": now,
-                    "updated_at": now,
-                }
-            )
+            rows.append(_new_row(request, automation, clean, now, with_task=with_tasks))
         # RETURNING the rows: the views without reading them back. (SQLite refuses the client
         # name subquery in an INSERT's RETURNING, hence the lookup of their own.)
         names = await _client_names(conn, requests)
