@@ -105,3 +105,28 @@ async def test_settings_rows_survive_processes_starting_together(pg_database_url
     finally:
         for services in started:
             await services.close()
+
+
+async def test_the_connections_postgresql_takes_are_read_from_the_server(services: Services) -> None:
+    from sqlalchemy import text
+
+    async with services.db.connection() as conn:
+        total = int((await conn.execute(text("SHOW max_connections"))).scalar_one())
+        reserved = int((await conn.execute(text("SHOW superuser_reserved_connections"))).scalar_one())
+    assert await services.db.connections_allowed() == total - reserved > 0
+
+
+async def test_sqlite_has_no_connection_limit_to_read(sqlite_services: Services) -> None:
+    assert await sqlite_services.db.connections_allowed() is None
+
+
+def test_processes_whose_pools_do_not_fit_the_server_are_warned_about() -> None:
+    from worker_automation.cli.serve import connection_budget_warning
+
+    settings = Settings(database_pool_size=30, database_max_overflow=10)
+    assert connection_budget_warning(settings, 2, 97) is None  # 80 fit
+    assert connection_budget_warning(settings, 1, None) is None  # SQLite: nothing to compare
+    warning = connection_budget_warning(settings, 3, 97)
+    assert warning is not None
+    assert "120 database connections" in warning and "WA_DATABASE_POOL_SIZE 30" in warning
+    assert "97" in warning

@@ -88,6 +88,9 @@ def _serve_processes(settings: Settings, workers: int, options: dict[str, Any]) 
         services = await Services.start(settings)
         try:
             await ensure_settings_rows(services.db)
+            warning = connection_budget_warning(settings, workers, await services.db.connections_allowed())
+            if warning is not None:
+                print(warning, file=sys.stderr)
         finally:
             await services.close()
 
@@ -111,3 +114,20 @@ def _serve_processes(settings: Settings, workers: int, options: dict[str, Any]) 
 
 def _connect_host(host: str) -> str:
     return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+
+
+def connection_budget_warning(settings: Settings, processes: int, allowed: int | None) -> str | None:
+    """What to tell the operator when ``processes`` API processes, each with its own pool, could
+    open more database connections than the server takes (past that, requests fail with "too
+    many clients" under load instead of waiting for a pooled connection)."""
+    per_process = settings.database_pool_size + settings.database_max_overflow
+    wanted = processes * per_process
+    if allowed is None or wanted <= allowed:
+        return None
+    return (
+        f"warning: {processes} API processes may open up to {wanted} database connections "
+        f"({processes} x (WA_DATABASE_POOL_SIZE {settings.database_pool_size} + "
+        f"WA_DATABASE_MAX_OVERFLOW {settings.database_max_overflow})), more than the {allowed} "
+        "PostgreSQL takes (max_connections less the superusers' reserve), workers and other "
+        "clients not counted: lower WA_DATABASE_POOL_SIZE or raise max_connections"
+    )

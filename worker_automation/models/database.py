@@ -294,6 +294,16 @@ class Database:
             self._read_slots_loop = loop
         return self._read_slots
 
+    async def connections_allowed(self) -> int | None:
+        """How many connections the PostgreSQL server takes from ordinary roles
+        (``max_connections`` less the superusers' reserve); None on SQLite."""
+        if self.dialect != "postgresql":
+            return None
+        async with self.connection() as conn:
+            total = int((await conn.execute(text("SHOW max_connections"))).scalar_one())
+            reserved = int((await conn.execute(text("SHOW superuser_reserved_connections"))).scalar_one())
+        return total - reserved
+
     async def ping(self) -> bool:
         """True when the database answers a trivial query."""
         try:
