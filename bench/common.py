@@ -228,6 +228,16 @@ def run_cli(args: Sequence[str], env: Mapping[str, str]) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
+def stop_cleanly_on_sigterm() -> None:
+    """A SIGTERM (``kill``, ``timeout``) ends the benchmark as Ctrl-C would: its ``finally``
+    blocks run, so the servers and processes it started are stopped rather than left behind."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 class Proc(HarnessProc):
     """A process started by a benchmark in its own session; stopped by its own id only."""
 

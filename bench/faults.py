@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx
 
-from bench.common import fmt, print_facts, table
+from bench.common import fmt, print_facts, stop_cleanly_on_sigterm, table
 from tests.integration.fault_support import (
     JobFate,
     Ledger,
@@ -373,6 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(chosen) - set(FAULTS))
     if unknown:
         parser.error(f"--faults: unknown {unknown}; choose among {FAULTS}")
+    stop_cleanly_on_sigterm()
     print_facts()
     print(f"WA_RECOVERY_SECONDS={args.recovery_seconds:g}")
     with contextlib.ExitStack() as scope:
