@@ -22,6 +22,9 @@ What each fault does to a task message and to its job (``task_acks_late=True``,
   again with a new task id, and the claim refuses the old message when it comes back (stale
   task). The jobs it was running are reported ``worker_lost`` by the next worker process of the
   same machine at its start (the held-jobs ledger), or found by the reconciler.
+- The Celery worker stops on an "unrecoverable error" of its own (kombu failing on a broken Redis
+  connection): once its pool has stopped, the command starts itself again in the same process
+  (``restart.py``); the late-acked messages it held are in the ``unacked`` hash as above.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import random
 import signal
 import socket
 import threading
+import time
 from collections.abc import Coroutine
 from concurrent.futures import Future
 from typing import Any, Final, TypeVar
@@ -42,6 +46,7 @@ from celery import Celery, Task, states
 from celery.exceptions import BackendStoreError, Reject, WorkerLostError
 from celery.signals import (
     task_failure,
+    worker_init,
     worker_process_init,
     worker_process_shutdown,
     worker_ready,
@@ -63,6 +68,7 @@ from worker_automation.worker.outbox import Outbox
 from worker_automation.worker.patience import Stopped
 from worker_automation.worker.pipeline import SHUTDOWN_MESSAGE, JobPipeline, Outcome
 from worker_automation.worker.reports import WORKER_LOST
+from worker_automation.worker.restart import start_again
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -356,6 +362,7 @@ def run_pool_worker(settings: Settings, *, queue: str, concurrency: int | None, 
 
     @worker_shutting_down.connect(weak=False)  # type: ignore[untyped-decorator]
     def _on_shutdown(sig: str = "", how: str = "", exitcode: int = 0, **_kw: Any) -> None:
+        pool_of["shutdown asked"] = True
         _stop_pool_processes(pool_of.get("pool"))
         if how == "Warm":
             _fail_running_after_grace(settings)
@@ -379,5 +386,14 @@ def run_pool_worker(settings: Settings, *, queue: str, concurrency: int | None, 
         "-l",
         "INFO",
     ]
+    @worker_init.connect(weak=False)  # type: ignore[untyped-decorator]
+    def _on_init(sender: Any = None, **_kw: Any) -> None:
+        pool_of["worker"] = sender
+
+    started = time.monotonic()
     app.worker_main(argv=argv)
-    return 0
+    # Celery's command drops the worker's exit code: it is read off the worker itself.
+    exit_code = int(getattr(pool_of.get("worker"), "exitcode", None) or 0)
+    if exit_code != 0 and not pool_of.get("shutdown asked"):
+        start_again(time.monotonic() - started, exit_code)
+    return exit_code
