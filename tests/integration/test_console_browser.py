@@ -328,6 +328,70 @@ def test_retry_a_failed_job_from_its_page(page: Any, system: System) -> None:
     assert system.status(job) == {"status": "FALHA", "retryCount": 1}
 
 
+def test_an_actions_answer_overtaken_by_live_events_does_not_undo_them(page: Any, system: System) -> None:
+    """The retry's answer (AGENDADO) is held back until the job has run and failed again, as
+    happens when the job runs faster than the answer travels: the page keeps what it was told last."""
+    job = system.dispatch("demo.fail", {"message": "Portal fora do ar"})
+    go(page, f"trabalhos/{job}")
+    badge(page, "FALHA")
+    held: list[tuple[Any, Any]] = []
+
+    def hold_the_retry(route: Any) -> None:
+        if "retryWorker" not in (route.request.post_data or ""):
+            route.continue_()
+            return
+        held.append((route, route.fetch()))  # done on the server, answered later
+
+    page.route("**/graphql", hold_the_retry)
+    page.click('[data-action="Retentar"]')
+    page.wait_for_function(
+        "() => document.querySelector('[data-field=\"Tentativas repetidas\"] dd')?.textContent === '1'",
+        timeout=JOB_STEP * 1000,
+    )
+    badge(page, "FALHA")
+    assert len(held) == 1
+    route, answer = held[0]
+    assert '"status":"AGENDADO"' in answer.text().replace(" ", "")
+    route.fulfill(response=answer)
+    page.wait_for_selector('.notices >> text="Trabalho enviado de novo."')
+    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    assert page.query_selector('.job-head [data-status="FALHA"]') is not None
+    assert page.query_selector('.job-head [data-status="AGENDADO"]') is None
+    page.unroute("**/graphql")
+
+
+def test_a_list_read_overtaken_by_live_events_gets_them_too(page: Any, system: System) -> None:
+    """A filter's read is held back while the job it shows running ends: the list it brings must
+    not show the job running again (no event would ever correct it)."""
+    other = system.dispatch("demo.fail", {"message": "Portal fora do ar"})
+    system.wait_status(other, "FALHA")
+    job = system.dispatch("demo.sleep", {"seconds": 3})
+    go(page, "trabalhos")
+    row = f'tr[data-id="{job}"]'
+    page.wait_for_selector(f'{row}[data-status="EXECUTANDO"]', timeout=JOB_STEP * 1000)
+    page.wait_for_selector(f'tr[data-id="{other}"]')
+    held: list[tuple[Any, Any]] = []
+
+    def hold_the_filtered_read(route: Any) -> None:
+        if held or "status: EXECUTANDO" not in (route.request.post_data or ""):
+            route.continue_()
+            return
+        held.append((route, route.fetch()))  # read now, answered later
+
+    page.route("**/graphql", hold_the_filtered_read)
+    page.select_option('form.filters select[name="status"]', "EXECUTANDO")
+    page.click('form.filters button[type="submit"]')
+    page.wait_for_selector(f'{row}[data-status="CONCLUIDO"]', timeout=JOB_STEP * 1000)
+    assert len(held) == 1
+    route, answer = held[0]
+    read = {item["id"]: item["status"] for item in answer.json()["data"]["workers"]["items"]}
+    assert read.get(job) == "EXECUTANDO", read
+    route.fulfill(response=answer)
+    page.wait_for_selector(f'tr[data-id="{other}"]', state="detached")  # the filtered list is shown
+    assert page.get_attribute(row, "data-status") == "CONCLUIDO"
+    page.unroute("**/graphql")
+
+
 def test_a_jobs_page_lists_its_audit_entries_however_many_came_after(page: Any, system: System) -> None:
     job = system.dispatch("demo.fail", {"message": "auditada"})
     system.wait_status(job, "FALHA")

@@ -202,9 +202,16 @@ export function subscribe(query, variables, onData, onError) {
 
 /**
  * Read ``query`` now, again when ``deps`` change and after every resynchronisation.
- * Returns { data, error, loading, reload }.
+ * Returns { data, error, loading, reload, setData, guard }.
+ *
+ * ``live`` is for data that events keep current: ``live.mark()`` when a read starts names the
+ * events seen so far, and ``live.replay(answer, mark)`` gives the answer with the events that
+ * came after that mark applied to it. A read answered after an event that changed what it read
+ * would otherwise show the older state until the next event, forever for a finished job.
+ * ``guard()``, called when a request starts, gives the setter for its answer (a mutation's): the
+ * events that overtook the answer are applied to it the same way.
  */
-export function useQuery(query, variables, deps = []) {
+export function useQuery(query, variables, deps = [], { live = null } = {}) {
   const resyncs = useResync();
   const [state, setState] = useState({ data: null, error: null, loading: true });
   const [tick, setTick] = useState(0);
@@ -212,13 +219,37 @@ export function useQuery(query, variables, deps = []) {
   useEffect(() => {
     if (query == null) return;
     const mine = ++serial.current;
+    const seen = live?.mark();
     setState((old) => ({ ...old, loading: true }));
     gql(query, variables).then(
-      (data) => mine === serial.current && setState({ data, error: null, loading: false }),
+      (data) => mine === serial.current && setState({ data: live ? live.replay(data, seen) : data, error: null, loading: false }),
       (error) => mine === serial.current && setState((old) => ({ data: old.data, error, loading: false })),
     );
   }, [query, resyncs, tick, ...deps]);
-  return { ...state, reload: () => setTick((t) => t + 1), setData: (data) => setState((s) => ({ ...s, data })) };
+  const setData = (data) => setState((s) => ({ ...s, data }));
+  const guard = () => {
+    const seen = live?.mark();
+    return (data) => setData(live ? live.replay(data, seen) : data);
+  };
+  return { ...state, reload: () => setTick((t) => t + 1), setData, guard };
+}
+
+/**
+ * The events a view has applied, numbered, for ``useQuery``'s ``live``: the last ``keep`` of them
+ * (a read in flight for longer than they take to arrive may miss the oldest).
+ */
+export function eventLog(keep = 2000) {
+  let count = 0;
+  const events = [];
+  return {
+    add(event) {
+      count += 1;
+      events.push(event);
+      if (events.length > keep) events.splice(0, events.length - keep);
+    },
+    mark: () => count,
+    since: (mark) => events.slice(Math.max(0, events.length - (count - mark))),
+  };
 }
 
 // The server starts listening for a subscription a moment after it is sent, and a read made at

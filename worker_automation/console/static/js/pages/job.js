@@ -1,7 +1,7 @@
 // One job: every field, context and result, error and traceback, live progress, attempts, audit,
 // and the actions on it.
-import { html, useState } from "../html.js";
-import { gql, useQuery, useSubscription } from "../api.js";
+import { html, useRef, useState } from "../html.js";
+import { eventLog, gql, useQuery, useSubscription } from "../api.js";
 import { OUTCOME_LABELS, formatDate, formatDuration, formatMs } from "../format.js";
 import { ActionButton, ErrorNote, JsonBlock, Loading, ProgressBar, Section, StatusBadge, UnavailableNote, notify } from "../ui.js";
 import { CHOICES } from "./jobs.js";
@@ -67,14 +67,15 @@ function AuditEntries({ id, features, resync }) {
   return html`<ul class="audit">${mine.map((e) => html`<li key=${e.id} data-audit=${e.action}>${formatDate(e.at)} · <strong>${e.action}</strong> por ${e.actor} — ${e.result}</li>`)}</ul>${more}`;
 }
 
-function Actions({ job, choices, onChanged }) {
+function Actions({ job, choices, answered }) {
   const [target, setTarget] = useState("");
   const [priority, setPriority] = useState(String(job.priority));
   const queues = (choices?.queueLiveStatus?.queues || []).map((q) => q.queueName).filter((q) => q !== job.queue);
   const act = (query, variables, message) => async () => {
+    const apply = answered();
     const data = await gql(query, variables);
     notify(message);
-    onChanged(Object.values(data)[0]);
+    apply(Object.values(data)[0]);
   };
   return html`<div class="job-actions" role="group" aria-label="Ações no trabalho">
     ${OPEN.includes(job.status) ? html`<${ActionButton} label="Cancelar" kind="danger" confirm=${`Cancelar o trabalho ${job.id}?`}
@@ -97,7 +98,15 @@ function Actions({ job, choices, onChanged }) {
 
 export function JobPage({ session, id }) {
   const jobId = Number(id);
-  const job = useQuery(JOB, { id: jobId }, [jobId]);
+  // Every event carries the whole row: the last one is the newest state there is.
+  const log = useRef(null);
+  if (log.current === null || log.current.jobId !== jobId) log.current = { jobId, events: eventLog(1) };
+  const events = log.current.events;
+  const replay = (answer, mark) => {
+    const since = events.since(mark);
+    return since.length ? { worker: since[since.length - 1] } : answer;
+  };
+  const job = useQuery(JOB, { id: jobId }, [jobId], { live: { mark: events.mark, replay } });
   const choices = useQuery(session.viewer.canWrite ? CHOICES : null, {});
   const [ends, setEnds] = useState(0);
   const [live, setLive] = useState(false);
@@ -105,6 +114,7 @@ export function JobPage({ session, id }) {
     const event = data.workerEvents;
     if (event.change === "RESYNC") job.reload();
     else if (event.worker) {
+      events.add(event.worker);
       job.setData({ worker: event.worker });
       if (["CLAIMED", "COMPLETED", "FAILED", "CANCELLED"].includes(event.kind)) setEnds((n) => n + 1);
     }
@@ -126,7 +136,11 @@ export function JobPage({ session, id }) {
         <${ProgressBar} value=${w.progress} label="Progresso do trabalho" />
         ${w.metadataJson?.message ? html`<span class="muted">${w.metadataJson.message}</span>` : null}
       </div>
-      ${session.viewer.canWrite ? html`<${Actions} key=${`${w.status}-${w.priority}`} job=${w} choices=${choices.data} onChanged=${(v) => job.setData({ worker: v })} />` : null}
+      ${session.viewer.canWrite ? html`<${Actions} key=${`${w.status}-${w.priority}`} job=${w} choices=${choices.data} answered=${() => {
+        // The row as the mutation left it, unless a live event came first: the job may have run on.
+        const apply = job.guard();
+        return (v) => apply({ worker: v });
+      }} />` : null}
       <div class="two">
         <${Section} title="Dados" id="dados">
           <dl class="fields">

@@ -1,6 +1,6 @@
 // Jobs: every filter of `workers`, pages, rows kept live by `workerEvents`, bulk cancel / retry.
 import { html, useEffect, useMemo, useRef, useState } from "../html.js";
-import { gql, gqlPartial, useQuery, useSubscription } from "../api.js";
+import { eventLog, gql, gqlPartial, useQuery, useSubscription } from "../api.js";
 import { STATUSES, STATUS_LABELS, formatDate, formatNumber } from "../format.js";
 import { ActionButton, ErrorNote, Loading, Pager, ProgressBar, StatusBadge, notify } from "../ui.js";
 
@@ -44,6 +44,35 @@ function matches(filter, job) {
   return ["status", "queue", "automationType", "clienteId", "usuarioId", "taskId"].every(
     (name) => filter[name] == null || filter[name] === job[name],
   );
+}
+
+/**
+ * ``workers`` (a page of the list) with ``events`` applied in order: rows changed or deleted in
+ * place, new rows matching the filter put first on the first page; ``added`` counts those that
+ * belong elsewhere (the "new jobs" button).
+ */
+function applyEvents(workers, events, filter, page) {
+  let items = workers.items;
+  let total = workers.total;
+  let added = 0;
+  for (const event of events) {
+    const job = event.worker;
+    if (!job) continue;
+    const at = items.findIndex((row) => row.id === job.id);
+    if (event.change === "DELETED") {
+      if (at >= 0) { items = items.filter((row) => row.id !== job.id); total -= 1; }
+    } else if (at >= 0) {
+      items = items.slice();
+      items[at] = job;
+    } else if (event.change === "CREATED" && matches(filter, job)) {
+      if (page === 1 && !filter.q) {
+        items = [job, ...items].slice(0, PER_PAGE);
+        total += 1;
+      } else added += 1;
+    }
+  }
+  if (items === workers.items && total === workers.total) return { workers, added };
+  return { workers: { ...workers, items, total, pages: Math.max(1, Math.ceil(total / PER_PAGE)) }, added };
 }
 
 async function bulk(action, ids) {
@@ -94,7 +123,15 @@ export function JobsPage({ session, route }) {
   const choices = useQuery(CHOICES, {});
   const variables = useMemo(() => ({ page, perPage: PER_PAGE }), [page]);
   const query = useMemo(() => listQuery(filter), [filter]);
-  const list = useQuery(query, variables, [variables]);
+  const log = useRef(null);
+  if (log.current === null) log.current = eventLog();
+  // A read overtaken by events gets them too (the filter and page it was made for).
+  const replay = (answer, mark) => {
+    const since = log.current.since(mark).filter((e) => e.change !== "RESYNC");
+    if (!since.length || !answer?.workers) return answer;
+    return { workers: applyEvents(answer.workers, since, filter, page).workers };
+  };
+  const list = useQuery(query, variables, [variables], { live: { mark: () => log.current.mark(), replay } });
   const pending = useRef([]);
   const frame = useRef(0);
   const listRef = useRef(list);
@@ -119,34 +156,15 @@ export function JobsPage({ session, route }) {
       listRef.current.reload();
       return;
     }
-    let items = current.items;
-    let total = current.total;
-    let added = 0;
-    for (const event of events) {
-      const job = event.worker;
-      if (!job) continue;
-      const at = items.findIndex((row) => row.id === job.id);
-      if (event.change === "DELETED") {
-        if (at >= 0) { items = items.filter((row) => row.id !== job.id); total -= 1; }
-      } else if (at >= 0) {
-        items = items.slice();
-        items[at] = job;
-      } else if (event.change === "CREATED" && matches(filter, job)) {
-        if (page === 1 && !filter.q) {
-          items = [job, ...items].slice(0, PER_PAGE);
-          total += 1;
-        } else added += 1;
-      }
-    }
+    const { workers, added } = applyEvents(current, events, filter, page);
     if (added) setFresh((n) => n + added);
-    if (items !== current.items || total !== current.total) {
-      listRef.current.setData({ workers: { ...current, items, total, pages: Math.max(1, Math.ceil(total / PER_PAGE)) } });
-    }
+    if (workers !== current) listRef.current.setData({ workers });
   };
   const liveError = useSubscription(
     EVENTS,
     {},
     (data) => {
+      log.current.add(data.workerEvents);
       pending.current.push(data.workerEvents);
       if (!frame.current) frame.current = window.requestAnimationFrame(flush);
     },
