@@ -41,7 +41,7 @@ ROUTES = [
     RouteCase("GET", "/queue-live-status", "read"),
     RouteCase("GET", "/broker-status", "read"),
     RouteCase("GET", "/workers-inspect", "read"),
-    RouteCase("GET", "/status/{task}", "read", status="CONCLUIDO"),
+    RouteCase("GET", "/status/{task}", "read", status="CONCLUIDO", invalid_path="/status/%20"),
     RouteCase("GET", "/dashboard", "read"),
     RouteCase("GET", "/{id}", "read", status="AGENDADO", invalid_path="/abc"),
     RouteCase("POST", "/{id}/cancel", "write", status="AGENDADO", invalid_path="/abc/cancel"),
@@ -114,12 +114,25 @@ async def test_permission_matrix(api: Api, route: RouteCase) -> None:
         await check_order(api, route)
 
 
+@pytest.mark.parametrize("path", ["/status/{task}", "/{id}", "/status/no-such-task", "/999999999"])
+async def test_a_lookup_by_id_answers_nothing_but_401_to_a_bad_key(api: Api, path: str) -> None:
+    """The lookups read the job beside the key's check: whatever the read finds (the job, or
+    nothing), a caller without a good key learns only that its key was refused."""
+    url = await target(api, RouteCase("GET", path, "read", status="CONCLUIDO"))
+    for kind, headers in ((None, {"X-API-Key": "wak_not_a_key"}), ("revoked", {}), (None, {})):
+        refused = assert_error(await api.call("GET", url, kind, headers=headers), 401)
+        assert refused["data"] is None
+    assert_error(await api.call("GET", url, "write_only"), 403)
+
+
 async def check_order(api: Api, route: RouteCase) -> None:
     """Bad input is reported only to a caller allowed to send it: 401, then 403, then 422."""
     assert route.invalid_path is not None
     url = BASE + route.invalid_path
     send = {"content": b"{not json"} if route.body is not None else {}
     assert_error(await api.call(route.method, url, None, **send), 401)
+    assert_error(await api.call(route.method, url, None, headers={"X-API-Key": "wak_not_a_key"}, **send), 401)
+    assert_error(await api.call(route.method, url, "revoked", **send), 401)
     assert_error(await api.call(route.method, url, denied_scope_kind(route), **send), 403)
     if route.level == "manager":
         assert_error(await api.call(route.method, url, "funcionario", **send), 403)

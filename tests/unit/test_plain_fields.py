@@ -58,11 +58,27 @@ def _items() -> list[Item]:
     ]
 
 
+def _good_items() -> list[Item]:
+    return [item for item in _items() if item.id != "bad" and item.must is not None]
+
+
 @strawberry.type
 class Query:
     @strawberry.field
     def items(self) -> list[Item]:
         return _items()
+
+    @strawberry.field
+    def good_items(self) -> list[Item]:
+        return _good_items()
+
+    @strawberry.field
+    def some_items(self) -> list[Item | None]:
+        return [None, *_good_items(), None]
+
+    @strawberry.field
+    def gap(self) -> list[Item]:
+        return [*_good_items(), None]  # type: ignore[list-item]
 
     @strawberry.field
     async def later(self) -> list[Item]:
@@ -82,6 +98,12 @@ QUERIES = [
     "{ items { alias: label doubled d3: doubled(by: 3) child { name } } }",
     "{ later { id color label child { name } } }",
     "{ items { id @include(if: false) label @skip(if: false) __typename } }",
+    "{ goodItems { id label color stamp must ratio } }",
+    "{ goodItems { id ...F } } fragment F on Item { label color }",
+    "{ goodItems { id label child { name } } }",
+    "{ someItems { id label } }",
+    "{ gap { id } }",
+    "{ a: goodItems { id } b: items { label } }",
 ]
 
 
@@ -105,3 +127,64 @@ async def test_bad_values_still_report_errors(query: str, path: list[Any]) -> No
     result = await _schema(PlainFieldsExecutionContext).execute(query)
     assert result.data is None
     assert [e.path for e in result.errors or []] == [path]
+
+
+async def test_a_list_of_plain_objects_is_completed_in_one_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    per_item: list[Any] = []
+    original = StrawberryGraphQLCoreExecutionContext.complete_list_item_value
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        per_item.append(args[0])
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(StrawberryGraphQLCoreExecutionContext, "complete_list_item_value", counted)
+    result = await _schema(PlainFieldsExecutionContext).execute("{ goodItems { id color stamp } }")
+    assert result.errors is None
+    assert result.data == {"goodItems": [{"id": 1, "color": "RED", "stamp": "<2026-01-01>"}]}
+    assert per_item == []
+    # A bad value anywhere in the list: graphql-core's path, item by item, reports it.
+    result = await _schema(PlainFieldsExecutionContext).execute("{ items { id } }")
+    assert [e.path for e in result.errors or []] == [["items", 2, "id"]]
+    assert len(per_item) == 3
+
+
+Doc = NewType("Doc", object)
+
+
+@strawberry.type
+class Carrier:
+    id: int
+    doc: Doc | None
+
+
+def _carriers() -> list[Carrier]:
+    docs = [Carrier(id=n, doc=Doc({"text": "x" * 80, "n": n})) for n in range(5)]
+    return [*docs, Carrier(id=None, doc=None)]  # type: ignore[arg-type]
+
+
+@strawberry.type
+class CarrierQuery:
+    @strawberry.field
+    def carriers(self) -> list[Carrier]:
+        return _carriers()
+
+
+async def test_a_list_that_falls_back_is_charged_to_the_size_budget_once() -> None:
+    """JSON values count against the answer's size budget as they are serialized: a list that
+    leaves the one-loop path halfway is not charged twice for the items before."""
+    from worker_automation.schema.response_budget import response_budget, spend_json
+
+    def spent_by(context_class: type) -> tuple[int, list[Any]]:
+        config = StrawberryConfig(
+            scalar_map={Doc: strawberry.scalar(name="Doc", serialize=spend_json, parse_value=lambda v: v)}
+        )
+        schema = strawberry.Schema(query=CarrierQuery, config=config, execution_context_class=context_class)
+        with response_budget(800) as budget:
+            result = schema.execute_sync("{ carriers { doc id } }")
+        return budget.spent, [e.message for e in result.errors or []]
+
+    fast_spent, fast_errors = spent_by(PlainFieldsExecutionContext)
+    plain_spent, plain_errors = spent_by(StrawberryGraphQLCoreExecutionContext)
+    assert fast_spent == plain_spent > 0
+    assert fast_errors == plain_errors
+    assert len(fast_errors) == 1 and "null" in fast_errors[0].lower()

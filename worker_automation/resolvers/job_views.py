@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from sqlalchemy import ColumnElement, Select, UnaryExpression, null, select
 from sqlalchemy.engine import Row
 
 from worker_automation.models import Cliente, Job
+
+if TYPE_CHECKING:
+    from worker_automation.catalog.registry import Automation
 
 # The label of the joined client name in the rows of enriched_select.
 CLIENT_NAME = "client_name"
@@ -144,10 +148,17 @@ def sort_key(columns: tuple[str, ...]) -> Callable[[JobView], tuple[tuple[bool, 
 
 def display_name_of(automation_type: str) -> str:
     """The registry's friendly name, or the key itself for automations no longer registered."""
+    automation = _registry().get(automation_type)
+    return automation.display_name if automation else automation_type
+
+
+@cache
+def _registry() -> Mapping[str, Automation]:
+    # Imported on first use (the catalogue imports this module's neighbours), then kept: every
+    # row of every list page asks.
     from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 
-    automation = AUTOMATION_REGISTRY.get(automation_type)
-    return automation.display_name if automation else automation_type
+    return AUTOMATION_REGISTRY
 
 
 def view_of(job: Job | Row[Any], client_name: str | None) -> JobView:

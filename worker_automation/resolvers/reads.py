@@ -12,6 +12,7 @@ from annotated_types import Ge
 from sqlalchemy import ColumnElement, Select, bindparam, func, or_, select
 
 from worker_automation.errors import BadInput, NotFound
+from worker_automation.limits import INT32_MAX, INT32_MIN
 from worker_automation.models import CELERY_STATE, Cliente, Job, JobStatus
 from worker_automation.models.database import Database
 from worker_automation.models.folding import fold, fold_text
@@ -295,11 +296,11 @@ async def slice_after(
 
 
 async def get_job(db: Database, job_id: int) -> JobView:
-    async with db.connection() as conn:
-        row = (await conn.execute(enriched_select().where(Job.id == job_id))).first()
-    if row is None:
+    # An id out of the column's range names no row (and the driver would refuse the parameter).
+    rows = await db.rows(_BY_ID, {"job_id": job_id}) if INT32_MIN <= job_id <= INT32_MAX else []
+    if not rows:
         raise NotFound(MSG_JOB_NOT_FOUND, worker_id=job_id)
-    return views_of([row])[0]
+    return views_of(rows[:1])[0]
 
 
 async def active_jobs(db: Database, limit: int | None = None) -> list[JobView]:
@@ -424,8 +425,9 @@ def result_object(status: JobStatus, job: JobView) -> dict[str, Any] | None:
     return None
 
 
-# Built once: a lookup by task id is one primary-key-like read (unique index), where building
-# the statement and running it through an ORM session cost more than the read itself.
+# Built once: a lookup by id or by task id is one read by a unique index, where building the
+# statement and running it through an ORM session cost more than the read itself.
+_BY_ID = enriched_select().where(Job.id == bindparam("job_id"))
 _BY_TASK_ID = enriched_select().where(Job.task_id == bindparam("task_id"))
 
 

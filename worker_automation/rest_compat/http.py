@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -24,7 +25,13 @@ from worker_automation.errors import (
 from worker_automation.json_codec import FastJSONResponse
 from worker_automation.limits import check_storable, check_text
 from worker_automation.models.database import database_unavailable
-from worker_automation.resolvers.auth import SCOPE_READ, Principal, authenticate, key_from_headers
+from worker_automation.resolvers.auth import (
+    MSG_MISSING,
+    SCOPE_READ,
+    Principal,
+    authenticate,
+    key_from_headers,
+)
 from worker_automation.resolvers.machines import MachineKey, MachineView, authenticate_machine, machine_in
 from worker_automation.runtime import Runtime
 from worker_automation.services import Services
@@ -115,6 +122,12 @@ async def principal_of(request: Request, scope: str, *, manager: bool = False) -
 ReadHandler = Callable[[Request, Services], Awaitable[Response]]
 
 
+def _discard(done: asyncio.Future[Any]) -> None:
+    """Retrieve a finished task's outcome so that an exception in it is not reported unread."""
+    if not done.cancelled():
+        done.exception()
+
+
 def read_route(handler: ReadHandler) -> Handler:
     """A GET route for any key with the read scope, whose answer depends only on its path and
     query string: identical requests arriving together share one answer (each still gets one
@@ -125,6 +138,37 @@ def read_route(handler: ReadHandler) -> Handler:
         key = ("rest", request.url.path, request.url.query)
         return await services.db.shared.run(key, lambda: handler(request, services))
 
+    return _route_of(handler, run)
+
+
+def lookup_route(handler: ReadHandler) -> Handler:
+    """A :func:`read_route` whose answer is one read by a unique index (a task by its id): the
+    read starts together with the key's lookup instead of after it, so the answer waits for one
+    database round trip, not two. It is answered only once the key is known good, and the key's
+    refusal wins over anything the read raised, and the read is stopped then."""
+
+    async def run(request: Request) -> Response:
+        services = await services_of(request)
+        raw_key = key_from_headers(request.headers)
+        if raw_key is None:
+            raise Unauthenticated(MSG_MISSING)
+        key = ("rest", request.url.path, request.url.query)
+        read = asyncio.ensure_future(services.db.shared.run(key, lambda: handler(request, services)))
+        try:
+            principal = await authenticate(services.db, raw_key)
+            principal.require(SCOPE_READ)
+        except BaseException:
+            # The read served this request alone (see SharedReads): stopped, so that requests
+            # with bad keys never pile reads up behind the 401s they already have.
+            read.cancel()
+            read.add_done_callback(_discard)
+            raise
+        return await read
+
+    return _route_of(handler, run)
+
+
+def _route_of(handler: ReadHandler, run: Handler) -> Handler:
     run.__name__ = getattr(handler, "__name__", "route")
     run.__doc__ = handler.__doc__
     return guarded(run)

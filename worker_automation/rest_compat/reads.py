@@ -2,7 +2,8 @@
 
 Each handler parses its parameters (BadInput names the field), calls one resolver and renders the
 documented JSON; no rule lives here. ``read_route`` authenticates (read scope) and lets identical
-requests arriving together share one answer.
+requests arriving together share one answer; ``lookup_route`` does the same with a lookup by id
+started beside the key's check.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from worker_automation.resolvers.automations import all_effective
 from worker_automation.resolvers.job_views import JobView
 from worker_automation.resolvers.pagination import MAX_PER_PAGE, Page
 from worker_automation.resolvers.search import search_automations
-from worker_automation.rest_compat.http import int_param, read_route, success, text_param
+from worker_automation.rest_compat.http import int_param, lookup_route, read_route, success, text_param
 from worker_automation.services import Services
 from worker_automation.shapes import as_dict
 
@@ -155,7 +156,7 @@ async def workers_inspect_route(request: Request, services: Services) -> Respons
     return success(MSG_INSPECT, as_dict(await live.workers_inspect(services)))
 
 
-@read_route
+@lookup_route
 async def task_status_route(request: Request, services: Services) -> Response:
     task_id = text_param(request.path_params["task_id"], "task_id") or ""
     status = await live.task_status(services, task_id)
@@ -186,7 +187,7 @@ async def dashboard_route(request: Request, services: Services) -> Response:
     return success(MSG_DASHBOARD, dashboard_dict(board, services.settings.queues, services.settings.tz))
 
 
-@read_route
+@lookup_route
 async def job_route(request: Request, services: Services) -> Response:
     view = await read_ops.get_job(services.db, job_id_of(request))
     return success(MSG_JOB, view.rest_item(services.settings.tz))

@@ -21,7 +21,7 @@ subscription).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
@@ -29,6 +29,7 @@ from graphql import (
     GraphQLField,
     GraphQLLeafType,
     GraphQLObjectType,
+    GraphQLOutputType,
     Undefined,
     get_nullable_type,
     is_leaf_type,
@@ -43,6 +44,8 @@ from graphql.execution.collect_fields import (
 from graphql.pyutils import Path
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from strawberry.types.field import StrawberryField
+
+from worker_automation.schema.response_budget import current_budget
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,22 @@ def _plan(field: GraphQLField) -> _Plain | None:
             )
     _PLANS[id(field)] = (field, plan)
     return plan
+
+
+Built = TypeVar("Built")
+
+
+def _given_back_on_fallback(build: Callable[[], Built | None]) -> Built | None:
+    """``build()``; when it gives up (None), what it charged to the answer's size budget (JSON
+    values) is given back, since graphql-core's path then serializes and charges them again."""
+    budget = current_budget()
+    if budget is None:
+        return build()
+    spent, exceeded = budget.spent, budget.exceeded
+    built = build()
+    if built is None:
+        budget.spent, budget.exceeded = spent, exceeded
+    return built
 
 
 # A selection whose fields are not all plain: executed field by field.
@@ -150,26 +169,79 @@ class PlainFieldsExecutionContext(StrawberryGraphQLCoreExecutionContext):
     ) -> Any:
         plans = self._object_plans(parent_type, grouped_field_set) if position_context is None else _MIXED
         if plans:
-            results: dict[str, Any] = {}
-            try:
-                for response_name, plan in plans:
-                    value = plan.read(source_value, plan.attribute)
-                    if value is None:
-                        if plan.non_null:
-                            break
-                        results[response_name] = None
-                        continue
-                    if isinstance(value, Exception) or self.is_awaitable(value):
-                        break
-                    serialized = plan.leaf.serialize(value)
-                    if serialized is None or serialized is Undefined:
-                        break
-                    results[response_name] = serialized
-                else:
-                    return results
-            except Exception:  # the per-field path below reports it properly
-                pass
+            results = _given_back_on_fallback(lambda: self._plain_object(source_value, plans))
+            if results is not None:
+                return results
         return super().execute_fields(parent_type, source_value, path, grouped_field_set, position_context)
+
+    def _plain_object(self, source_value: Any, plans: tuple[Any, ...]) -> dict[str, Any] | None:
+        """The object's fields read by ``plans``; None at the first value that does not fit (the
+        per-field path reports it properly)."""
+        results: dict[str, Any] = {}
+        try:
+            for response_name, plan in plans:
+                value = plan.read(source_value, plan.attribute)
+                if value is None:
+                    if plan.non_null:
+                        return None
+                    results[response_name] = None
+                    continue
+                if isinstance(value, Exception) or self.is_awaitable(value):
+                    return None
+                serialized = plan.leaf.serialize(value)
+                if serialized is None or serialized is Undefined:
+                    return None
+                results[response_name] = serialized
+        except Exception:
+            return None
+        return results
+
+    def complete_iterable_value(
+        self,
+        item_type: GraphQLOutputType,
+        field_details_list: FieldDetailsList,
+        info: Any,
+        path: Path,
+        items: Iterable[Any],
+        position_context: Any,
+    ) -> Any:
+        """A list of objects whose selected fields are all plain (a page of jobs) is completed in
+        one loop, without graphql-core's calls per item; any item that does not fit sends the
+        whole list down graphql-core's path, which reports it."""
+        inner = get_nullable_type(item_type)
+        if (
+            position_context is None
+            and isinstance(items, list)
+            and isinstance(inner, GraphQLObjectType)
+            and inner.is_type_of is None
+            and self.get_stream_usage(field_details_list, path) is None
+        ):
+            grouped, defer_usages, forbidden = self.collect_subfields(inner, field_details_list)
+            plans = _MIXED if defer_usages or forbidden else self._object_plans(inner, grouped)
+            if plans:
+                non_null = is_non_null_type(item_type)
+                completed = _given_back_on_fallback(lambda: self._plain_list(items, plans, non_null=non_null))
+                if completed is not None:
+                    return completed
+        return super().complete_iterable_value(
+            item_type, field_details_list, info, path, items, position_context
+        )
+
+    def _plain_list(self, items: list[Any], plans: tuple[Any, ...], *, non_null: bool) -> list[Any] | None:
+        completed: list[Any] = []
+        for item in items:
+            if item is None:
+                if non_null:
+                    return None
+                completed.append(None)
+                continue
+            if isinstance(item, Exception) or self.is_awaitable(item):
+                return None
+            results = self._plain_object(item, plans)
+            if results is None:
+                return None
+            completed.append(results)
+        return completed
 
     def _object_plans(
         self, parent_type: GraphQLObjectType, grouped_field_set: GroupedFieldSet

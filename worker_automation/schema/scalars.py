@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, tzinfo
 from typing import Any, NewType
 
 import strawberry
@@ -14,9 +14,36 @@ JSON = NewType("JSON", object)
 DateTime = NewType("DateTime", str)
 
 
+class ZonedInstant:
+    """An instant rendered in ``tz`` only when serialized: a list page carries every timestamp
+    of its rows and a query selects a few of them. For a value serialized once; one shared by
+    many answers (an event's) is better rendered once, as a string."""
+
+    __slots__ = ("tz", "value")
+
+    def __init__(self, value: datetime, tz: tzinfo) -> None:
+        self.value = value
+        self.tz = tz
+
+    def __str__(self) -> str:
+        return self.value.astimezone(self.tz).isoformat(timespec="seconds")
+
+    # Equal to the text it stands for, as the string it replaces would be.
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (str, ZonedInstant)):
+            return str(self) == str(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+    def __repr__(self) -> str:
+        return repr(str(self))
+
+
 def _serialize_datetime(value: Any) -> str:
-    # Views hand over strings already rendered in the service's zone (as events carry them);
-    # a bare datetime is accepted so the scalar never depends on who built the value.
+    # Views hand over strings already rendered in the service's zone (as events carry them), or
+    # a ZonedInstant; a bare datetime is accepted so the scalar never depends on who built the value.
     if isinstance(value, datetime):
         return value.isoformat(timespec="seconds")
     return str(value)

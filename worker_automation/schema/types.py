@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 from zoneinfo import ZoneInfo
 
 import strawberry
@@ -26,7 +26,7 @@ from worker_automation.schema.context import Info
 from worker_automation.schema.derived import FromView, derived, register_view
 from worker_automation.schema.enums import ChangeKind, EventKind, JobStatus, MachineStatus, change_of
 from worker_automation.schema.fields import field
-from worker_automation.schema.scalars import JSON, DateTime
+from worker_automation.schema.scalars import JSON, DateTime, ZonedInstant
 
 
 @strawberry.type(description="A registered worker process: serves one automation, or one queue.")
@@ -64,6 +64,11 @@ class Cliente(FromView):
 
 def _at(value: datetime | None, tz: ZoneInfo) -> DateTime | None:
     return None if value is None else DateTime(value.astimezone(tz).isoformat(timespec="seconds"))
+
+
+def _lazy_at(value: datetime | None, tz: ZoneInfo) -> DateTime | None:
+    """``_at`` rendered only if the field is selected (see ZonedInstant)."""
+    return None if value is None else cast(DateTime, ZonedInstant(value, tz))
 
 
 def _stamp(value: Any) -> DateTime | None:
@@ -213,7 +218,7 @@ if ROW_FIELDS != _ROW_LAYOUT:  # pragma: no cover - a reordered view must update
 def jobs_of_rows(rows: Sequence[Sequence[Any]], tz: ZoneInfo) -> list[Job]:
     """GraphQL workers straight from the rows of ``enriched_select`` (the same values as
     :meth:`Job.from_view` of their views, without the views in between: a list page builds
-    one per row)."""
+    one per row). Their timestamps are rendered only for the fields the query selects."""
     jobs: list[Job] = []
     for row in rows:
         (
@@ -247,8 +252,8 @@ def jobs_of_rows(rows: Sequence[Sequence[Any]], tz: ZoneInfo) -> list[Job]:
                 usuario_id=usuario_id,
                 path_file=path_file,
                 status=JobStatus(status),
-                data_inicio=_at(data_inicio, tz),
-                data_fim=_at(data_fim, tz),
+                data_inicio=_lazy_at(data_inicio, tz),
+                data_fim=_lazy_at(data_fim, tz),
                 mensagem_erro=mensagem_erro,
                 automation_type=automation_type,
                 queue=queue,
@@ -260,8 +265,8 @@ def jobs_of_rows(rows: Sequence[Sequence[Any]], tz: ZoneInfo) -> list[Job]:
                 client_name=client_name,
                 context=JSON(context) if context is not None else None,
                 result=result,
-                created_at=DateTime(iso(created_at, tz) or ""),
-                updated_at=DateTime(iso(updated_at, tz) or ""),
+                created_at=_lazy_at(created_at, tz) or DateTime(""),
+                updated_at=_lazy_at(updated_at, tz) or DateTime(""),
                 machine_id=machine_id,
             )
         )
