@@ -144,8 +144,8 @@ def read_route(handler: ReadHandler) -> Handler:
 def lookup_route(handler: ReadHandler) -> Handler:
     """A :func:`read_route` whose answer is one read by a unique index (a task by its id): the
     read starts together with the key's lookup instead of after it, so the answer waits for one
-    database round trip, not two. It is answered only once the key is known good, and the key's
-    refusal wins over anything the read raised, and the read is stopped then."""
+    database round trip, not two. The answer waits for the key to be known good; a refused key's
+    401 or 403 wins over anything the read raised, and the read is stopped."""
 
     async def run(request: Request) -> Response:
         services = await services_of(request)

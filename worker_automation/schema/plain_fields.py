@@ -11,7 +11,10 @@ graphql-core's path unchanged, errors included.
 An object whose selected fields are all plain (a job of a list page) goes further: its fields are
 read in one loop, without a path or a call per field. The first value that does not fit (a null
 where none is allowed, a value its type refuses) sends the whole object down the per-field path,
-which reports it as graphql-core would.
+which reports it as graphql-core would. A list of such objects (the page itself) is completed in
+one loop as well, without graphql-core's calls per item; one item that does not fit sends the
+whole list down graphql-core's path. Either way, JSON values already charged to the answer's size
+budget (see ``response_budget``) are given back before the fallback charges them again.
 
 The sub-selections collected for a list are memoized per execution, as graphql-core does; the memo
 is this class's own, so the executor copied for each subscription event starts with an empty one
