@@ -45,9 +45,9 @@ def _relay(source: asyncio.Future[Any], target: asyncio.Future[Any]) -> None:
         target.set_result(source.result())
 
 
-def _consume(future: asyncio.Future[Any]) -> None:
-    # Every waiter may have gone away (a client disconnected): mark the outcome as seen so asyncio
-    # does not report an exception nobody was left to retrieve.
+def consume(future: asyncio.Future[Any]) -> None:
+    """Mark a finished future's outcome as seen, so that asyncio does not report an exception
+    nobody was left to retrieve (every waiter may have gone away: a client disconnected)."""
     if not future.cancelled():
         future.exception()
 
@@ -70,7 +70,7 @@ class Coalesced(Generic[T]):
             return await self._run_here()
         if self._next is None:
             self._next = asyncio.get_running_loop().create_future()
-            self._next.add_done_callback(_consume)
+            self._next.add_done_callback(consume)
         # Shielded: one caller going away must not cancel the run the others wait for.
         return await asyncio.shield(self._next)
 
@@ -91,7 +91,7 @@ class Coalesced(Generic[T]):
     def _start(self) -> asyncio.Future[T]:
         running: asyncio.Future[T] = asyncio.ensure_future(self._compute())
         self._running = running
-        running.add_done_callback(_consume)
+        running.add_done_callback(consume)
         running.add_done_callback(self._finished)
         return running
 

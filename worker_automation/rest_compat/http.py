@@ -35,6 +35,7 @@ from worker_automation.resolvers.auth import (
 from worker_automation.resolvers.machines import MachineKey, MachineView, authenticate_machine, machine_in
 from worker_automation.runtime import Runtime
 from worker_automation.services import Services
+from worker_automation.sharing import consume
 
 log = logging.getLogger(__name__)
 MSG_INTERNAL = "Erro interno ao processar a requisicao."
@@ -122,12 +123,6 @@ async def principal_of(request: Request, scope: str, *, manager: bool = False) -
 ReadHandler = Callable[[Request, Services], Awaitable[Response]]
 
 
-def _discard(done: asyncio.Future[Any]) -> None:
-    """Retrieve a finished task's outcome so that an exception in it is not reported unread."""
-    if not done.cancelled():
-        done.exception()
-
-
 def read_route(handler: ReadHandler) -> Handler:
     """A GET route for any key with the read scope, whose answer depends only on its path and
     query string: identical requests arriving together share one answer (each still gets one
@@ -161,7 +156,7 @@ def lookup_route(handler: ReadHandler) -> Handler:
             # The read served this request alone (see SharedReads): stopped, so that requests
             # with bad keys never pile reads up behind the 401s they already have.
             read.cancel()
-            read.add_done_callback(_discard)
+            read.add_done_callback(consume)
             raise
         return await read
 
