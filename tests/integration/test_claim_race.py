@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, update
 
 from worker_automation.app import create_app
 from worker_automation.errors import Conflict, NotFound
@@ -239,6 +239,31 @@ async def test_64_claimers_over_http(services: Services, client: httpx.AsyncClie
     assert sorted(holder_key) == jobs
     final = await statuses(services, jobs)
     assert all(status == JobStatus.CONCLUIDO.value for status, _ in final.values())
+
+
+async def test_a_claim_waiting_for_the_settings_lock_counts_the_jobs_started_meanwhile(
+    services: Services,
+) -> None:
+    """The claim counts the running jobs only once it holds its automation's settings row: a job
+    that started under another claim's lock takes the last slot, and the waiting claim is refused
+    instead of exceeding the limit."""
+    await update_settings(services.db, "demo.sleep", actor=Actor("test"), max_concurrent_jobs=1)
+    (machine,) = await machines_for(services, 1)
+    first, second = await add_jobs(services, 2)
+    async with services.db.transaction() as other_claim:
+        lock = select(AutomationSetting.key).where(AutomationSetting.key == "demo.sleep").with_for_update()
+        await other_claim.execute(lock)
+        started = {"status": JobStatus.EXECUTANDO.value, "machine_id": machine.id}
+        await other_claim.execute(update(Job).where(Job.id == first).values(**started))
+        waiting = asyncio.create_task(try_claim(services, machine, second))
+        await asyncio.sleep(0.3)
+        assert not waiting.done(), "the claim did not wait for the settings row"
+    assert await waiting == "concurrency_limit"
+    assert (await statuses(services, [first, second])) == {
+        first: (JobStatus.EXECUTANDO.value, machine.id),
+        second: (JobStatus.AGENDADO.value, None),
+    }
+    assert await running_count(services) == 1
 
 
 async def test_dev_mode_refuses_and_changes_nothing(services: Services) -> None:

@@ -123,9 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bootstrap.set_defaults(fn=cmd_bootstrap)
 
-    mcp = sub.add_parser(
-        "mcp", help="serve the MCP tools over stdio (for a desktop LLM client)"
-    )
+    mcp = sub.add_parser("mcp", help="serve the MCP tools over stdio (for a desktop LLM client)")
     mcp.add_argument(
         "--api-key",
         default=None,
@@ -178,9 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
         "reconcile", help="put right now the jobs no message will run or no process runs"
     ).set_defaults(fn=cmd_reconcile)
 
-    seed = sub.add_parser(
-        "seed-demo", help="add demo clients and finished or queued jobs (none running)"
-    )
+    seed = sub.add_parser("seed-demo", help="add demo clients and finished or queued jobs (none running)")
     seed.add_argument(
         "--jobs",
         type=_bounded(0, MAX_JOBS),

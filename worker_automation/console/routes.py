@@ -25,7 +25,6 @@ EXTRA_HEADERS = [(b"cache-control", b"no-cache"), (b"x-content-type-options", b"
 class ConsoleFiles(StaticFiles):
     """Static files that a browser revalidates before use, so an upgrade is seen at once."""
 
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         async def send_with_cache_policy(message: Message) -> None:
             if message["type"] == "http.response.start":

@@ -386,6 +386,7 @@ def run_pool_worker(settings: Settings, *, queue: str, concurrency: int | None, 
         "-l",
         "INFO",
     ]
+
     @worker_init.connect(weak=False)  # type: ignore[untyped-decorator]
     def _on_init(sender: Any = None, **_kw: Any) -> None:
         pool_of["worker"] = sender
