@@ -2,11 +2,12 @@
 
 Rows cover every status, the five queues, the registry's real automations (contexts that pass
 their forms), client companies, 30 days of timestamps, results and error messages. The per
-(queue, status) counters are kept by statement-level triggers, which also fire on COPY: the
-loader measures that cost on a sample first. With ``--triggers on`` (the default: one aggregate
-per 50,000-row COPY statement measured as nearly free) the counters are kept as rows arrive;
-with ``--triggers off`` the load runs with them disabled, then ``worker_counts`` is rebuilt from a
-recount before they are re-enabled. Either way the counters are checked against a full recount.
+(queue, status) counters, and those per bucket of ids, are kept by statement-level triggers, which
+also fire on COPY: the loader measures that cost on a sample first. With ``--triggers on`` (the
+default: one aggregate per 50,000-row COPY statement measured as nearly free) the counters are kept
+as rows arrive; with ``--triggers off`` the load runs with them disabled, then both are rebuilt
+from a recount before they are re-enabled. Either way the counters are checked against a full
+recount.
 
     python -m bench.load_rows --rows 1000000 --database wa_bench_1m
 """
@@ -35,6 +36,7 @@ from bench.common import (
     table,
 )
 from bench.rows import COLUMNS, COMPANY_NAMES, COMPANY_WORDS, SUFFIXES, RowFactory, fake_cnpj
+from worker_automation.models import BUCKET_BITS
 from worker_automation.models.migrate import migrate
 
 _factory: RowFactory | None = None
@@ -161,8 +163,12 @@ async def trigger_cost(
     return rows
 
 
+# The bucket of a row in ``worker_bucket_counts``, as SQL.
+BUCKET = f"id >> {BUCKET_BITS}"
+
+
 async def rebuild_counters(conn: asyncpg.Connection) -> bool:
-    """Recount ``worker_counts`` from ``workers`` and check the counters equal a fresh recount."""
+    """Recount both counter tables from ``workers`` and check they equal a fresh recount."""
     async with conn.transaction():
         await conn.execute("LOCK TABLE workers IN SHARE MODE")
         await conn.execute("DELETE FROM worker_counts")
@@ -170,26 +176,30 @@ async def rebuild_counters(conn: asyncpg.Connection) -> bool:
             "INSERT INTO worker_counts (queue, status, n) "
             "SELECT queue, status, count(*) FROM workers GROUP BY queue, status"
         )
+        await conn.execute("DELETE FROM worker_bucket_counts")
+        await conn.execute(
+            "INSERT INTO worker_bucket_counts (queue, status, bucket, n) "
+            f"SELECT queue, status, {BUCKET} AS bucket, count(*) FROM workers GROUP BY queue, status, bucket"
+        )
     return await counters_match(conn)
 
 
 async def counters_match(conn: asyncpg.Connection) -> bool:
-    mismatches = await conn.fetchval(
-        """
-        SELECT count(*) FROM (
-          SELECT queue, status, n FROM worker_counts WHERE n <> 0
-          EXCEPT SELECT queue, status, count(*) FROM workers GROUP BY queue, status
-        ) a
-        """
-    ) + await conn.fetchval(
-        """
-        SELECT count(*) FROM (
-          SELECT queue, status, count(*) FROM workers GROUP BY queue, status
-          EXCEPT SELECT queue, status, n FROM worker_counts WHERE n <> 0
-        ) b
-        """
+    """Both counter tables (by queue and status, and by bucket of ids too) equal a recount."""
+    by_status = await _counts_match(conn, "worker_counts", "queue, status", "queue, status")
+    by_bucket = await _counts_match(
+        conn, "worker_bucket_counts", "queue, status, bucket", f"queue, status, {BUCKET}"
     )
-    return bool(mismatches == 0)
+    return by_status and by_bucket
+
+
+async def _counts_match(conn: asyncpg.Connection, table: str, columns: str, recounted: str) -> bool:
+    """``table``'s non-zero counts (``columns``, n) equal ``workers`` grouped by ``recounted``."""
+    kept = f"SELECT {columns}, n FROM {table} WHERE n <> 0"
+    counted = f"SELECT {recounted}, count(*) FROM workers GROUP BY {recounted}"
+    missing = await conn.fetchval(f"SELECT count(*) FROM ({kept} EXCEPT {counted}) a")
+    extra = await conn.fetchval(f"SELECT count(*) FROM ({counted} EXCEPT {kept}) b")
+    return bool(missing + extra == 0)
 
 
 async def main_async(args: argparse.Namespace) -> None:
@@ -240,7 +250,7 @@ async def main_async(args: argparse.Namespace) -> None:
             match = await counters_match(conn)
         recount = time.perf_counter() - t_count
         t_vac = time.perf_counter()
-        for name in ("workers", "clientes", "usuarios", "worker_counts"):
+        for name in ("workers", "clientes", "usuarios", "worker_counts", "worker_bucket_counts"):
             await conn.execute(f"VACUUM (ANALYZE) {name}")
         vacuum = time.perf_counter() - t_vac
         by_status = await conn.fetch(
@@ -273,7 +283,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 [copy_phase, fmt(copy, 2), fmt(args.rows / copy, 0)],
                 [f"CREATE INDEX x{len(indexes)}", fmt(index_time, 2), "-"],
                 ["load = COPY + waits + indexes", fmt(load, 2), fmt(args.rows / load, 0)],
-                ["recount worker_counts + check", fmt(recount, 2), "-"],
+                ["recount counters + check", fmt(recount, 2), "-"],
                 ["VACUUM (ANALYZE)", fmt(vacuum, 2), "-"],
                 ["total", fmt(total, 2), fmt(args.rows / total, 0)],
             ],
@@ -298,7 +308,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--triggers",
         choices=("on", "off"),
         default="on",
-        help="count triggers during COPY (off: disabled, then worker_counts rebuilt from a recount)",
+        help="count triggers during COPY (off: disabled, then the counters rebuilt from a recount)",
     )
     parser.add_argument("--sample", type=int, default=50_000, help="rows of the trigger-cost probe (0: skip)")
     parser.add_argument("--runs", type=int, default=3, help="runs of the trigger-cost probe")

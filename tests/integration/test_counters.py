@@ -1,4 +1,5 @@
-"""The (queue, status) counters never drift from a full recount, on PostgreSQL and SQLite."""
+"""The (queue, status) counters, and those by bucket of ids, never drift from a full recount, on
+PostgreSQL and SQLite."""
 
 from __future__ import annotations
 
@@ -7,18 +8,19 @@ import random
 
 from sqlalchemy import delete, insert, update
 
-from worker_automation.models import Job, JobStatus, utcnow
+from worker_automation.models import BUCKET_IDS, Job, JobStatus, utcnow
 from worker_automation.models.database import Database
 from worker_automation.models.migrate import migrate
-from worker_automation.resolvers.counts import counters, recount
+from worker_automation.resolvers.counts import bucket_counters, bucket_recount, counters, recount
 
 QUEUES = ["certidao", "scraping", "scan", "observer", "ui_automation"]
 STATUSES = [s.value for s in JobStatus]
 
 
-def _row(rng: random.Random) -> dict[str, object]:
+def _row(rng: random.Random, job_id: int | None = None) -> dict[str, object]:
     now = utcnow()
     return {
+        **({"id": job_id} if job_id is not None else {}),
         "automation_type": "demo.echo",
         "queue": rng.choice(QUEUES),
         "status": rng.choice(STATUSES),
@@ -33,7 +35,9 @@ def _row(rng: random.Random) -> dict[str, object]:
 async def _check(db: Database) -> dict[tuple[str, str], int]:
     async with db.session() as session:
         kept, scanned = await counters(session), await recount(session)
+        by_bucket, rescanned = await bucket_counters(session), await bucket_recount(session)
     assert kept == scanned
+    assert by_bucket == rescanned
     return kept
 
 
@@ -43,9 +47,13 @@ async def test_counters_follow_every_kind_of_write(database_url: str, make_setti
     rng = random.Random(11)
     try:
         async with db.session() as session:
-            await session.execute(insert(Job), [_row(rng) for _ in range(2000)])
+            # Ids spread over a dozen buckets, so that every write moves counts of several.
+            ids = rng.sample(range(1, 12 * BUCKET_IDS), 2000)
+            await session.execute(insert(Job), [_row(rng, job_id) for job_id in ids])
         totals = await _check(db)
         assert sum(totals.values()) == 2000
+        async with db.session() as session:
+            assert len({bucket for _, _, bucket in await bucket_counters(session)}) >= 10
 
         # Bulk updates of status and of queue, a no-op update, and progress-only updates.
         async with db.session() as session:
@@ -56,7 +64,7 @@ async def test_counters_follow_every_kind_of_write(database_url: str, make_setti
         await _check(db)
 
         async with db.session() as session:
-            await session.execute(delete(Job).where(Job.id % 4 == 0))
+            await session.execute(delete(Job).where(Job.id.in_(ids[::4])))
         totals = await _check(db)
         assert sum(totals.values()) == 1500
 

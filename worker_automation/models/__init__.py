@@ -5,12 +5,14 @@ from worker_automation.models.admin import AuditEntry, AutomationSetting
 from worker_automation.models.attempt import Attempt, AttemptOutcome
 from worker_automation.models.base import Base, utcnow
 from worker_automation.models.directory import MANAGER_PERFIS, Cliente, Perfil, Usuario
-from worker_automation.models.job import CELERY_STATE, Job, JobCount
+from worker_automation.models.job import BUCKET_BITS, BUCKET_IDS, CELERY_STATE, Job, JobBucketCount, JobCount
 from worker_automation.models.queue_pause import QueuePause
 from worker_automation.models.schedule import Schedule
 from worker_automation.vocabulary import OPEN_STATUSES, TERMINAL_STATUSES, JobStatus
 
 __all__ = [
+    "BUCKET_BITS",
+    "BUCKET_IDS",
     "CELERY_STATE",
     "MANAGER_PERFIS",
     "OPEN_STATUSES",
@@ -23,6 +25,7 @@ __all__ = [
     "Base",
     "Cliente",
     "Job",
+    "JobBucketCount",
     "JobCount",
     "JobStatus",
     "Machine",

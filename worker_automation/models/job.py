@@ -88,3 +88,25 @@ class JobCount(Base):
     queue: Mapped[str] = mapped_column(String(50), primary_key=True)
     status: Mapped[str] = mapped_column(String(16), primary_key=True)
     n: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+# Ids per bucket of ``worker_bucket_counts`` (a power of two: the bucket of an id is ``id >> 14``).
+BUCKET_BITS = 14
+BUCKET_IDS = 1 << BUCKET_BITS
+
+
+class JobBucketCount(Base):
+    """Rows per (queue, status) and bucket of consecutive ids, kept exact by database triggers
+    on ``workers`` like :class:`JobCount`.
+
+    A deep page of a list newest first (by id) is found without skipping every entry before it:
+    the counts of the buckets above give the bucket the page starts in and how many of its own
+    entries to skip (see :func:`worker_automation.resolvers.counts.bucketed_seek`).
+    """
+
+    __tablename__ = "worker_bucket_counts"
+
+    queue: Mapped[str] = mapped_column(String(50), primary_key=True)
+    status: Mapped[str] = mapped_column(String(16), primary_key=True)
+    bucket: Mapped[int] = mapped_column(Integer, primary_key=True)
+    n: Mapped[int] = mapped_column(BigInteger, default=0)

@@ -16,7 +16,7 @@ from worker_automation.limits import INT32_MAX, INT32_MIN
 from worker_automation.models import CELERY_STATE, Cliente, Job, JobStatus
 from worker_automation.models.database import Database
 from worker_automation.models.folding import fold, fold_text
-from worker_automation.resolvers.counts import count_matching, counted_total, counters
+from worker_automation.resolvers.counts import bucketed_seek, count_matching, counted_total, counters
 from worker_automation.resolvers.job_views import (
     RUN_ORDER,
     RUNNING_ORDER,
@@ -29,8 +29,12 @@ from worker_automation.resolvers.job_views import (
 from worker_automation.resolvers.pagination import Page, PageRequest
 from worker_automation.shapes import Doc
 
-# How a list statement finds its page: skipping rows, after a cursor, or from the newest.
-Seek = Literal["offset", "after", "first"]
+# How a list statement finds its page: skipping rows, skipping whole buckets of ids by their
+# counters first (deep pages filtered by status and queue alone), after a cursor, or from the newest.
+Seek = Literal["offset", "bucketed", "after", "first"]
+# From this offset on, a page filtered by status and/or queue alone is found through the bucket
+# counters (reading them costs about as much as skipping this many index entries).
+BUCKETED_FROM = 2000
 MSG_JOB_NOT_FOUND = "Worker nao encontrado."
 MSG_TASK_NOT_FOUND = "Task nao encontrada."
 T = TypeVar("T")
@@ -169,10 +173,12 @@ async def list_page(
     request = PageRequest.of(page, per_page, default_per_page=20)
     values = filters.values(queues)
     text = filters.text
+    from_counters = filters.only_status_or_queue
     rows_q, count_q = _list_statements(
         tuple(values),
         with_text=text is not None,
-        from_counters=filters.only_status_or_queue,
+        from_counters=from_counters,
+        seek="bucketed" if from_counters and request.offset >= BUCKETED_FROM else "offset",
         documents=documents,
     )
     parameters: dict[str, Any] = {f"filter_{name}": value for name, value in values.items()}
@@ -202,7 +208,8 @@ def _list_statements(
 ) -> tuple[Select[Any], Select[Any]]:
     """The page and count statements for one combination of filters, built once (parameters
     ``filter_<column>``, ``page_size``, the text search's when asked, and ``page_offset`` for
-    offset pages or ``after_id`` for a slice after a cursor); without ``documents`` the rows
+    offset and bucketed pages or ``after_id`` for a slice after a cursor; bucketed only for
+    filters on status and queue alone); without ``documents`` the rows
     carry NULL for context and result (see :func:`enriched_select`).
 
     Each page row carries the total as its last column. Filtered by status and queue alone, the
@@ -215,10 +222,14 @@ def _list_statements(
         conds.append(_text_search())
     # The page's ids first (an index-only scan skips ``offset`` entries without visiting their
     # rows), then only the page's rows are read and joined: a deep page no longer reads every row
-    # it skips. After a cursor the same index is entered at the cursor's id: nothing is skipped.
+    # it skips. Bucketed, the entries skipped are only those of the page's own bucket of ids. After
+    # a cursor the same index is entered at the cursor's id: nothing is skipped.
     page_ids = select(Job.id).where(*conds).order_by(Job.id.desc()).limit(bindparam("page_size"))
     if seek == "offset":
         page_ids = page_ids.offset(bindparam("page_offset"))
+    elif seek == "bucketed":
+        below, skip = bucketed_seek(filtered, "filter_", "page_offset")
+        page_ids = page_ids.where(below).offset(skip)
     elif seek == "after":
         page_ids = page_ids.where(Job.id < bindparam("after_id"))
     count_q: Select[Any] = (
