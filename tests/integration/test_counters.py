@@ -104,3 +104,22 @@ async def test_counters_under_concurrent_transitions(pg_database_url: str, make_
         assert sum(totals.values()) == 400
     finally:
         await db.close()
+
+
+async def test_bucket_counters_start_from_the_rows_already_there(database_url: str, make_settings) -> None:  # type: ignore[no-untyped-def]
+    """Upgrading a database that already holds jobs counts them into their buckets; the triggers
+    then keep the counts from there."""
+    await migrate(database_url, "0007")
+    db = Database(make_settings(database_url, None))
+    rng = random.Random(8)
+    try:
+        ids = rng.sample(range(1, 6 * BUCKET_IDS), 500)
+        async with db.session() as session:
+            await session.execute(insert(Job), [_row(rng, job_id) for job_id in ids])
+        await migrate(database_url)
+        async with db.session() as session:
+            assert len(await bucket_counters(session)) > 5
+            await session.execute(update(Job).where(Job.id.in_(ids[::2])).values(status="FALHA"))
+        await _check(db)
+    finally:
+        await db.close()
