@@ -123,6 +123,12 @@ async def principal_of(request: Request, scope: str, *, manager: bool = False) -
 ReadHandler = Callable[[Request, Services], Awaitable[Response]]
 
 
+def answer_key(request: Request) -> tuple[str, str, bytes]:
+    """What a read's answer depends on: its path and query string, read off the ASGI scope
+    (building ``request.url`` for them cost ~6% of a list page's time)."""
+    return ("rest", request.scope["path"], request.scope["query_string"])
+
+
 def read_route(handler: ReadHandler) -> Handler:
     """A GET route for any key with the read scope, whose answer depends only on its path and
     query string: identical requests arriving together share one answer (each still gets one
@@ -130,7 +136,7 @@ def read_route(handler: ReadHandler) -> Handler:
 
     async def run(request: Request) -> Response:
         services, _ = await principal_of(request, SCOPE_READ)
-        key = ("rest", request.url.path, request.url.query)
+        key = answer_key(request)
         return await services.db.shared.run(key, lambda: handler(request, services))
 
     return _route_of(handler, run)
@@ -147,7 +153,7 @@ def lookup_route(handler: ReadHandler) -> Handler:
         raw_key = key_from_headers(request.headers)
         if raw_key is None:
             raise Unauthenticated(MSG_MISSING)
-        key = ("rest", request.url.path, request.url.query)
+        key = answer_key(request)
         read = asyncio.ensure_future(services.db.shared.run(key, lambda: handler(request, services)))
         try:
             principal = await authenticate(services.db, raw_key)
