@@ -162,3 +162,34 @@ async def test_a_jobs_audit_trail_includes_the_bulk_actions_and_batches_that_nam
             found = (await api.ok(query, {"f": {"target": f"worker:{other}"}}))["auditLog"]
             assert found["total"] == 0, other
     assert (await api.ok(query, {"f": {"target": "worker:99999999999"}}))["auditLog"]["total"] == 0
+
+
+async def test_a_job_ending_on_a_bucket_boundary_counts_in_the_bucket_it_opens(
+    any_services: Services,
+) -> None:
+    services = any_services
+    api = await make_api(services)
+    now = utcnow()
+    boundary = (now - timedelta(minutes=30)).replace(second=0, microsecond=0)
+    ends = {
+        boundary - timedelta(microseconds=1): "CONCLUIDO",
+        boundary: "FALHA",
+        boundary + timedelta(seconds=59, microseconds=999_999): "CANCELADO",
+    }
+    rows = []
+    for end, status in ends.items():
+        row = _row(status, 0, 10)
+        rows.append({**row, "data_fim": end, "data_inicio": end - timedelta(milliseconds=10)})
+    async with services.db.session() as session:
+        await session.execute(insert(Job), rows)
+
+    query = (
+        "query($since: DateTime) { throughput(since: $since, bucketMinutes: 1) "
+        "{ bucketStart completed failed cancelled } }"
+    )
+    since = (now - timedelta(hours=1)).isoformat()
+    buckets = (await api.ok(query, {"since": since}))["throughput"]
+    found = {b["bucketStart"]: (b["completed"], b["failed"], b["cancelled"]) for b in buckets}
+    nonzero = {start: counts for start, counts in found.items() if counts != (0, 0, 0)}
+    assert list(nonzero.values()) == [(1, 0, 0), (0, 1, 1)]
+    assert list(nonzero)[1][11:19] == boundary.astimezone(services.settings.tz).strftime("%H:%M:%S")
