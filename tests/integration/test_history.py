@@ -176,10 +176,10 @@ async def test_a_job_ending_on_a_bucket_boundary_counts_in_the_bucket_it_opens(
         boundary: "FALHA",
         boundary + timedelta(seconds=59, microseconds=999_999): "CANCELADO",
     }
-    rows = []
-    for end, status in ends.items():
-        row = _row(status, 0, 10)
-        rows.append({**row, "data_fim": end, "data_inicio": end - timedelta(milliseconds=10)})
+    rows = [
+        _row(status, 0, 10, data_fim=end, data_inicio=end - timedelta(milliseconds=10))
+        for end, status in ends.items()
+    ]
     async with services.db.session() as session:
         await session.execute(insert(Job), rows)
 
