@@ -99,6 +99,9 @@ async def lookups(
             ),
             "ours by id": await timed(ours, [f"{REST}/status/{t}" for t in sample], "ours by id"),
             "flower by id": await timed(theirs, [f"/api/task/info/{t}" for t in sample], "flower by id"),
+            # The floor of each stack: a request that reads nothing (no key, no database).
+            "ours health": await timed(ours, ["/healthz"] * requests, "ours health"),
+            "flower health": await timed(theirs, ["/healthcheck"] * requests, "flower health"),
         }
     finally:
         await ours.aclose()
@@ -236,6 +239,7 @@ def run(args: argparse.Namespace) -> None:
         ["list 20 newest, p99 ms", lat("ours list", 99), flower_list(99)],
         ["find one task by id, p50 ms", lat("ours by id", 50), lat("flower by id", 50)],
         ["find one task by id, p99 ms", lat("ours by id", 99), lat("flower by id", 99)],
+        ["health check (reads nothing), p50 ms", lat("ours health", 50), lat("flower health", 50)],
         ["RSS of the service, MiB", f"{rss_api:.0f} (pool worker {rss_worker:.0f})", f"{rss_flower:.0f}"],
         [
             "final state visible after completion, median ms",
@@ -254,6 +258,7 @@ def run(args: argparse.Namespace) -> None:
     print(
         "ours: GET /api/v1/worker-automation/?per_page=20 and /status/<task_id> (database); Flower: "
         "/api/tasks?limit=20 (sorted: &sort_by=-received) and /api/task/info/<id> (memory, from events); "
+        "health check: ours /healthz, Flower /healthcheck (context for the rows above, not a target); "
         "freshness polls both in turn every 5 ms plus request time (resolution about 10 ms)"
     )
 
