@@ -25,9 +25,11 @@ from pathlib import Path
 
 from bench.common import (
     Procs,
+    bench_env,
     cpu_seconds,
     database_exists,
     fmt,
+    free_port,
     median,
     percentile,
     print_facts,
@@ -35,6 +37,7 @@ from bench.common import (
     start_api,
     table,
     wait_for_quiet,
+    wait_http,
 )
 from worker_automation.worker.http import HttpClient, HttpReply
 
@@ -83,7 +86,7 @@ GRAPHQL_CURSOR_QUERY = (
 class Endpoint:
     name: str
     path: str
-    target_ms: float
+    target_ms: float | None  # None: a row for context, with no target of its own
     graphql: str | None = None
     first_page: int | None = None
     # Pages 1..SPREAD_PAGES spread over the clients: client c asks for pages c+1, c+1+clients, ...
@@ -126,14 +129,27 @@ class Endpoint:
             return False
         if thorough:
             body = reply.json()
-            return not body.get("errors") if self.graphql is not None else body.get("status") == "success"
+            if self.graphql is not None:
+                return not body.get("errors")
+            return body.get("status") == ("ok" if self.path == HEALTH else "success")
         if self.graphql is not None:
             return reply.content.startswith(b'{"data":') and b'"errors":[' not in reply.content
+        if self.path == HEALTH:
+            return reply.content == b'{"status":"ok"}'
         return reply.content.startswith(b'{"status":"success"')
 
 
 SCAN_DONE = f"{REST}/?status=CONCLUIDO&queue=scan"
+HEALTH = "/healthz"
+# What a request costs before it reads anything: the HTTP stack alone, then the GraphQL
+# endpoint's own floor (parse and validation are cached; the view, the extensions and the
+# executor remain). Context for the rows below them, no target.
+FLOORS = (
+    Endpoint("floor: health check (reads nothing)", HEALTH, None),
+    Endpoint("floor: GraphQL { __typename } (reads nothing)", "/graphql", None, "{ __typename }"),
+)
 ENDPOINTS = (
+    *FLOORS,
     Endpoint("REST /stats", f"{REST}/stats", AGGREGATE_TARGET_MS),
     Endpoint("REST /dashboard", f"{REST}/dashboard", AGGREGATE_TARGET_MS),
     Endpoint("REST /queue-live-status", f"{REST}/queue-live-status", AGGREGATE_TARGET_MS),
@@ -248,7 +264,8 @@ class Result:
         client_cpu = sum(s.client_cpu_s for s in self.loaded) / answered
         errors = sum(s.errors for s in self.loaded + self.single)
         p99 = median(p99s)
-        verdict = "yes" if p99 < self.endpoint.target_ms else "NO"
+        target = self.endpoint.target_ms
+        verdict = "-" if target is None else "yes" if p99 < target else "NO"
         if not self.loaded:
             verdict = "not offered"
         return [
@@ -262,7 +279,7 @@ class Result:
             fmt(cpu * 1000, 2),
             fmt(client_cpu * 1000, 2),
             str(errors),
-            f"< {self.endpoint.target_ms:.0f}",
+            "-" if target is None else f"< {target:.0f}",
             verdict,
         ]
 
@@ -291,6 +308,7 @@ class Target:
     url: str
     key: str
     pid: int | None
+    source: str = "working tree"
 
 
 async def measure(targets: list[Target], args: argparse.Namespace) -> dict[str, list[Result]]:
@@ -299,7 +317,8 @@ async def measure(targets: list[Target], args: argparse.Namespace) -> dict[str, 
     Each phase opens its own connections (one per client), after a warm-up of the server:
     connections left idle while the other target is measured would hit the keep-alive timeout.
     """
-    chosen = [e for e in ENDPOINTS if not args.only or any(o.lower() in e.name.lower() for o in args.only)]
+    endpoints = FLOORS if args.strawberry_floor else ENDPOINTS
+    chosen = [e for e in endpoints if not args.only or any(o.lower() in e.name.lower() for o in args.only)]
     results = {t.label: [Result(e) for e in chosen] for t in targets}
 
     def connector(target: Target) -> Callable[[], HttpClient]:
@@ -398,6 +417,31 @@ def stop_profiler(profiler: subprocess.Popen[bytes] | None) -> None:
         profiler.wait(60)
 
 
+def start_strawberry(procs: Procs, variant: str) -> Target:
+    """Strawberry alone (``bench.strawberry_floor``), served by uvicorn as ``serve`` serves ours."""
+    port = free_port()
+    proc = procs.start(
+        f"strawberry-{variant}",
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "--factory",
+            f"bench.strawberry_floor:{variant}",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+            "--no-access-log",
+        ],
+        bench_env(),
+    )
+    url = f"http://127.0.0.1:{port}"
+    wait_http(f"{url}{HEALTH}", proc)
+    label = "Strawberry alone" + (", parse and validation caches" if variant == "cached" else ", as shipped")
+    return Target(label, url, "", proc.pid, source="bench/strawberry_floor.py")
+
+
 def run(args: argparse.Namespace) -> None:
     if args.wait_quiet:
         wait_for_quiet()
@@ -419,7 +463,9 @@ def run(args: argparse.Namespace) -> None:
                     name="serve-baseline",
                     extra_env=READ_ONLY_ENV,
                 )
-                targets.append(Target("baseline", base.url, base.operator_key(), base.proc.pid))
+                targets.append(
+                    Target("baseline", base.url, base.operator_key(), base.proc.pid, args.baseline)
+                )
             for workers in args.api_workers:
                 label = "current" if len(args.api_workers) == 1 else f"current, serve --workers {workers}"
                 api = start_api(
@@ -427,6 +473,8 @@ def run(args: argparse.Namespace) -> None:
                 )
                 targets.append(Target(label, api.url, api.operator_key(), api.proc.pid))
         current = targets[-1]
+        if args.strawberry_floor:
+            targets += [start_strawberry(procs, variant) for variant in ("shipped", "cached")]
         if args.profile and current.pid:
             profiler = start_profiler(current.pid, args.profile, args.profile_format)
         rss_before = {t.label: rss_mb(t.pid, with_children=True) if t.pid else 0.0 for t in targets}
@@ -446,7 +494,7 @@ def run(args: argparse.Namespace) -> None:
     for target in targets:
         print()
         if len(targets) > 1:
-            print(f"{target.label} ({args.baseline if target.label == 'baseline' else 'working tree'}):")
+            print(f"{target.label} ({target.source}):")
         print(table(HEADERS, [r.row() for r in results[target.label]]))
         before, after = rss_before[target.label], rss_after[target.label]
         print(f"API RSS {before:.0f} -> {after:.0f} MiB (all its processes)")
@@ -482,6 +530,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--profile-format", default="speedscope", choices=("speedscope", "flamegraph", "raw"))
     parser.add_argument(
         "--baseline", help="directory with another worker_automation package to measure side by side"
+    )
+    parser.add_argument(
+        "--strawberry-floor",
+        action="store_true",
+        help="the floor rows only, side by side with Strawberry alone (bench.strawberry_floor)",
     )
     parser.add_argument("--url", help="measure an already running API instead of starting one")
     parser.add_argument("--key", help="operator key for --url")

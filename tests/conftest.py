@@ -109,29 +109,35 @@ def make_settings(redis_prefix: str):  # type: ignore[no-untyped-def]
     return build
 
 
-@pytest.fixture
-async def services(pg_database_url: str, redis_url: str, make_settings):  # type: ignore[no-untyped-def]
-    """Started services on a fresh PostgreSQL database and the suite's Redis database."""
+async def _started_services(settings):  # type: ignore[no-untyped-def]
+    """Services started on ``settings``, with every automation's settings row; closed after."""
     from worker_automation.resolvers.automations import ensure_settings_rows
     from worker_automation.services import Services
 
-    started = await Services.start(make_settings(pg_database_url, redis_url))
+    started = await Services.start(settings)
     await ensure_settings_rows(started.db)
     try:
         yield started
     finally:
         await started.close()
+
+
+@pytest.fixture
+async def services(pg_database_url: str, redis_url: str, make_settings):  # type: ignore[no-untyped-def]
+    """Started services on a fresh PostgreSQL database and the suite's Redis database."""
+    async for started in _started_services(make_settings(pg_database_url, redis_url)):
+        yield started
 
 
 @pytest.fixture
 async def sqlite_services(sqlite_database_url: str, make_settings):  # type: ignore[no-untyped-def]
     """Started services on SQLite with the embedded broker: needs no outside service."""
-    from worker_automation.resolvers.automations import ensure_settings_rows
-    from worker_automation.services import Services
-
-    started = await Services.start(make_settings(sqlite_database_url, None))
-    await ensure_settings_rows(started.db)
-    try:
+    async for started in _started_services(make_settings(sqlite_database_url, None)):
         yield started
-    finally:
-        await started.close()
+
+
+@pytest.fixture
+async def embedded_broker_services(database_url: str, make_settings):  # type: ignore[no-untyped-def]
+    """Started services on each database (SQLite, then PostgreSQL) with the embedded broker."""
+    async for started in _started_services(make_settings(database_url, None)):
+        yield started

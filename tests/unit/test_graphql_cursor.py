@@ -3,7 +3,6 @@ the numbered pages, stable while jobs are created, the same filters, and clear e
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -12,12 +11,10 @@ from sqlalchemy import insert
 
 from tests.unit.graphql_support import Api, code, make_api
 from worker_automation.models import Job
-from worker_automation.resolvers.automations import ensure_settings_rows
 from worker_automation.resolvers.job_views import JobView
 from worker_automation.resolvers.pagination import cursor_of
 from worker_automation.schema.types import Job as JobType
 from worker_automation.services import Services
-from worker_automation.settings import Settings
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 SLICE = """query($f: WorkerFilter, $first: Int, $after: String) {
@@ -29,13 +26,8 @@ SLICE = """query($f: WorkerFilter, $first: Int, $after: String) {
 
 
 @pytest.fixture
-async def api(database_url: str, make_settings: Callable[..., Settings]) -> AsyncIterator[Api]:
-    started = await Services.start(make_settings(database_url, None))
-    await ensure_settings_rows(started.db)
-    try:
-        yield await make_api(started)
-    finally:
-        await started.close()
+async def api(embedded_broker_services: Services) -> Api:
+    return await make_api(embedded_broker_services)
 
 
 async def add_jobs(api: Api, count: int, *, start: int = 0) -> None:

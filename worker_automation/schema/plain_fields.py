@@ -45,9 +45,9 @@ from graphql.execution.collect_fields import (
     collect_subfields,
 )
 from graphql.pyutils import Path
-from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from strawberry.types.field import StrawberryField
 
+from worker_automation.schema.acyclic_executor import AcyclicExecutionContext
 from worker_automation.schema.response_budget import current_budget
 
 
@@ -127,7 +127,7 @@ def _remembered(
     return value
 
 
-class PlainFieldsExecutionContext(StrawberryGraphQLCoreExecutionContext):
+class PlainFieldsExecutionContext(AcyclicExecutionContext):
     """Strawberry's execution context with the shortcut for plain scalar fields."""
 
     # This execution's memos (see the module doc); None until first used, and again in the
