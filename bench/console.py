@@ -148,7 +148,6 @@ def live_lag(
     page.goto(f"{target.url}/console/#/trabalhos")
     page.wait_for_selector('[data-connection="conectado"]', timeout=60_000)
     page.wait_for_function("() => window.__bench.first !== null", timeout=60_000)
-    page.wait_for_timeout(1000)  # the subscription is sent right after the connection is up
     # (job id, when its dispatch request was sent, ms): createdAt has whole seconds only, so a lag
     # measured from it would be up to a second too long.
     created: list[tuple[int, float]] = []
@@ -169,6 +168,11 @@ def live_lag(
         httpx.Client(base_url=target.url, timeout=30.0, headers=headers) as client,
         ThreadPoolExecutor(IN_FLIGHT) as pool,
     ):
+        # The page subscribes once its socket is up, and graphql-ws acknowledges no subscription:
+        # the load starts once a first job's row has reached the page, so that every measured job
+        # is dispatched while the page listens. (That first batch is not counted.)
+        first_batch = [job_id for job_id, _ in send(client)]
+        page.wait_for_function(f"() => '{first_batch[0]}' in window.__bench.seen", timeout=60_000)
         start = time.monotonic()
         pending = []
         for n in range(int(seconds / BATCH_EVERY)):
@@ -185,12 +189,12 @@ def live_lag(
     context.close()
     first_ms = min((sent for _, sent in created), default=0.0)
     windows: dict[int, list[tuple[float, float]]] = {}
-    missing = 0
-    for job_id, at in created:
+    missing: list[int] = []  # positions in the order sent
+    for position, (job_id, at) in enumerate(created):
         shown = seen.get(str(job_id))
         arrived = heard.get(str(job_id))
         if shown is None or arrived is None:
-            missing += 1
+            missing.append(position)
             continue
         window = windows.setdefault(int((at - first_ms) / (WINDOW_S * 1000)), [])
         window.append((shown - at, shown - arrived))
@@ -211,8 +215,11 @@ def live_lag(
             }
         )
     rate = len(created) / sent_for
-    print(f"sent {len(created)} jobs in {sent_for:.1f} s ({rate:.0f}/s); rows never seen: {missing}")
-    return rows, [job_id for job_id, _ in created]
+    where = f" (sent as jobs {', '.join(str(n + 1) for n in missing[:20])})" if missing else ""
+    print(
+        f"sent {len(created)} jobs in {sent_for:.1f} s ({rate:.0f}/s); rows never seen: {len(missing)}{where}"
+    )
+    return rows, first_batch + [job_id for job_id, _ in created]
 
 
 async def delete_jobs(database: str, ids: list[int]) -> None:
