@@ -47,16 +47,17 @@ class Query:
         return 1
 
 
-def _recording(base: type[StrawberryGraphQLCoreExecutionContext]) -> tuple[type[Any], list[weakref.ref[Any]]]:
-    """A subclass of ``base`` that remembers, weakly, every executor it builds."""
+def _record(monkeypatch: pytest.MonkeyPatch, context_class: type[Any]) -> list[weakref.ref[Any]]:
+    """Every executor ``context_class`` (or a subclass) builds from now on, held weakly."""
     built: list[weakref.ref[Any]] = []
+    init = context_class.__init__
 
-    class Recording(base):  # type: ignore[misc, valid-type]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            built.append(weakref.ref(self))
+    def recording_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        built.append(weakref.ref(self))
 
-    return Recording, built
+    monkeypatch.setattr(context_class, "__init__", recording_init)
+    return built
 
 
 def _schema(context_class: type[Any]) -> strawberry.Schema:
@@ -75,20 +76,20 @@ def no_collector() -> Iterator[None]:
 
 
 @pytest.mark.usefixtures("no_collector")
-async def test_an_execution_is_freed_as_soon_as_it_ends() -> None:
-    context_class, built = _recording(AcyclicExecutionContext)
-    result = await _schema(context_class).execute("{ pair }")
+async def test_an_execution_is_freed_as_soon_as_it_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    built = _record(monkeypatch, AcyclicExecutionContext)
+    result = await _schema(AcyclicExecutionContext).execute("{ pair }")
     assert result.errors is None and result.data == {"pair": ["a", "b"]}
     assert len(built) == 1
     assert built[0]() is None
 
 
 @pytest.mark.usefixtures("no_collector")
-async def test_graphql_cores_own_executor_outlives_its_execution() -> None:
+async def test_graphql_cores_own_executor_outlives_its_execution(monkeypatch: pytest.MonkeyPatch) -> None:
     """The cycle the module removes: with graphql-core's helpers the executor (and everything it
     references) stays until a collection."""
-    context_class, built = _recording(StrawberryGraphQLCoreExecutionContext)
-    result = await _schema(context_class).execute("{ pair }")
+    built = _record(monkeypatch, StrawberryGraphQLCoreExecutionContext)
+    result = await _schema(StrawberryGraphQLCoreExecutionContext).execute("{ pair }")
     assert result.data == {"pair": ["a", "b"]}
     assert built[0]() is not None
     gc.collect()
@@ -122,25 +123,13 @@ async def api(embedded_broker_services: Services) -> Api:
     return await make_api(embedded_broker_services)
 
 
+@pytest.mark.usefixtures("no_collector")
 async def test_a_list_request_of_the_service_leaves_nothing_for_the_collector(
     api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await api.dispatch()
-    built: list[weakref.ref[Any]] = []
-    init = PlainFieldsExecutionContext.__init__
-
-    def recording_init(self: PlainFieldsExecutionContext, *args: Any, **kwargs: Any) -> None:
-        init(self, *args, **kwargs)
-        built.append(weakref.ref(self))
-
-    monkeypatch.setattr(PlainFieldsExecutionContext, "__init__", recording_init)
-    query = "{ workers(page: 1, perPage: 20) { total items { id status queue createdAt } } }"
-    gc.collect()
-    gc.disable()
-    try:
-        data = await api.ok(query)
-        assert data["workers"]["total"] == 1
-        assert len(built) == 1
-        assert built[0]() is None
-    finally:
-        gc.enable()
+    built = _record(monkeypatch, PlainFieldsExecutionContext)
+    data = await api.ok("{ workers(page: 1, perPage: 20) { total items { id status queue createdAt } } }")
+    assert data["workers"]["total"] == 1
+    assert len(built) == 1
+    assert built[0]() is None
