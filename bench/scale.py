@@ -30,6 +30,7 @@ from bench.common import (
     database_exists,
     fmt,
     free_port,
+    machine_busy_seconds,
     median,
     percentile,
     print_facts,
@@ -204,6 +205,7 @@ class Sample:
     seconds: float = 0.0
     server_cpu_s: float = 0.0
     client_cpu_s: float = 0.0
+    machine_cpu_s: float = 0.0
 
     @property
     def rate(self) -> float:
@@ -262,6 +264,7 @@ class Result:
         answered = max(1, sum(len(s.latencies_ms) for s in self.loaded))
         cpu = sum(s.server_cpu_s for s in self.loaded) / answered
         client_cpu = sum(s.client_cpu_s for s in self.loaded) / answered
+        machine_cpu = sum(s.machine_cpu_s for s in self.loaded) / answered
         errors = sum(s.errors for s in self.loaded + self.single)
         p99 = median(p99s)
         target = self.endpoint.target_ms
@@ -278,6 +281,7 @@ class Result:
             fmt(median(rates), 0),
             fmt(cpu * 1000, 2),
             fmt(client_cpu * 1000, 2),
+            fmt(machine_cpu * 1000, 2),
             str(errors),
             "-" if target is None else f"< {target:.0f}",
             verdict,
@@ -294,6 +298,7 @@ HEADERS = [
     "req/s",
     "server CPU ms/req",
     "client CPU ms/req",
+    "machine CPU ms/req",
     "errors",
     "target p99",
     "meets",
@@ -359,7 +364,9 @@ async def measure(targets: list[Target], args: argparse.Namespace) -> dict[str, 
                 )
                 cpu0 = cpu_seconds(target.pid, with_children=True) if target.pid else 0.0
                 client0 = time.process_time()
+                machine0 = machine_busy_seconds()
                 sample = await closed_loop(connect, result.endpoint, args.requests, clients, found)
+                sample.machine_cpu_s = machine_busy_seconds() - machine0
                 if target.pid:
                     sample.server_cpu_s = cpu_seconds(target.pid, with_children=True) - cpu0
                 sample.client_cpu_s = time.process_time() - client0
