@@ -1,0 +1,176 @@
+"""List statements fetch a number of rows written into their text, rounded up to a short ladder of
+sizes, and cut the page to its size after: every page size and cursor slice still gives exactly
+its jobs, on PostgreSQL and SQLite; and on PostgreSQL the statements keep a generic plan instead
+of being planned anew on every page."""
+
+from __future__ import annotations
+
+import random
+
+import asyncpg
+import pytest
+from sqlalchemy import insert, select
+
+from worker_automation.models import Job, utcnow
+from worker_automation.models.database import Database, driver_statement, make_engine
+from worker_automation.models.migrate import migrate
+from worker_automation.resolvers import reads
+from worker_automation.resolvers.pagination import MAX_PER_PAGE
+from worker_automation.resolvers.reads import (
+    FETCH_SIZES,
+    JobFilter,
+    _list_statements,
+    fetch_size,
+    list_jobs,
+    list_jobs_after,
+)
+
+QUEUES = {"certidao": 0, "scan": 0}
+STATUSES = ["AGENDADO", "CONCLUIDO", "FALHA"]
+JOBS = 260
+SIZES = [1, 2, 3, 7, 20, 21, 26, 33, 51, 99, 100]
+
+
+def test_every_size_has_a_fetch_that_holds_it_and_no_more_than_twice_it_plus_one() -> None:
+    for rows in range(1, MAX_PER_PAGE + 2):
+        fetch = fetch_size(rows)
+        assert fetch in FETCH_SIZES
+        assert rows <= fetch <= 2 * rows + 1
+    # The common sizes and their cursor slices (one row more) are fetched exactly.
+    for rows in (10, 20, 25, 50, 100):
+        assert fetch_size(rows) == rows
+        assert fetch_size(rows + 1) == rows + 1
+
+
+def test_the_number_of_rows_is_written_into_the_statement() -> None:
+    rows_q, _ = _list_statements(("status",), with_text=False, from_counters=True, fetch=21)
+    text = str(rows_q.compile())
+    assert "LIMIT 21" in text
+    assert "page_size" not in text
+
+
+async def _loaded(database_url: str, make_settings) -> tuple[Database, list[dict[str, object]]]:  # type: ignore[no-untyped-def]
+    await migrate(database_url)
+    db = Database(make_settings(database_url, None))
+    rng = random.Random(11)
+    now = utcnow()
+    rows: list[dict[str, object]] = [
+        {
+            "id": job_id,
+            "automation_type": "demo.echo",
+            "queue": rng.choice(list(QUEUES)),
+            "status": rng.choice(STATUSES),
+            "priority": 0,
+            "retry_count": 0,
+            "progress": 0,
+            "created_at": now,
+            "updated_at": now,
+        }
+        for job_id in sorted(rng.sample(range(1, 5 * JOBS), JOBS))
+    ]
+    async with db.session() as session:
+        await session.execute(insert(Job), rows)
+    return db, rows
+
+
+async def _ids(db: Database, filters: JobFilter) -> list[int]:
+    conds = [getattr(Job, name) == value for name, value in filters.values(QUEUES).items()]
+    async with db.session() as session:
+        return list((await session.scalars(select(Job.id).where(*conds).order_by(Job.id.desc()))).all())
+
+
+FILTERS = [JobFilter(), JobFilter(status="CONCLUIDO", queue="scan")]
+
+
+@pytest.mark.parametrize("bucketed", [False, True], ids=["offset", "bucketed"])
+async def test_pages_of_every_size_hold_exactly_their_jobs(
+    database_url: str, make_settings, monkeypatch: pytest.MonkeyPatch, bucketed: bool
+) -> None:  # type: ignore[no-untyped-def]
+    if bucketed:
+        monkeypatch.setattr(reads, "BUCKETED_FROM", 0)
+    db, _ = await _loaded(database_url, make_settings)
+    try:
+        for filters in FILTERS:
+            ids = await _ids(db, filters)
+            for per_page in SIZES:
+                pages = -(-len(ids) // per_page)
+                for page in sorted({1, 2, pages - 1, pages, pages + 1} - {0}):
+                    found = await list_jobs(db, QUEUES, filters, page, per_page, documents=False)
+                    offset = (page - 1) * per_page
+                    assert [view.id for view in found.items] == ids[offset : offset + per_page], (
+                        filters,
+                        per_page,
+                        page,
+                    )
+                    assert found.total == len(ids)
+                    assert found.pages == pages
+    finally:
+        await db.engine.dispose()
+
+
+async def test_cursor_slices_of_every_size_walk_every_job_once(database_url: str, make_settings) -> None:  # type: ignore[no-untyped-def]
+    db, _ = await _loaded(database_url, make_settings)
+    try:
+        for filters in FILTERS:
+            ids = await _ids(db, filters)
+            for first in SIZES:
+                walked: list[int] = []
+                after: int | None = None
+                while True:
+                    part = await list_jobs_after(db, QUEUES, filters, first, after, documents=False)
+                    assert len(part.items) <= first
+                    assert part.total == len(ids)
+                    walked += [view.id for view in part.items]
+                    if not part.has_next:
+                        break
+                    assert len(part.items) == first
+                    after = part.items[-1].id
+                assert walked == ids, (filters, first)
+    finally:
+        await db.engine.dispose()
+
+
+async def test_page_statements_keep_a_generic_plan_on_postgresql(pg_database_url: str) -> None:
+    """PostgreSQL plans a prepared statement anew for its first five runs, then keeps a generic
+    plan only if that costs no more than the custom ones. With the row count a parameter, the
+    generic plan assumed a tenth of the matching rows, which over a large table made it far
+    costlier than the custom plans: every list page paid the planning again."""
+    await migrate(pg_database_url)
+    dsn = pg_database_url.replace("postgresql+asyncpg://", "postgresql://")
+    conn = await asyncpg.connect(dsn)
+    try:
+        # Enough rows for a tenth of one status and queue to be far more than a page.
+        await conn.execute(
+            "INSERT INTO workers (id, automation_type, queue, status, priority, retry_count, progress,"
+            " created_at, updated_at) SELECT n, 'demo.echo', (ARRAY['certidao','scan'])[1 + n % 2],"
+            " (ARRAY['AGENDADO','CONCLUIDO','FALHA'])[1 + n % 3], 0, 0, 0, now(), now()"
+            " FROM generate_series(1, 60000) AS n"
+        )
+        await conn.execute("ANALYZE")
+        engine = make_engine(pg_database_url)
+        seeks: list[reads.Seek] = ["bucketed", "after", "first"]
+        for seek in seeks:
+            statement, _ = _list_statements(
+                ("status", "queue"), with_text=False, from_counters=True, seek=seek, documents=False, fetch=21
+            )
+            prepared = driver_statement(engine, statement)
+            assert prepared is not None
+            for run in range(10):
+                values = {
+                    "filter_status": "CONCLUIDO",
+                    "filter_queue": "scan",
+                    "page_offset": 2000 + 20 * run,
+                    "after_id": 50000 - 37 * run,
+                }
+                await conn.fetch(prepared.sql, *[values.get(n, prepared.defaults[n]) for n in prepared.names])
+        await engine.dispose()
+        plans = await conn.fetch(
+            "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
+            " WHERE statement LIKE '%FROM workers%LIMIT 21%'"
+            " AND statement NOT LIKE '%pg_prepared_statements%'"
+        )
+        assert len(plans) == len(seeks)
+        for plan in plans:
+            assert plan["generic_plans"] >= 5, (plan["custom_plans"], plan["statement"][:200])
+    finally:
+        await conn.close()
