@@ -8,30 +8,14 @@ import random
 import pytest
 from sqlalchemy import delete, insert, select, update
 
-from worker_automation.models import BUCKET_IDS, Job, JobBucketCount, utcnow
+from tests.integration.job_rows import QUEUES, random_row
+from worker_automation.models import BUCKET_IDS, Job, JobBucketCount
 from worker_automation.models.database import Database
 from worker_automation.models.migrate import migrate
 from worker_automation.resolvers import reads
 from worker_automation.resolvers.reads import JobFilter, list_jobs
 
-QUEUES = {"certidao": 0, "scan": 0}
-STATUSES = ["AGENDADO", "CONCLUIDO", "FALHA"]
 PER_PAGE = 25
-
-
-def _row(rng: random.Random, job_id: int) -> dict[str, object]:
-    now = utcnow()
-    return {
-        "id": job_id,
-        "automation_type": "demo.echo",
-        "queue": rng.choice(list(QUEUES)),
-        "status": rng.choice(STATUSES),
-        "priority": 0,
-        "retry_count": 0,
-        "progress": 0,
-        "created_at": now,
-        "updated_at": now,
-    }
 
 
 async def _expected(db: Database, filters: JobFilter, offset: int) -> tuple[list[int], int]:
@@ -71,7 +55,7 @@ async def test_bucketed_pages_equal_offset_pages(
         # Ids with gaps, over several buckets, some of them empty, up to the largest 32-bit id.
         ids = [*sorted(rng.sample(range(1, 9 * BUCKET_IDS), 3000)), 20 * BUCKET_IDS + 5, 2**31 - 1]
         async with db.session() as session:
-            await session.execute(insert(Job), [_row(rng, job_id) for job_id in ids])
+            await session.execute(insert(Job), [random_row(rng, job_id) for job_id in ids])
         for filters in FILTERS:
             _, total = await _expected(db, filters, 0)
             # The first pages, pages across every bucket boundary, the last page, past the end.
@@ -102,7 +86,8 @@ async def test_deep_pages_use_the_counters_and_shallow_ones_do_not(
     try:
         ids = list(range(1, 3 * BUCKET_IDS, 97))
         async with db.session() as session:
-            await session.execute(insert(Job), [_row(rng, job_id) | {"queue": "scan"} for job_id in ids])
+            rows = [random_row(rng, job_id) | {"queue": "scan"} for job_id in ids]
+            await session.execute(insert(Job), rows)
         filters = JobFilter(queue="scan")
         await _pages_agree(db, filters, [0, 50, 75, 400])
         # Counters made wrong on purpose: only the pages found through them change.

@@ -11,7 +11,8 @@ import asyncpg
 import pytest
 from sqlalchemy import insert, select
 
-from worker_automation.models import Job, utcnow
+from tests.integration.job_rows import QUEUES, random_row
+from worker_automation.models import Job
 from worker_automation.models.database import Database, driver_statement, make_engine
 from worker_automation.models.migrate import migrate
 from worker_automation.resolvers import reads
@@ -25,8 +26,6 @@ from worker_automation.resolvers.reads import (
     list_jobs_after,
 )
 
-QUEUES = {"certidao": 0, "scan": 0}
-STATUSES = ["AGENDADO", "CONCLUIDO", "FALHA"]
 JOBS = 260
 SIZES = [1, 2, 3, 7, 20, 21, 26, 33, 51, 99, 100]
 
@@ -49,28 +48,14 @@ def test_the_number_of_rows_is_written_into_the_statement() -> None:
     assert "page_size" not in text
 
 
-async def _loaded(database_url: str, make_settings) -> tuple[Database, list[dict[str, object]]]:  # type: ignore[no-untyped-def]
+async def _loaded(database_url: str, make_settings) -> Database:  # type: ignore[no-untyped-def]
     await migrate(database_url)
     db = Database(make_settings(database_url, None))
     rng = random.Random(11)
-    now = utcnow()
-    rows: list[dict[str, object]] = [
-        {
-            "id": job_id,
-            "automation_type": "demo.echo",
-            "queue": rng.choice(list(QUEUES)),
-            "status": rng.choice(STATUSES),
-            "priority": 0,
-            "retry_count": 0,
-            "progress": 0,
-            "created_at": now,
-            "updated_at": now,
-        }
-        for job_id in sorted(rng.sample(range(1, 5 * JOBS), JOBS))
-    ]
+    rows = [random_row(rng, job_id) for job_id in sorted(rng.sample(range(1, 5 * JOBS), JOBS))]
     async with db.session() as session:
         await session.execute(insert(Job), rows)
-    return db, rows
+    return db
 
 
 async def _ids(db: Database, filters: JobFilter) -> list[int]:
@@ -88,7 +73,7 @@ async def test_pages_of_every_size_hold_exactly_their_jobs(
 ) -> None:  # type: ignore[no-untyped-def]
     if bucketed:
         monkeypatch.setattr(reads, "BUCKETED_FROM", 0)
-    db, _ = await _loaded(database_url, make_settings)
+    db = await _loaded(database_url, make_settings)
     try:
         for filters in FILTERS:
             ids = await _ids(db, filters)
@@ -109,7 +94,7 @@ async def test_pages_of_every_size_hold_exactly_their_jobs(
 
 
 async def test_cursor_slices_of_every_size_walk_every_job_once(database_url: str, make_settings) -> None:  # type: ignore[no-untyped-def]
-    db, _ = await _loaded(database_url, make_settings)
+    db = await _loaded(database_url, make_settings)
     try:
         for filters in FILTERS:
             ids = await _ids(db, filters)
