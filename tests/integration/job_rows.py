@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import random
 
-from worker_automation.models import utcnow
+from sqlalchemy import select
+
+from worker_automation.models import Job, utcnow
+from worker_automation.models.database import Database
+from worker_automation.resolvers.reads import JobFilter
 
 QUEUES = {"certidao": 0, "scan": 0}
 STATUSES = ["AGENDADO", "CONCLUIDO", "FALHA"]
@@ -25,3 +29,10 @@ def random_row(rng: random.Random, job_id: int) -> dict[str, object]:
         "created_at": now,
         "updated_at": now,
     }
+
+
+async def matching_ids(db: Database, filters: JobFilter) -> list[int]:
+    """The ids of every job ``filters`` matches, newest first, by a plain query over the rows."""
+    conds = [getattr(Job, name) == value for name, value in filters.values(QUEUES).items()]
+    async with db.session() as session:
+        return list((await session.scalars(select(Job.id).where(*conds).order_by(Job.id.desc()))).all())

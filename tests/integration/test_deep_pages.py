@@ -6,9 +6,9 @@ from __future__ import annotations
 import random
 
 import pytest
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, insert, update
 
-from tests.integration.job_rows import QUEUES, random_row
+from tests.integration.job_rows import QUEUES, matching_ids, random_row
 from worker_automation.models import BUCKET_IDS, Job, JobBucketCount
 from worker_automation.models.database import Database
 from worker_automation.models.migrate import migrate
@@ -20,10 +20,8 @@ PER_PAGE = 25
 
 async def _expected(db: Database, filters: JobFilter, offset: int) -> tuple[list[int], int]:
     """The page's ids by a plain ``OFFSET`` over the rows, and how many rows match."""
-    conds = [getattr(Job, name) == value for name, value in filters.values(QUEUES).items()]
-    async with db.session() as session:
-        ids = (await session.scalars(select(Job.id).where(*conds).order_by(Job.id.desc()))).all()
-    return list(ids[offset : offset + PER_PAGE]), len(ids)
+    ids = await matching_ids(db, filters)
+    return ids[offset : offset + PER_PAGE], len(ids)
 
 
 async def _pages_agree(db: Database, filters: JobFilter, offsets: list[int]) -> None:

@@ -9,9 +9,9 @@ import random
 
 import asyncpg
 import pytest
-from sqlalchemy import insert, select
+from sqlalchemy import insert
 
-from tests.integration.job_rows import QUEUES, random_row
+from tests.integration.job_rows import QUEUES, matching_ids, random_row
 from worker_automation.models import Job
 from worker_automation.models.database import Database, driver_statement, make_engine
 from worker_automation.models.migrate import migrate
@@ -58,12 +58,6 @@ async def _loaded(database_url: str, make_settings) -> Database:  # type: ignore
     return db
 
 
-async def _ids(db: Database, filters: JobFilter) -> list[int]:
-    conds = [getattr(Job, name) == value for name, value in filters.values(QUEUES).items()]
-    async with db.session() as session:
-        return list((await session.scalars(select(Job.id).where(*conds).order_by(Job.id.desc()))).all())
-
-
 FILTERS = [JobFilter(), JobFilter(status="CONCLUIDO", queue="scan")]
 
 
@@ -76,7 +70,7 @@ async def test_pages_of_every_size_hold_exactly_their_jobs(
     db = await _loaded(database_url, make_settings)
     try:
         for filters in FILTERS:
-            ids = await _ids(db, filters)
+            ids = await matching_ids(db, filters)
             for per_page in SIZES:
                 pages = -(-len(ids) // per_page)
                 for page in sorted({1, 2, pages - 1, pages, pages + 1} - {0}):
@@ -97,7 +91,7 @@ async def test_cursor_slices_of_every_size_walk_every_job_once(database_url: str
     db = await _loaded(database_url, make_settings)
     try:
         for filters in FILTERS:
-            ids = await _ids(db, filters)
+            ids = await matching_ids(db, filters)
             for first in SIZES:
                 walked: list[int] = []
                 after: int | None = None
