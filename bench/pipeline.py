@@ -11,8 +11,8 @@ Variants, round by round, each side's workers running only during its own round:
 - the peer (``bench/peer_celery_app.py``): what a Celery user runs for records and a live view,
   the same no-op task with Celery's database result backend on the same PostgreSQL, task events
   on and Flower consuming them (Flower from its own virtualenv, ``--flower``);
-- with ``--drain``, also ours and raw Celery with every job queued first, timing only the
-  workers' drain.
+- with ``--drain``, also ours, raw Celery and the peer with every job queued first, timing only
+  the workers' drain.
 
     python -m bench.pipeline --jobs 10000 --batch 1,100 --drain
 """
@@ -64,6 +64,7 @@ TIMEOUT_SECONDS = 900.0
 RAW = "raw Celery"
 PEER = "peer: Celery + db results + events + Flower"
 RAW_DRAIN = RAW + ", drain"
+PEER_DRAIN = PEER + ", drain"
 PEER_DATABASE = "wa_bench_pipeline_peer"
 # Jobs per request when ``--drain`` queues the jobs before the workers start (not timed).
 DRAIN_BATCH = 100
@@ -348,19 +349,23 @@ async def clear_peer_results() -> None:
         await conn.close()
 
 
-def run_peer(procs: Procs, args: argparse.Namespace) -> Round:
-    """The peer's round: Flower and the worker started, tasks sent, every result stored."""
+def run_peer(procs: Procs, args: argparse.Namespace, *, drain: bool = False) -> Round:
+    """The peer's round: Flower and the worker started, tasks sent, every result stored (with
+    ``drain``, every task sent before the worker starts, Flower already listening)."""
     # Imported here: flower_compare imports this module.
     from bench.flower_compare import start_flower
     from bench.peer_celery_app import QUEUE as PEER_QUEUE
     from bench.peer_celery_app import TASK_NAME, app
 
-    result = Round(PEER, args.jobs)
+    result = Round(PEER_DRAIN if drain else PEER, args.jobs, "drain" if drain else "live")
     purge(PEER_QUEUE)
     app.backend  # noqa: B018 - creates the results table before the first round
     asyncio.run(clear_peer_results())
     ids = [str(uuid.uuid4()) for _ in range(args.jobs)]
     flower = start_flower(procs, Path(args.flower), free_port()).proc
+    sent_at = send_tasks(app, TASK_NAME, PEER_QUEUE, ids) if drain else {}
+    if drain:
+        result.dispatch_s = max(sent_at.values()) - min(sent_at.values())
     env = bench_env(BENCH_PEER_BROKER_URL=redis_url())
     worker = start_celery_worker(procs, "peer-celery", "bench.peer_celery_app", PEER_QUEUE, env, args)
     try:
@@ -368,8 +373,9 @@ def run_peer(procs: Procs, args: argparse.Namespace) -> Round:
         worker_cpu0 = cpu_seconds(worker.pid, with_children=True)
         flower_cpu0 = cpu_seconds(flower.pid, with_children=True)
         started = time.time()
-        sent_at = send_tasks(app, TASK_NAME, PEER_QUEUE, ids)
-        result.dispatch_s = max(sent_at.values()) - started
+        if not drain:
+            sent_at = send_tasks(app, TASK_NAME, PEER_QUEUE, ids)
+            result.dispatch_s = max(sent_at.values()) - started
         done_at = asyncio.run(peer_results(set(ids)))
         result.worker_cpu_s = cpu_seconds(worker.pid, with_children=True) - worker_cpu0
         result.api_cpu_s = cpu_seconds(flower.pid, with_children=True) - flower_cpu0
@@ -456,7 +462,7 @@ def batched(ours: Ours, batch: int) -> Ours:
     return replace(ours, label=f"{ours.label}, batches of {batch}", batch=batch)
 
 
-Variant = Ours | str  # ours, or RAW / PEER / RAW + ", drain"
+Variant = Ours | str  # ours, or RAW / PEER / RAW_DRAIN / PEER_DRAIN
 
 
 _PROFILED: list[str] = []  # the variant profiled, once per run
@@ -469,6 +475,8 @@ def run_variant(procs: Procs, variant: Variant, args: argparse.Namespace, first_
         return run_raw(procs, args, drain=True)
     if variant == PEER:
         return run_peer(procs, args)
+    if variant == PEER_DRAIN:
+        return run_peer(procs, args, drain=True)
     assert isinstance(variant, Ours)
     # The first round of the working tree's first variant is profiled (with --batch 100 alone,
     # the batched one).
@@ -494,6 +502,8 @@ def variants_of(procs: Procs, args: argparse.Namespace) -> list[Variant]:
     variants += [side if size == 1 else batched(side, size) for size in args.batch for side in ours]
     if args.drain:
         variants.append(RAW_DRAIN)
+        if not args.no_peer:
+            variants.append(PEER_DRAIN)
         variants += [
             replace(side, label=f"{side.label}, drain", batch=DRAIN_BATCH, drain=True) for side in ours
         ]
@@ -526,7 +536,7 @@ def report(rounds: list[Round], args: argparse.Namespace) -> None:
         return median([r.rate for r in rounds if r.variant == variant])
 
     raw = {"live": rate_of(RAW), "drain": rate_of(RAW_DRAIN)}
-    peer = rate_of(PEER)
+    peer = {"live": rate_of(PEER), "drain": rate_of(PEER_DRAIN)}
     print()
     print(
         f"{args.jobs:,} no-op jobs per round, {args.runs} round(s) per variant, "
@@ -543,7 +553,8 @@ def report(rounds: list[Round], args: argparse.Namespace) -> None:
         mine = [r for r in rounds if r.variant == variant]
         rate = median([r.rate for r in mine])
         reference = raw[mine[0].mode]
-        ours = variant not in (RAW, RAW_DRAIN, PEER)
+        peers = peer[mine[0].mode]
+        ours = variant not in (RAW, RAW_DRAIN, PEER, PEER_DRAIN)
         summary.append(
             [
                 variant,
@@ -551,12 +562,13 @@ def report(rounds: list[Round], args: argparse.Namespace) -> None:
                 fmt(median([percentile(r.latencies_ms, 50) for r in mine]), 0),
                 fmt(median([percentile(r.latencies_ms, 99) for r in mine]), 0),
                 f"{rate / reference:.2f}x" if reference == reference and reference else "-",
-                f"{rate / peer:.2f}x" if ours and mine[0].mode == "live" and peer == peer and peer else "-",
+                f"{rate / peers:.2f}x" if ours and peers == peers and peers else "-",
             ]
         )
     print(
         "medians over rounds (targets: ours one job per request >= 1.0x the peer; "
-        "batched and drain >= 0.5x raw Celery; drain rounds compare with raw Celery's drain):"
+        "batched and drain >= 0.5x raw Celery; drain rounds compare with raw Celery's and the "
+        "peer's drain):"
     )
     print(table(["variant", "per s", "latency p50 ms", "latency p99 ms", "vs raw", "vs peer"], summary))
     if args.profile:
@@ -591,7 +603,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--drain",
         action="store_true",
-        help="also rounds of ours and raw Celery with every job queued first, timing the workers' drain",
+        help="also rounds of ours, raw Celery and the peer with every job queued first, timing the drain",
     )
     parser.add_argument(
         "--flower",
