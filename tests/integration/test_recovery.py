@@ -185,6 +185,13 @@ async def test_a_worker_reports_the_run_it_held_before_it_died(services: Service
             url = f"/api/v1/jobs/{job}/lost"
             bad = await http.post(url, json={"fault": "nope"}, headers={"X-Worker-Api-Key": own.api_key})
             assert bad.status_code == 422 and bad.json()["data"]["field"] == "fault"
+            # Not a string at all (an object, a list, a number): refused the same way, never a 500.
+            for odd in ({"fault": "worker_lost"}, ["worker_lost"], 3, True):
+                odd_answer = await http.post(
+                    url, json={"fault": odd, "task_id": "t-1"}, headers={"X-Worker-Api-Key": own.api_key}
+                )
+                assert odd_answer.status_code == 422, (odd, odd_answer.text)
+                assert odd_answer.json()["data"]["field"] == "fault"
             body = {"fault": "worker_lost", "task_id": "t-1"}
             refused = await http.post(url, json=body, headers={"X-Worker-Api-Key": other.api_key})
             assert refused.status_code == 409

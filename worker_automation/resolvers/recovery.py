@@ -326,7 +326,8 @@ async def recover_lost(
 ) -> JobView:
     """A worker reports a run it held when its process died (``worker_lost``, at its start), or a
     claim it never had the answer to and so never ran (``not_started``)."""
-    if fault not in REPORTED_FAULTS:
+    # Compared as a string only: an object or a list is not hashable, and is no fault either.
+    if not isinstance(fault, str) or fault not in REPORTED_FAULTS:
         raise BadInput("fault", f"fault deve ser um de {sorted(REPORTED_FAULTS)}")
     async with services.db.reader() as session:
         row = await session.get(Job, job_id)
