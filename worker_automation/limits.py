@@ -10,6 +10,7 @@ surrogate: either would otherwise surface as a database error (a 500) instead of
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Final
 
 from worker_automation.errors import BadInput
@@ -23,10 +24,24 @@ INT32_MAX: Final = 2**31 - 1
 MAX_JSON_DEPTH: Final = 64
 
 
+# What no database stores in text: NUL and lone UTF-16 surrogates.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def readable(text: str) -> str:
+    """``text`` with what cannot be stored or sent written as ``\\uXXXX`` escapes: how a refused
+    object key is named back to its caller (the raw character would break the answer itself)."""
+    return _UNSTORABLE.sub(_escaped, text)
+
+
 def _join(path: str, key: str | int) -> str:
     if isinstance(key, int):
         return f"{path}[{key}]"
-    return f"{path}.{key}" if path else key
+    return f"{path}.{readable(key)}" if path else readable(key)
 
 
 def text_problem(value: str) -> str | None:

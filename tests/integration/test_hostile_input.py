@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from sqlalchemy import func, select, text
 from sqlalchemy.exc import DBAPIError
@@ -100,7 +101,13 @@ async def test_context_over_64_kib_is_422_naming_context(api: Api) -> None:
 UNSTORABLE = [
     (b'{"automation_type": "demo.echo", "context": {"a": "x\\u0000y"}}', "context.a"),
     (b'{"automation_type": "demo.echo", "context": {"a": "\\ud800"}}', "context.a"),
-    (b'{"automation_type": "demo.echo", "context": {"\\u0000": 1}}', "context.\x00"),
+    # A bad object key is named with the character escaped: sent raw, it would break the answer.
+    (b'{"automation_type": "demo.echo", "context": {"\\u0000": 1}}', "context.\\u0000"),
+    (b'{"automation_type": "demo.echo", "context": {"\\ud800": 1}}', "context.\\ud800"),
+    (
+        b'{"automation_type": "demo.echo", "context": {"a": [{"b\\udc80c": {"x": 1}}]}}',
+        "context.a[0].b\\udc80c",
+    ),
     (b'{"automation_type": "demo.echo", "context": {"a": NaN}}', "body"),
     (b'{"automation_type": "demo.echo", "cliente_id": 99999999999999999999}', "cliente_id"),
     (b'{"automation_type": "demo.echo", "cliente_id": -99999999999}', "cliente_id"),
@@ -119,7 +126,43 @@ UNSTORABLE = [
 async def test_unstorable_input_is_422_naming_the_field(api: Api, raw: bytes, field: str) -> None:
     response = await post_job(api, content=raw, headers={"content-type": "application/json"})
     refused(response, 422, field)
+    response.content.decode("utf-8")  # strict: the answer is UTF-8 whatever the key was
     assert await count(api) == 0
+
+
+SURROGATE_KEY = b'{"\\ud800": 1}'
+
+
+async def test_a_lone_surrogate_in_a_key_is_refused_by_every_json_route(api: Api) -> None:
+    json_headers = {"content-type": "application/json"}
+    batch = b'{"jobs": [{"automation_type": "demo.echo", "context": {"a": 1}}, '
+    batch += b'{"automation_type": "demo.echo", "context": {"a": ' + SURROGATE_KEY + b"}}]}"
+    response = await api.call("POST", f"{JOBS}/batch", content=batch, headers=json_headers)
+    refused(response, 422, "jobs[1].context.a.\\ud800")
+    job_id = int((await post_job(api, job_body())).json()["data"]["id"])
+    before = await row(api, job_id)
+    for action, name in (("move", "target_queue"), ("reorder", "new_priority")):
+        raw = b'{"' + name.encode() + b'": ' + SURROGATE_KEY + b"}"
+        response = await api.call("POST", f"{BASE}/{job_id}/{action}", content=raw, headers=json_headers)
+        refused(response, 422, f"{name}.\\ud800")
+    after = await row(api, job_id)
+    assert (after.queue, after.priority, after.status) == (before.queue, before.priority, before.status)
+    job_id, machine = await running_job(api)
+    result = b'{"result": {"ok": ' + SURROGATE_KEY + b"}}"
+    headers = {**machine, **json_headers}
+    response = await api.call("POST", f"{JOBS}/{job_id}/complete", kind=None, headers=headers, content=result)
+    refused(response, 422, "result.ok.\\ud800")
+    assert (await row(api, job_id)).status == "FALHA"
+    mutation = (
+        'mutation($c: JSON) { dispatchAutomation(input: {automationType: "demo.echo", context: $c}) { id } }'
+    )
+    body = b'{"query": ' + orjson.dumps(mutation) + b', "variables": {"c": {"a": ' + SURROGATE_KEY + b"}}}"
+    answer = await graphql(api, body)
+    assert answer.status_code == 200, answer.text
+    (error,) = answer.json()["errors"]
+    assert error["extensions"] == {"code": "BAD_USER_INPUT", "field": "c.a.\\ud800"}
+    assert "\\ud800" in error["message"]
+    assert await count(api) == 2
 
 
 async def running_job(api: Api, automation: str = "demo.echo") -> tuple[int, dict[str, str]]:

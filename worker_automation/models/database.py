@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager, nullcontext
@@ -71,24 +72,64 @@ _OUTAGE_ERRORS = (
 
 
 # SQLSTATEs of a server that cannot serve: connection exceptions (08), shutting down or starting
-# up (57P0x), out of connections or memory (53), a database closed to connections (55000).
+# up (57P0x), out of resources (53: disk, memory, connections), a database closed to connections
+# (55000).
 _OUTAGE_SQLSTATES = ("08", "57P0", "53", "55000")
+# Out of resources: the server is up but cannot take the write until an operator makes room.
+_EXHAUSTED_SQLSTATE = "53"
 # SQLite's OperationalError also means "no such table": only these messages are outages.
-_SQLITE_OUTAGES = ("database is locked", "unable to open database file", "disk i/o error")
+_SQLITE_FULL = ("database or disk is full",)
+_SQLITE_OUTAGES = ("database is locked", "unable to open database file", "disk i/o error", *_SQLITE_FULL)
+
+
+def _sqlstate(exc: DBAPIError) -> str | None:
+    sqlstate = getattr(exc.orig, "sqlstate", None)
+    return sqlstate if isinstance(sqlstate, str) else None
+
+
+def _sqlite_says(exc: DBAPIError, messages: tuple[str, ...]) -> bool:
+    return isinstance(exc, OperationalError) and str(exc.orig).lower().startswith(messages)
 
 
 def database_unavailable(exc: BaseException) -> bool:
-    """True when ``exc`` says the database could not be reached (an outage, answered 503), not
-    that a statement was wrong."""
+    """True when ``exc`` says the database could not be reached or could not take the write (an
+    outage, answered 503), not that a statement was wrong. A full disk is one: every write fails
+    alike until space is made, and nothing the caller sent was at fault."""
     if isinstance(exc, DBAPIError):
         if exc.connection_invalidated:
             return True
-        sqlstate = getattr(exc.orig, "sqlstate", None)
-        if isinstance(sqlstate, str) and sqlstate.startswith(_OUTAGE_SQLSTATES):
+        sqlstate = _sqlstate(exc)
+        if sqlstate is not None and sqlstate.startswith(_OUTAGE_SQLSTATES):
             return True
-        if isinstance(exc, OperationalError) and str(exc.orig).lower().startswith(_SQLITE_OUTAGES):
+        if _sqlite_says(exc, _SQLITE_OUTAGES):
             return True
     return isinstance(exc, _OUTAGE_ERRORS)
+
+
+def database_exhausted(exc: BaseException) -> bool:
+    """True when the database is up but out of room: SQLite's ``database or disk is full``
+    (SQLITE_FULL), PostgreSQL's class 53 (``disk_full``, ``out_of_memory``, ``too_many_connections``
+    ...). Unlike a restart, it does not pass by itself: it is logged as an error for an operator."""
+    if not isinstance(exc, DBAPIError):
+        return False
+    sqlstate = _sqlstate(exc)
+    if sqlstate is not None and sqlstate.startswith(_EXHAUSTED_SQLSTATE):
+        return True
+    return _sqlite_says(exc, _SQLITE_FULL)
+
+
+def report_outage(log: logging.Logger, exc: BaseException, where: str) -> None:
+    """The one log line of a request refused by an outage (no traceback: the cause is named, and
+    the stack of a refused write says nothing more): ERROR when the database is out of room, which
+    needs someone to act, WARNING for an outage that passes by itself."""
+    level = logging.ERROR if database_exhausted(exc) else logging.WARNING
+    cause = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+    log.log(level, "database unavailable for %s: %s: %s", where, type(exc).__name__, _first_line(cause))
+
+
+def _first_line(exc: BaseException) -> str:
+    said = str(exc).strip()
+    return said.splitlines()[0][:200] if said else type(exc).__name__
 
 
 # asyncpg quotes the value it could not encode ("invalid input for query argument $1: 'v' (...)").

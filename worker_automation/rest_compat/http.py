@@ -24,7 +24,7 @@ from worker_automation.errors import (
 )
 from worker_automation.json_codec import FastJSONResponse
 from worker_automation.limits import check_storable, check_text
-from worker_automation.models.database import database_unavailable
+from worker_automation.models.database import database_unavailable, report_outage
 from worker_automation.resolvers.auth import (
     MSG_MISSING,
     SCOPE_READ,
@@ -94,9 +94,7 @@ def guarded(handler: Handler) -> Handler:
             return error(MSG_DISCONNECTED, 400)
         except Exception as exc:
             if database_unavailable(exc):
-                log.warning(
-                    "database unavailable for %s %s: %s", request.method, request.url.path, type(exc).__name__
-                )
+                report_outage(log, exc, f"{request.method} {request.url.path}")
                 return error(MSG_DATABASE_DOWN, 503)
             # Logged here with its traceback; the caller gets the envelope and never the trace.
             log.exception("unhandled error in %s %s", request.method, request.url.path)

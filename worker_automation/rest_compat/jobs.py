@@ -9,7 +9,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from worker_automation.errors import BadInput, Unavailable
-from worker_automation.limits import INT32_MAX
+from worker_automation.limits import INT32_MAX, check_text
 from worker_automation.resolvers import claims, recovery
 from worker_automation.resolvers.auth import SCOPE_WRITE
 from worker_automation.resolvers.automations import registered
@@ -57,11 +57,13 @@ JOB_FIELDS = ("automation_type", "cliente_id", "context", "priority", "usuario_i
 
 
 def _task_id(body: dict[str, Any]) -> str | None:
-    """The run a worker's request is about (optional)."""
+    """The run a worker's request is about (optional), text a database can compare."""
     task_id = body.get("task_id")
-    if task_id is not None and not isinstance(task_id, str):
+    if task_id is None:
+        return None
+    if not isinstance(task_id, str):
         raise BadInput("task_id", "task_id deve ser texto")
-    return task_id
+    return check_text(task_id, "task_id")
 
 
 def _job_request(body: dict[str, Any]) -> JobRequest:

@@ -6,11 +6,13 @@ before the result is sent (Strawberry's ``process_errors`` step, which runs exac
 result, streamed payloads included), so the mapping lives in one place and costs nothing on results
 without errors. Errors that are not domain errors and happened while resolving a field are bugs
 or outages of our own: their message is replaced by "Erro interno" after the original has been
-logged with its traceback.
+logged with its traceback; a database outage or a full disk is logged once per result, in one
+line, and answered ``SERVICE_UNAVAILABLE``.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from graphql import GraphQLError, GraphQLSyntaxError
@@ -19,7 +21,9 @@ from worker_automation.errors import (
     DomainError,
     Unavailable,
 )
-from worker_automation.models.database import database_unavailable
+from worker_automation.models.database import database_unavailable, report_outage
+
+log = logging.getLogger(__name__)
 
 INTERNAL_CODE = "INTERNAL_SERVER_ERROR"
 UNAVAILABLE_CODE = Unavailable.code
@@ -89,5 +93,16 @@ def _with_code(error: GraphQLError, code: str) -> GraphQLError:
 
 
 def translate_in_place(errors: list[GraphQLError]) -> None:
-    """Apply :func:`translate` to a result's own error list (what the caller will be sent)."""
+    """Apply :func:`translate` to a result's own error list (what the caller will be sent); an
+    outage behind any of them is logged once for the result, without a traceback."""
+    outage = next(
+        (
+            e.original_error
+            for e in errors
+            if e.original_error is not None and database_unavailable(e.original_error)
+        ),
+        None,
+    )
+    if outage is not None:
+        report_outage(log, outage, "GraphQL")
     errors[:] = [translate(e) for e in errors]
