@@ -97,3 +97,46 @@ async def test_gateway_bus_and_a_real_worker(embedded: EmbeddedRedis, gateway: B
     finally:
         await bus.stop()
     assert await gateway.purge("scan") == 0
+
+
+def settled_wakeups(embedded: EmbeddedRedis) -> int:
+    """The wake-up count once the last replies' own wake-ups (at most one each) are spent."""
+    deadline = time.monotonic() + 5.0
+    count = embedded.wakeups()
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = embedded.wakeups()
+        if now == count:
+            return now
+        count = now
+    raise AssertionError("the embedded Redis never went quiet")
+
+
+def test_idle_connections_cost_no_wakeups(embedded: EmbeddedRedis) -> None:
+    """Connections that send nothing leave their threads asleep; a published message wakes only
+    its subscriber's, and an idle blocking pop waits without waking until its timeout."""
+    quiet = [redis.Redis.from_url(embedded.url) for _ in range(5)]
+    subscriber = redis.Redis.from_url(embedded.url).pubsub()  # type: ignore[no-untyped-call]
+    try:
+        for client in quiet:
+            assert client.ping()
+        subscriber.subscribe("wa-idle")
+        assert subscriber.get_message(timeout=5.0) is not None  # the subscribe confirmation
+
+        before = settled_wakeups(embedded)
+        time.sleep(0.5)
+        assert embedded.wakeups() == before
+
+        publisher = quiet[0]
+        assert publisher.publish("wa-idle", b"hello") == 1
+        message = subscriber.get_message(timeout=5.0)
+        assert message is not None and message["data"] == b"hello"
+
+        # A BRPOP parked in the server is one request, however long it waits.
+        before = settled_wakeups(embedded)
+        assert quiet[1].brpop(["wa-idle-list"], timeout=1) is None
+        assert embedded.wakeups() - before <= 2
+    finally:
+        subscriber.close()
+        for client in quiet:
+            client.close()
