@@ -2,10 +2,11 @@
 
 Apollo Client over HTTP (query, mutation, normalized cache), Apollo over ``graphql-ws`` and over the
 legacy ``subscriptions-transport-ws`` (a job's terminal event, live), and ``buildClientSchema`` over
-graphql-js's standard introspection query. They are pinned by ``tests/js/package-lock.json``; the
-Node script prints one JSON line per check, and each check is a test here, so a failure names the
-client and the step. Without Node or ``tests/js/node_modules`` (``npm ci`` there) the tests are
-skipped, except under ``WA_REQUIRE_SERVICES=1``, where they fail.
+graphql-js's standard introspection query (the schema ``schema.graphql`` exports, nothing less).
+They are pinned by ``tests/js/package-lock.json``; the Node script prints one JSON line per check,
+and each check is a test here, so a failure names the client and the step. Without Node or
+``tests/js/node_modules`` (``npm ci`` there) the tests are skipped, except under
+``WA_REQUIRE_SERVICES=1``, where they fail.
 """
 
 from __future__ import annotations
