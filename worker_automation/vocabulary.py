@@ -78,6 +78,7 @@ class Fault(StrEnum):
     MESSAGE_LOST = "message_lost"  # AGENDADO whose message nobody holds (Redis lost it, say)
     WORKER_LOST = "worker_lost"  # EXECUTANDO that no process runs any more
     NOT_STARTED = "not_started"  # claimed, but its worker never had the answer: it never ran
+    MACHINE_LOST = "machine_lost"  # EXECUTANDO on a dedicated machine whose subscription closed for good
 
 
 # What a worker may report about a run of its own (``POST /api/v1/jobs/{id}/lost``).

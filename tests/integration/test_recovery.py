@@ -41,7 +41,7 @@ async def _row(services: Services, job_id: int) -> Any:
         return (await session.execute(select(Job).where(Job.id == job_id))).scalar_one()
 
 
-async def _running(services: Services, automation: str, machine_id: int, task_id: str) -> int:
+async def running_job(services: Services, automation: str, machine_id: int, task_id: str) -> int:
     now = utcnow() - timedelta(minutes=1)
     values = {
         "automation_type": automation,
@@ -147,9 +147,9 @@ async def test_lost_runs_of_pool_machines_end_failed_or_queued_again(services: S
     dedicated = await register_machine(
         services.db, CLI_ACTOR, services.settings.queues, name="own", automation="demo.sleep"
     )
-    not_idempotent = await _running(services, "demo.sleep", pool.machine.id, "t-sleep")
-    idempotent = await _running(services, "demo.echo", pool.machine.id, "t-echo")
-    on_a_dedicated_machine = await _running(services, "demo.sleep", dedicated.machine.id, "t-own")
+    not_idempotent = await running_job(services, "demo.sleep", pool.machine.id, "t-sleep")
+    idempotent = await running_job(services, "demo.echo", pool.machine.id, "t-echo")
+    on_a_dedicated_machine = await running_job(services, "demo.sleep", dedicated.machine.id, "t-own")
 
     # No worker answers the inspection and none was ever seen running these: no evidence either
     # way (a broadcast that failed looks the same), so the reconciler leaves them alone.
@@ -177,7 +177,7 @@ async def test_a_worker_reports_the_run_it_held_before_it_died(services: Service
     other = await register_machine(
         services.db, CLI_ACTOR, services.settings.queues, name="other", automation="demo.sleep"
     )
-    job = await _running(services, "demo.sleep", own.machine.id, "t-1")
+    job = await running_job(services, "demo.sleep", own.machine.id, "t-1")
     app = create_app(services.settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
@@ -257,7 +257,7 @@ async def test_a_claim_whose_answer_never_arrived_is_queued_again(services: Serv
     own = await register_machine(
         services.db, CLI_ACTOR, services.settings.queues, name="own", automation="demo.sleep"
     )
-    job = await _running(services, "demo.sleep", own.machine.id, "t-1")
+    job = await running_job(services, "demo.sleep", own.machine.id, "t-1")
     app = create_app(services.settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)

@@ -21,6 +21,7 @@ from worker_automation.models.database import Executor
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.automations import apply_setting, effective, registered
 from worker_automation.resolvers.job_views import RUN_ORDER, JobView, enriched_select, order_by, views_of
+from worker_automation.resolvers.late_reports import record_late_report, replaces_lost_run
 from worker_automation.resolvers.machines import (
     MACHINE_COLUMNS,
     MachineKey,
@@ -255,13 +256,18 @@ async def _refusal_for(conn: Executor, job_id: int, task_id: str | None) -> Doma
 
 async def _held(session: Any, machine: MachineView, job_id: int) -> Job:
     row = await lock_job(session, job_id)
+    _check_held(row, machine)
+    return row
+
+
+def _check_held(row: Job, machine: MachineView) -> None:
+    """Conflict unless ``machine`` holds ``row``'s run now."""
     if row.status != JobStatus.EXECUTANDO.value:
         raise Conflict(
             f"Job nao esta em execucao (status {row.status}).", status=row.status, reason="not_running"
         )
     if row.machine_id != machine.id:
         raise Conflict("Job reivindicado por outra maquina.", status=row.status, reason="not_holder")
-    return row
 
 
 async def report_progress(
@@ -308,10 +314,18 @@ async def _finish(
             return returned_view(done)
         known = machine if isinstance(machine, MachineView) else await machine_in(conn, machine)
     async with services.db.session() as session:
-        row = await _held(session, known, job_id)
-        if task_id is not None and row.task_id != task_id:
-            # A report about an earlier run of the job (retried and claimed again since).
-            raise Conflict("Relato de uma execucao anterior do job.", status=row.status, reason="stale_task")
+        row = await lock_job(session, job_id)
+        # The run recovery ended while its report waited (in an outbox, say): the report wins.
+        replaced = replaces_lost_run(row, known, task_id)
+        if replaced is not None:
+            await record_late_report(session, row, known, replaced, values)
+        else:
+            _check_held(row, known)
+            if task_id is not None and row.task_id != task_id:
+                # A report about an earlier run of the job (retried and claimed again since).
+                raise Conflict(
+                    "Relato de uma execucao anterior do job.", status=row.status, reason="stale_task"
+                )
         for name, value in values.items():
             setattr(row, name, value)
         row.data_fim = now

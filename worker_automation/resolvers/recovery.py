@@ -51,6 +51,7 @@ from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.dispatch import Send, send_all
 from worker_automation.resolvers.job_actions import back_in_queue
 from worker_automation.resolvers.job_views import JobView
+from worker_automation.resolvers.late_reports import LOST_EXC_TYPES
 from worker_automation.resolvers.machines import MachineView
 from worker_automation.resolvers.reads import MSG_JOB_NOT_FOUND
 from worker_automation.resolvers.resending import resend_all
@@ -73,6 +74,12 @@ LOST_RUN_MESSAGE: Final = (
     "worker_lost: o processo que executava o job terminou sem relatar o resultado "
     "(worker encerrado a forca, maquina reiniciada ou serve interrompido)."
 )
+MACHINE_LOST_MESSAGE: Final = (
+    "machine_lost: a maquina dedicada que executava o job desconectou e nao voltou dentro da "
+    "janela de recuperacao (processo encerrado a forca, maquina desligada ou sem rede)."
+)
+# What a run recovery ends as failed says about itself, per fault (default: worker_lost's).
+_LOST_MESSAGES: Final = {Fault.MACHINE_LOST: MACHINE_LOST_MESSAGE}
 
 
 @dataclass
@@ -298,10 +305,13 @@ async def end_lost_run(
                 row.result = None
                 outcome = "requeued"
             else:
+                message = _LOST_MESSAGES.get(fault, LOST_RUN_MESSAGE)
+                exc_type = LOST_EXC_TYPES.get(fault, LOST_EXC_TYPES[Fault.WORKER_LOST])
                 row.status = JobStatus.FALHA.value
                 row.data_fim = utcnow()
-                row.mensagem_erro = LOST_RUN_MESSAGE
-                row.result = {"exc_type": "WorkerLost", "exc_message": LOST_RUN_MESSAGE, "traceback": None}
+                row.mensagem_erro = message
+                # The exc_type tells a late report of this same run that it may replace it.
+                row.result = {"exc_type": exc_type, "exc_message": message, "traceback": None}
                 outcome = "failed"
             note.detail = {"fault": fault.value, "outcome": outcome, "old_task_id": task_id}
             await session.flush()
