@@ -6,37 +6,53 @@ abandoned before it is fully read); size, depth and aliases are validation rules
 document never reaches a resolver and the caller gets a message naming the limit. The rules are
 built once per schema and applied by a single extension, which keeps the per-payload cost of
 subscriptions (every extension is visited for every payload) as low as it can be.
+
+Validation as a whole costs time linear in the document: our own rules expand each fragment once
+(see :mod:`worker_automation.schema.cost`), and the one stock rule that is not linear,
+graphql-core's ``OverlappingFieldsCanBeMergedRule`` (it compares the fields that share a response
+name pairwise, so a document repeating one field a few hundred times costs seconds), has its work
+budget lowered to :data:`OVERLAP_BUDGET`: past it, the document is refused. With introspection
+off, no error suggests names ("Did you mean ...") the caller could not otherwise learn.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import re
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
-from typing import Any
+from typing import Any, Final
 
 from graphql import ASTValidationRule, GraphQLError, ValidationRule
-from graphql.language import (
-    ArgumentNode,
-    DocumentNode,
-    ObjectFieldNode,
-    OperationDefinitionNode,
-    StringValueNode,
-)
+from graphql.language import DocumentNode, OperationDefinitionNode, StringValueNode
 from graphql.validation import NoSchemaIntrospectionCustomRule
+from graphql.validation.rules import overlapping_fields_can_be_merged
+from graphql.validation.validate import ValidationAbortedError
 from strawberry.extensions import SchemaExtension
-from strawberry.extensions.max_aliases import create_validator as aliases_rule
 from strawberry.types.graphql import OperationType
 
 from worker_automation.errors import BadInput
 from worker_automation.limits import check_storable, text_problem
 from worker_automation.schema.cost import bounds_rule
 from worker_automation.schema.response_budget import current_budget, response_budget
+from worker_automation.schema.text_bounds import TextBounds, named_by
 from worker_automation.settings import Settings
 from worker_automation.sharing import Recent, parsed_document
 
 # Large enough for any hand-written or generated operation of this API, small enough that parsing
 # a refused document costs nothing worth noticing.
 MAX_DOCUMENT_BYTES = 20_000
+# Work units of graphql-core's overlapping-fields rule (two per pair of fields compared). The
+# operations of this product spend none (no field is selected twice under one parent); a
+# document repeating a field 70 times spends about 10,000, some 40 ms of CPU here. graphql-core
+# reads this module attribute, documented as the knob, whenever the rule starts.
+OVERLAP_BUDGET: Final = 10_000
+overlapping_fields_can_be_merged.MAX_COMPLEXITY_BUDGET = OVERLAP_BUDGET
+TOO_COMPLEX_MESSAGE: Final = (
+    "Documento GraphQL complexo demais para validar: campos ou fragmentos repetidos demais sob o "
+    "mesmo objeto. Selecione cada campo uma vez."
+)
+# graphql-core appends its suggestions as one last sentence (see ``graphql.pyutils.did_you_mean``).
+_SUGGESTION: Final = re.compile(r" ?Did you mean .*$", re.DOTALL)
 
 
 def document_size_rule(max_bytes: int) -> type[ValidationRule]:
@@ -56,12 +72,6 @@ def document_size_rule(max_bytes: int) -> type[ValidationRule]:
     return DocumentSizeRule
 
 
-def _named_by(ancestors: Any) -> str:
-    """The argument (``filter.q``) a literal belongs to, from the nodes above it."""
-    names = [node.name.value for node in ancestors if isinstance(node, ArgumentNode | ObjectFieldNode)]
-    return ".".join(names) or "query"
-
-
 class StorableTextRule(ValidationRule):
     """Reports string literals a database could not store, naming their argument."""
 
@@ -70,7 +80,7 @@ class StorableTextRule(ValidationRule):
     ) -> None:
         problem = text_problem(node.value)
         if problem is not None:
-            field = _named_by([*ancestors, parent])
+            field = named_by([*ancestors, parent])
             self.report_error(
                 GraphQLError(
                     f"{field} {problem}", [node], extensions={"code": "BAD_USER_INPUT", "field": field}
@@ -127,25 +137,45 @@ class DocumentCache:
             self._valid.put(query, document)
 
 
+def plain_errors(errors: Iterable[GraphQLError], hide_suggestions: bool) -> None:
+    """Say why an aborted validation stopped, and drop suggestions when asked (in place)."""
+    for error in errors:
+        if isinstance(error, ValidationAbortedError) and error.message == "Validation aborted.":
+            error.message = TOO_COMPLEX_MESSAGE
+        elif hide_suggestions and "Did you mean" in error.message:
+            error.message = _SUGGESTION.sub("", error.message)
+
+
 class Guards(SchemaExtension):
     """Applies the token limit to parsing and the guard rules to validation, reusing the parse and
     the validation of documents seen before; bounds the answer of a query or mutation run outside
-    HTTP (over a websocket), whose transport opens no budget of its own."""
+    HTTP (over a websocket), whose transport opens no budget of its own; keeps suggestions out of
+    errors when introspection is off."""
 
     def __init__(
-        self, rules: tuple[type[ASTValidationRule], ...], cache: DocumentCache, max_response_bytes: int
+        self,
+        rules: tuple[type[ASTValidationRule], ...],
+        cache: DocumentCache,
+        max_response_bytes: int,
+        text_bounds: TextBounds,
+        hide_suggestions: bool = False,
     ) -> None:
         self.rules = rules
         self.cache = cache
         self.max_response_bytes = max_response_bytes
+        self.text_bounds = text_bounds
+        self.hide_suggestions = hide_suggestions
 
     def on_execute(self) -> Iterator[None]:
         context = self.execution_context
         if current_budget() is not None or context.operation_type is OperationType.SUBSCRIPTION:
             yield  # HTTP has its budget already; a subscription's payloads are one row each
-            return
-        with response_budget(self.max_response_bytes):
-            yield
+        else:
+            with response_budget(self.max_response_bytes):
+                yield
+        if self.hide_suggestions and context.result is not None:
+            # Variables are coerced as execution starts: an enum value misspelt there is reported here.
+            plain_errors(context.result.errors or (), hide_suggestions=True)
 
     def on_operation(self) -> Iterator[None]:
         context = self.execution_context
@@ -161,35 +191,42 @@ class Guards(SchemaExtension):
 
     def on_validate(self) -> Iterator[None]:
         context = self.execution_context
-        refused = variables_error(context.variables) or _ambiguous(
-            context.graphql_document,
-            # What the caller sent: Strawberry's operation_name falls back to the first operation.
-            getattr(context, "_provided_operation_name", None),
+        query = context.query or ""
+        known = self.cache.is_valid(query, context.graphql_document)
+        refused = (
+            variables_error(context.variables)
+            or _ambiguous(
+                context.graphql_document,
+                # What the caller sent: Strawberry's operation_name falls back to the first operation.
+                getattr(context, "_provided_operation_name", None),
+            )
+            or (self.text_bounds.variables_error(query, context.variables) if known else None)
         )
         if refused is not None:
             # Set before validation runs: Strawberry then skips it and answers with this error.
             context.pre_execution_errors = [refused]
             yield
             return
-        query = context.query or ""
-        known = self.cache.is_valid(query, context.graphql_document)
         if known:
             # Strawberry skips its own validation when an extension has already given the verdict.
             context.pre_execution_errors = []
-        yield
-        if not known and not context.pre_execution_errors:
+        with self.text_bounds.checking(context.variables):
+            yield
+        if context.pre_execution_errors:
+            plain_errors(context.pre_execution_errors, self.hide_suggestions)
+        elif not known:
             self.cache.mark_valid(query, context.graphql_document)
 
 
 def guard_rules(
-    settings: Settings, max_document_bytes: int = MAX_DOCUMENT_BYTES
+    settings: Settings, max_document_bytes: int = MAX_DOCUMENT_BYTES, text_bounds: TextBounds | None = None
 ) -> tuple[type[ASTValidationRule], ...]:
     """The validation rules ``settings`` ask for."""
     rules: list[type[ASTValidationRule]] = [
         document_size_rule(max_document_bytes),
-        bounds_rule(settings.max_query_depth, settings.graphql_max_cost),
-        aliases_rule(settings.max_query_aliases),
+        bounds_rule(settings.max_query_depth, settings.graphql_max_cost, settings.max_query_aliases),
         StorableTextRule,
+        (text_bounds or TextBounds()).rule(),
     ]
     if not settings.introspection:
         rules.append(NoSchemaIntrospectionCustomRule)
@@ -200,6 +237,13 @@ def guard_extension(settings: Settings, max_document_bytes: int = MAX_DOCUMENT_B
     """A factory of the guard extension (Strawberry wants a new instance per operation); the rules
     and the document cache are built once, here, for one schema."""
     cache = DocumentCache(settings.max_query_tokens, max_chars=max_document_bytes)
+    text_bounds = TextBounds()
+    rules = guard_rules(settings, max_document_bytes, text_bounds)
     return partial(
-        Guards, guard_rules(settings, max_document_bytes), cache, settings.graphql_max_response_bytes
+        Guards,
+        rules,
+        cache,
+        settings.graphql_max_response_bytes,
+        text_bounds,
+        hide_suggestions=not settings.introspection,
     )

@@ -33,11 +33,11 @@ from worker_automation.errors import RETRY_AFTER_SECONDS, DomainError
 from worker_automation.json_codec import dumps, dumps_text
 from worker_automation.memory import MemoryReleaser
 from worker_automation.models.database import database_unavailable
-from worker_automation.resolvers.auth import MSG_MISSING, authenticate, key_from_headers
+from worker_automation.resolvers.auth import MSG_MISSING, Principal, authenticate, key_from_headers
 from worker_automation.resolvers.machines import authenticate_machine
 from worker_automation.runtime import Runtime
 from worker_automation.schema import build_schema
-from worker_automation.schema.context import GraphQLContext
+from worker_automation.schema.context import MACHINE_KEY_HEADER, GraphQLContext
 from worker_automation.schema.errors import DATABASE_DOWN_MESSAGE, UNAVAILABLE_CODE, code_of
 from worker_automation.schema.errors import INTERNAL_CODE as INTERNAL
 from worker_automation.schema.live_views import LiveViews
@@ -174,7 +174,12 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
         return response
 
     async def _answer(self, request: Request) -> Response:
-        """Run the request, or join the next run of the same query (see ``shared_queries``)."""
+        """Authenticate the caller, then run the request or join the next run of the same query
+        (see ``shared_queries``). Only GraphiQL's page (a GET without a query) needs no key."""
+        if request.method != "GET" or request.query_params.get("query") is not None:
+            refused = await self._authenticate(request)
+            if refused is not None:
+                return refused
         key = await self._sharing_key(request)
         if key is None:
             return await self._bounded_run(request)
@@ -190,20 +195,31 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
                 # Counts data built and then refused for its size as much as data sent.
                 self.memory.answered(budget.spent)
 
-    async def _sharing_key(self, request: Request) -> Hashable | None:
-        """Authenticate a POST sent with an operator key (once for the whole request) and tell
-        whether its query may be shared; anything else runs on its own and fails there if it must."""
-        if request.method != "POST" or request.headers.get("x-worker-api-key"):
-            return None
-        raw_key = key_from_headers(request.headers)
-        if raw_key is None:
-            return None
+    async def _authenticate(self, request: Request) -> Response | None:
+        """A 401 unless every key sent is valid and at least one was sent; the operator found is
+        kept for the request. Nothing of the document is read before: a caller without a key
+        costs one lookup, whatever it sends."""
+        api_key = key_from_headers(request.headers)
+        machine_key = request.headers.get(MACHINE_KEY_HEADER, "").strip() or None
+        if api_key is None and machine_key is None:
+            return _unauthenticated(MSG_MISSING)
         services = await self.runtime.services()
         try:
-            principal = await authenticate(services.db, raw_key)
-        except DomainError:
+            if api_key is not None:
+                request.state.principal = await authenticate(services.db, api_key)
+            if machine_key is not None:
+                await authenticate_machine(services.db, machine_key)
+        except DomainError as exc:
+            return _unauthenticated(exc.message)
+        return None
+
+    async def _sharing_key(self, request: Request) -> Hashable | None:
+        """Whether the query of a POST sent with an operator key alone may be shared, and under
+        which key; anything else runs on its own."""
+        principal: Principal | None = getattr(request.state, "principal", None)
+        if request.method != "POST" or principal is None or request.headers.get(MACHINE_KEY_HEADER):
             return None
-        request.state.principal = principal
+        services = await self.runtime.services()
         return sharing_key(await request.body(), principal, services.settings.max_query_tokens)
 
     async def get_context(
@@ -249,6 +265,12 @@ def _declared_length(scope: Scope) -> int:
             except ValueError:
                 return 0
     return 0
+
+
+def _unauthenticated(message: str) -> Response:
+    """A request without a valid key, refused before its document is read."""
+    error = {"message": message, "extensions": {"code": "UNAUTHENTICATED"}}
+    return JSONResponse({"errors": [error]}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
 
 
 def _http_error(status_code: int, message: str) -> Response:
