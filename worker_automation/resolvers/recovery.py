@@ -41,6 +41,7 @@ from typing import Any, Final
 from sqlalchemy import select
 
 from worker_automation.broker.inspect import InspectResult
+from worker_automation.broker.kept_reports import ask_kept_reports
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 from worker_automation.errors import BadInput, Conflict, NotFound, Unavailable
 from worker_automation.housekeeping import Periodic
@@ -134,7 +135,9 @@ class Reconciler:
         self._ran_on: dict[str, str] = {}
         self._answered: dict[str, float] = {}
 
-    def _silent_workers_may_run(self, inspected: InspectResult, settings: Settings) -> Callable[[str], bool]:
+    def _silent_workers_may_run(
+        self, inspected: InspectResult, kept: dict[str, set[str]], settings: Settings
+    ) -> Callable[[str], bool]:
         """Whether a run missing from every answer may still be going on a worker that did not
         answer this time: the worker last seen running it has been silent for less than the
         recovery window (stopped for a moment, overloaded; a worker silent for longer is gone),
@@ -147,6 +150,9 @@ class Reconciler:
             for request in requests or []:
                 if isinstance(request, dict) and request.get("id"):
                     self._ran_on[str(request["id"])] = host
+        for host, task_ids in kept.items():
+            for task_id in task_ids:
+                self._ran_on[task_id] = host
 
         def may_run(task_id: str) -> bool:
             host = self._ran_on.get(task_id)
@@ -167,8 +173,17 @@ class Reconciler:
             return report
         inspected = await services.broker.inspect()
         held, running = _held_by_workers(inspected)
+        # A run whose end a live worker's machine keeps (unanswered, in its outbox) is carried
+        # by that worker as much as an active task: its report is on its way.
+        kept = await asyncio.to_thread(
+            ask_kept_reports,
+            services.broker.app,
+            sorted(inspected.ping),
+            services.settings.inspect_timeout_seconds,
+        )
+        running |= {task_id for task_ids in kept.values() for task_id in task_ids}
         report.broker_checked = True
-        may_run = self._silent_workers_may_run(inspected, services.settings)
+        may_run = self._silent_workers_may_run(inspected, kept, services.settings)
         unaccounted = await _unaccounted(services, waiting | held, running)
         open_runs = {key[1] for key in unaccounted if key[2] == JobStatus.EXECUTANDO}
         # Only the runs still open are worth remembering.

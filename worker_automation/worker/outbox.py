@@ -137,3 +137,21 @@ class Outbox:
     def close(self) -> None:
         """Give up this process's lock (its entries, if any, are then the next process's)."""
         self._owned.close()
+
+
+def kept_in(directory: Path) -> list[dict[str, Any]]:
+    """The reports kept in ``directory`` by any process, alive or gone, as ``{"job_id",
+    "task_id"}`` (read without taking anything over: a live owner still sends its own)."""
+    found: list[dict[str, Any]] = []
+    if not directory.is_dir():
+        return found
+    for path in sorted(directory.glob("*-*.json")):
+        job = path.stem.rpartition("-")[2]
+        if not job.isdigit():
+            continue
+        try:
+            entry = _read(path, int(job))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # answered and removed meanwhile, or being written
+        found.append({"job_id": entry.job_id, "task_id": entry.task_id})
+    return found

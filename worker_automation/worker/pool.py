@@ -56,6 +56,7 @@ from celery.utils.serialization import bytes_to_str
 from celery.worker import state as worker_state
 
 from worker_automation.broker.celery_app import JobTaskBackend, make_celery
+from worker_automation.broker.kept_reports import register_command
 from worker_automation.settings import Settings
 from worker_automation.vocabulary import PASSING_REFUSALS
 from worker_automation.worker.celery_logging import quiet_celery_logging
@@ -64,7 +65,8 @@ from worker_automation.worker.held import HeldJobs, drop_left_behind
 from worker_automation.worker.http import ApiTimeout, ApiUnreachable, HttpClient
 from worker_automation.worker.implementations import load_implementations
 from worker_automation.worker.lifetime import exit_with_parent
-from worker_automation.worker.outbox import Outbox
+from worker_automation.worker.outbox import Outbox, kept_in
+from worker_automation.worker.owners import machine_directory
 from worker_automation.worker.patience import Stopped
 from worker_automation.worker.pipeline import SHUTDOWN_MESSAGE, JobPipeline, Outcome
 from worker_automation.worker.reports import WORKER_LOST
@@ -351,6 +353,10 @@ def run_pool_worker(settings: Settings, *, queue: str, concurrency: int | None, 
     # kill one that is still starting.
     signal.signal(STOP_SIGNAL, signal.SIG_IGN)
     app = build_pool_app(settings)
+    # The runs whose ends this machine keeps unanswered are part of what the worker tells the
+    # reconciler (its tasks have returned, so inspect's ``active`` shows them nowhere).
+    outbox = machine_directory("outbox", settings.worker_api_key)
+    register_command(lambda: kept_in(outbox))
     workers = concurrency or settings.queues[queue]
     _report_lost_jobs(settings)
     quiet_celery_logging(settings.log_format)
