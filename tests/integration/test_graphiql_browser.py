@@ -1,5 +1,5 @@
-"""GraphiQL at ``/graphql`` in a real headless browser, with no internet: a query and a
-subscription typed and run as a person would."""
+"""GraphiQL at ``/graphql`` in a real headless browser, with no internet: the docs panel, a query
+and a subscription typed and run as a person would."""
 
 from __future__ import annotations
 
@@ -20,6 +20,9 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 QUERY_EDITOR = ".graphiql-query-editor .CodeMirror"
 HEADER_EDITOR = ".graphiql-editor-tool .graphiql-editor:not(.hidden) .CodeMirror"
 RESULT = ".result-window"
+REFETCH_SCHEMA = 'button[aria-label="Re-fetch GraphQL schema"]'
+DOCS_BUTTON = 'button[aria-label$="Documentation Explorer"]'
+DOCS = ".graphiql-doc-explorer-content"
 
 
 def require_browser() -> None:
@@ -59,6 +62,20 @@ async def run_and_read(page: Any, served: Served, query: str, expected: str) -> 
     return text
 
 
+async def docs_list_query(page: Any) -> None:
+    """The schema, fetched again with the key just typed (the page loaded without one and got a
+    401), opens in the docs panel at its root types: the standard introspection query passed."""
+    await page.click(REFETCH_SCHEMA)
+    await page.click(DOCS_BUTTON)
+    await page.wait_for_function(
+        "(selector) => /query:\\s*Query/.test(document.querySelector(selector)?.innerText || '')",
+        arg=DOCS,
+        timeout=15_000,
+    )
+    assert await page.locator(".graphiql-doc-explorer-error").count() == 0
+    await page.click(DOCS_BUTTON)
+
+
 async def test_graphiql_runs_a_query_and_a_subscription(
     sqlite_database_url: str, make_settings: Any, tmp_path: Path
 ) -> None:
@@ -79,6 +96,7 @@ async def test_graphiql_runs_a_query_and_a_subscription(
             await page.goto(served.url)
             await page.wait_for_selector(QUERY_EDITOR, timeout=20_000)
             await replace_text(page, HEADER_EDITOR, json.dumps({"X-API-Key": served.keys["reader"]}))
+            await docs_list_query(page)
 
             text = await run_and_read(page, served, "{ stats { total byQueue } }", '"total": 1')
             assert '"scan": 1' in text
