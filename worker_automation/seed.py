@@ -17,6 +17,7 @@ from sqlalchemy import func, insert, select
 
 from worker_automation.models import Cliente, Job, JobStatus, Usuario, utcnow
 from worker_automation.models.database import Database
+from worker_automation.seed_limits import MAX_CLIENTES, MAX_JOBS
 
 _FIRST = [
     "Comércio de Alimentos",
@@ -46,9 +47,6 @@ _FIRST = [
 ]
 _SUFFIX = ["Ltda", "ME", "EIRELI", "S.A.", "EPP"]
 BATCH_ROWS = 1000
-# What the command accepts: enough for the 1M-row benchmarks, bounded so a typo cannot fill a disk.
-MAX_JOBS = 2_000_000
-MAX_CLIENTES = 100_000
 _ERRORS = [
     "Portal da Receita indisponivel (HTTP 503)",
     "Captcha nao resolvido apos 3 tentativas",

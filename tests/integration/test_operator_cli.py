@@ -51,6 +51,10 @@ def test_operator_commands(stack: Stack) -> None:
     assert _cli(stack, "schedules", "list").stdout.strip() == ""
 
     _cli(stack, "jobs", "cancel", "--status", "AGENDADO")
+    dry = _cli(stack, "prune", "--older-than-days", "0", "--dry-run")
+    assert dry.stdout.strip() == "2 finished job(s) older than 0 day(s) would be deleted (dry run: none was)"
+    assert "counting" in dry.stderr and "deleted so far" not in dry.stderr
+    assert "2 job(s)" in _cli(stack, "jobs", "list", "--status", "CANCELADO").stdout
     pruned = _cli(stack, "prune", "--older-than-days", "0")
     assert pruned.stdout.strip() == "2 finished job(s) older than 0 day(s) deleted"
     assert "deleted so far: 2" in pruned.stderr

@@ -84,9 +84,23 @@ async def test_prune_deletes_old_finished_jobs_in_batches(any_services: Services
         assert await counters(session) == await recount(session)
         assert await session.scalar(select(func.count()).where(Attempt.worker_id == job["id"])) == 0
 
+    # A dry run counts what would go, deletes nothing and audits nothing.
+    old30, kept30 = await _census(services, 30)
+    assert old30 > 0
+    dry = await api.ok(
+        "mutation { pruneWorkers(olderThanDays: 30, dryRun: true) { deleted matched dryRun olderThanDays } }"
+    )
+    assert dry["pruneWorkers"] == {"deleted": 0, "matched": old30, "dryRun": True, "olderThanDays": 30}
+    assert await _census(services, 30) == (old30, kept30)
+    async with services.db.session() as session:
+        assert await session.scalar(select(AuditEntry).where(AuditEntry.action == "prune_workers")) is None
+
     # By hand, through GraphQL (managers only), audited.
-    data = await api.ok("mutation { pruneWorkers(olderThanDays: 30) { deleted olderThanDays } }")
-    assert data["pruneWorkers"]["deleted"] > 0
+    data = await api.ok(
+        "mutation { pruneWorkers(olderThanDays: 30) { deleted matched dryRun olderThanDays } }"
+    )
+    assert data["pruneWorkers"]["deleted"] == old30 == data["pruneWorkers"]["matched"]
+    assert data["pruneWorkers"]["dryRun"] is False
     assert await _census(services, 30) == (0, kept - data["pruneWorkers"]["deleted"])
     async with services.db.session() as session:
         assert await counters(session) == await recount(session)
@@ -96,8 +110,12 @@ async def test_prune_deletes_old_finished_jobs_in_batches(any_services: Services
     for days in (-1, 2_000_000_000):
         error = await api.fails(f"mutation {{ pruneWorkers(olderThanDays: {days}) {{ deleted }} }}")
         assert error.extensions == {"code": "BAD_USER_INPUT", "field": "older_than_days"}
-    error = await api.fails("mutation { pruneWorkers(olderThanDays: 1) { deleted } }", caller="operator")
-    assert error.extensions and error.extensions["code"] == "FORBIDDEN"
+    for dry_run in ("false", "true"):
+        error = await api.fails(
+            f"mutation {{ pruneWorkers(olderThanDays: 1, dryRun: {dry_run}) {{ deleted }} }}",
+            caller="operator",
+        )
+        assert error.extensions and error.extensions["code"] == "FORBIDDEN"
 
 
 async def test_periodic_retention_follows_the_setting(any_services: Services) -> None:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from importlib.metadata import version
+from pathlib import Path
 
 import pytest
 
@@ -59,3 +63,46 @@ def test_numbers_out_of_range_are_usage_errors(argv: list[str], capsys: pytest.C
         build_parser().parse_args(argv)
     assert exited.value.code == 2
     assert "error: argument" in capsys.readouterr().err
+
+
+# What the whole service loads; the parser's own answers need none of it.
+HEAVY = ("pydantic", "pydantic_settings", "sqlalchemy", "celery", "kombu", "redis", "strawberry", "starlette")
+_LOADED = """
+import json, sys
+from worker_automation.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in {heavy})), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["keys", "create", "--help"], ["dispatch"]])
+def test_answers_of_the_parser_load_nothing_heavy(argv: list[str], tmp_path: Path) -> None:
+    # A fresh interpreter: this test process has long since loaded everything.
+    done = subprocess.run(
+        [sys.executable, "-c", _LOADED.format(heavy=set(HEAVY)), *argv],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    loaded = json.loads(done.stderr.strip().splitlines()[-1])
+    assert loaded == []
+    assert done.stdout or "error: " in done.stderr
+
+
+def test_every_command_names_a_function_that_exists() -> None:
+    import importlib
+
+    from worker_automation.cli.parser import Command
+
+    commands = {p.get_default("fn") for _name, p in parsers(build_parser())} - {None}
+    assert len(commands) > 20
+    for command in commands:
+        assert isinstance(command, Command)
+        assert callable(
+            getattr(importlib.import_module(f"worker_automation.cli.{command.module}"), command.name)
+        )

@@ -4,24 +4,27 @@
 what it runs: ``serve`` (the API and its processes), ``processes`` (pool workers, dedicated
 machines, the MCP server), ``admin`` (migrations, keys, clients, machines, demo data),
 ``dispatch`` (jobs sent to the broker) and ``operator`` (jobs, queues, schedules, prune).
+Settings, logging and the command's own module are loaded only once the arguments parse, so the
+answers that need none of them (``--version``, ``--help``, a usage error) come at once.
 """
 
 from __future__ import annotations
 
 import sys
 
-from pydantic import ValidationError
-
 from worker_automation.cli.parser import build_parser
-from worker_automation.errors import DomainError
-from worker_automation.logs import configure
-from worker_automation.settings import Settings
 
 __all__ = ["build_parser", "main"]
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from pydantic import ValidationError
+
+    from worker_automation.errors import DomainError
+    from worker_automation.logs import configure
+    from worker_automation.settings import Settings
+
     try:
         settings = Settings()
     except ValidationError as exc:

@@ -20,7 +20,6 @@ if TYPE_CHECKING:  # the command line starts without the database layer loaded
 def cmd_dispatch(args: argparse.Namespace) -> int:
     from worker_automation.resolvers.audit import CLI_ACTOR
     from worker_automation.resolvers.dispatch import JobRequest, dispatch, record_only
-    from worker_automation.services import Services
 
     context = json_option("--context", args.context)
     settings = broker_settings()
@@ -39,6 +38,8 @@ def cmd_dispatch(args: argparse.Namespace) -> int:
         return run_db(record)
 
     async def run(settings: Settings) -> int:
+        from worker_automation.services import Services
+
         services = await Services.start(settings)
         try:
             view = await dispatch(

@@ -12,7 +12,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from worker_automation.cli.connect import broker_settings, iso, json_option, run_db
 from worker_automation.settings import Settings
@@ -218,8 +218,15 @@ def cmd_prune(args: argparse.Namespace) -> int:
         print(f"deleted so far: {total}", file=sys.stderr, flush=True)
 
     async def run(db: Database, _settings: Settings) -> int:
-        deleted = await prune_jobs(db, _actor(), args.older_than_days, progress)
-        print(f"{deleted} finished job(s) older than {args.older_than_days} day(s) deleted")
+        days = args.older_than_days
+        if args.dry_run:
+            print(f"counting finished jobs older than {days} day(s)...", file=sys.stderr, flush=True)
+            found = await prune_jobs(db, _actor(), days, dry_run=True)
+            print(f"{found} finished job(s) older than {days} day(s) would be deleted (dry run: none was)")
+            return 0
+        print(f"deleting finished jobs older than {days} day(s)...", file=sys.stderr, flush=True)
+        deleted = await prune_jobs(db, _actor(), days, progress)
+        print(f"{deleted} finished job(s) older than {days} day(s) deleted")
         return 0
 
     return run_db(run)
@@ -238,72 +245,3 @@ def cmd_keys_list(_args: argparse.Namespace) -> int:
         return 0
 
     return run_db(run)
-
-
-def _add_filters(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--status", help="only jobs in this state (AGENDADO, EXECUTANDO, CONCLUIDO, ...)")
-    parser.add_argument("--queue", help="only jobs on this queue")
-    parser.add_argument("--automation", help="only this automation (its key)")
-    parser.add_argument("--cliente", type=int, help="only this client's jobs (id)")
-    parser.add_argument("--usuario", type=int, help="only this user's jobs (id)")
-    parser.add_argument("--task-id", help="the job with this task id")
-    parser.add_argument("--q", help="free text: task id, automation, client name, error message")
-
-
-def add_operator_commands(sub: Any) -> None:
-    """Add the operator commands to the command line's sub-commands."""
-    jobs = sub.add_parser("jobs", help="list, show, retry and cancel jobs")
-    jobs_sub = jobs.add_subparsers(dest="jobs_command", required=True)
-    listing = jobs_sub.add_parser("list", help="jobs, newest first, filtered")
-    _add_filters(listing)
-    listing.add_argument("--page", type=int, default=1, help="page number (from 1)")
-    listing.add_argument("--per-page", type=int, default=20, help="jobs per page (at most 100)")
-    listing.set_defaults(fn=cmd_jobs_list)
-    show = jobs_sub.add_parser("show", help="one job with its attempts")
-    show.add_argument("id", type=int, help="job id")
-    show.set_defaults(fn=cmd_jobs_show)
-    for action, fn, what in (
-        ("retry", cmd_jobs_retry, "queue again a failed or cancelled job, or every one the filters match"),
-        ("cancel", cmd_jobs_cancel, "cancel a queued or running job, or every one the filters match"),
-    ):
-        act = jobs_sub.add_parser(action, help=what)
-        act.add_argument("id", type=int, nargs="?", help="job id (or use the filters instead)")
-        _add_filters(act)
-        act.add_argument("--limit", type=int, default=None, help="at most this many jobs, newest first")
-        act.set_defaults(fn=fn)
-
-    queues = sub.add_parser("queues", help="pause and resume queues")
-    queues_sub = queues.add_subparsers(dest="queues_command", required=True)
-    for action, what in (("pause", "accept the queue's jobs but run none"), ("resume", "run them again")):
-        pause = queues_sub.add_parser(action, help=what)
-        pause.add_argument("queue", help="queue name")
-        pause.set_defaults(fn=cmd_queues, action=action)
-
-    schedules = sub.add_parser("schedules", help="jobs created on a cron timetable")
-    schedules_sub = schedules.add_subparsers(dest="schedules_command", required=True)
-    schedules_sub.add_parser("list", help="every schedule").set_defaults(fn=cmd_schedules_list)
-    add = schedules_sub.add_parser("add", help="create a schedule (its id is the last line)")
-    add.add_argument("--automation", required=True, help="automation key of the jobs")
-    add.add_argument("--cron", required=True, help="five-field cron expression, e.g. '0 6 * * 1-5'")
-    add.add_argument("--cliente", type=int, default=None, help="client id of the jobs")
-    add.add_argument("--context", default="{}", help="JSON object: the jobs' input")
-    add.add_argument("--priority", type=int, default=0, help="0..9, lower runs first")
-    add.add_argument("--timezone", default=None, help="IANA zone of the cron (default: WA_TIMEZONE)")
-    add.add_argument("--disabled", action="store_true", help="create it disabled")
-    add.set_defaults(fn=cmd_schedules_add)
-    rm = schedules_sub.add_parser("rm", help="delete a schedule (its jobs stay)")
-    rm.add_argument("id", type=int, help="schedule id")
-    rm.set_defaults(fn=cmd_schedules_rm)
-
-    prune = sub.add_parser("prune", help="delete finished jobs older than N days, in batches")
-    prune.add_argument(
-        "--older-than-days", type=int, required=True, help="jobs that ended more than this many days ago"
-    )
-    prune.set_defaults(fn=cmd_prune)
-
-    # ``keys`` already exists (create, revoke): ``list`` joins its sub-commands.
-    keys = sub.choices["keys"]
-    (keys_sub,) = [a for a in keys._actions if isinstance(a, argparse._SubParsersAction)]
-    keys_sub.add_parser("list", help="every API key (prefix only, never the key)").set_defaults(
-        fn=cmd_keys_list
-    )

@@ -12,11 +12,10 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from sqlalchemy import Boolean, Select, Table, bindparam, func, insert, literal, select, true, update
 
-from worker_automation.broker.task_messages import TaskSend
 from worker_automation.catalog.forms import validate_context
 from worker_automation.catalog.registry import Automation
 from worker_automation.errors import BadInput, Conflict, Unavailable
@@ -28,8 +27,10 @@ from worker_automation.resolvers.audit import Actor, AuditNote, audited
 from worker_automation.resolvers.automations import effective, registered
 from worker_automation.resolvers.job_views import JobView, view_of
 from worker_automation.resolvers.rows import check_priority
-from worker_automation.services import Services
 from worker_automation.vocabulary import EventKind
+
+if TYPE_CHECKING:  # recording a job needs neither the broker nor the services around it
+    from worker_automation.services import Services
 
 # A Core insert on the table, built once (the ORM's insert path cost more than the insert).
 _JOBS = cast(Table, Job.__table__)
@@ -155,6 +156,8 @@ async def send_all(
     """Send every task in one round trip to the broker; the ids of the jobs whose task the broker
     refused, whose rows then keep AGENDADO without a task id. ``notices``: the jobs' events
     (:func:`announcement`), published first in the same round trip."""
+    from worker_automation.broker.task_messages import TaskSend
+
     try:
         outcomes = await services.broker.send_many(
             [TaskSend(s.task_name, s.queue, s.priority, [s.worker_id], s.task_id) for s in sends],

@@ -1,4 +1,5 @@
 """Retention: finished jobs older than a number of days are deleted, a batch per statement.
+A dry run counts them and deletes nothing, so an operator sees what a prune would take first.
 
 Each batch is its own short transaction, so the table's writers (claims, reports) never wait long
 behind it; the per-(queue, status) counters follow through their triggers, the attempts through
@@ -11,17 +12,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from sqlalchemy import delete, select
+from sqlalchemy import ColumnElement, delete, func, select
 
 from worker_automation.errors import BadInput
 from worker_automation.housekeeping import Periodic
 from worker_automation.models import Job, JobStatus, utcnow
 from worker_automation.models.database import Database
 from worker_automation.resolvers.audit import Actor, audited
-from worker_automation.services import Services
-from worker_automation.settings import Settings
+
+if TYPE_CHECKING:  # a prune from the command line needs the database alone
+    from worker_automation.services import Services
+    from worker_automation.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +46,21 @@ def check_days(value: int, field: str = "older_than_days") -> int:
     return value
 
 
+def _finished_before(older_than_days: int) -> ColumnElement[bool]:
+    """Finished jobs that ended more than ``older_than_days`` days ago."""
+    cutoff = utcnow() - timedelta(days=older_than_days)
+    return (Job.data_fim < cutoff) & Job.status.in_(FINISHED)
+
+
+async def count_finished(db: Database, older_than_days: int) -> int:
+    """How many jobs :func:`delete_finished` would delete now."""
+    async with db.session() as session:
+        counted = await session.scalar(
+            select(func.count()).select_from(Job).where(_finished_before(older_than_days))
+        )
+    return int(counted or 0)
+
+
 async def delete_finished(
     db: Database,
     older_than_days: int,
@@ -53,10 +71,7 @@ async def delete_finished(
 ) -> int:
     """Delete finished jobs that ended more than ``older_than_days`` days ago; how many went.
     ``progress`` hears the running total after each batch."""
-    cutoff = utcnow() - timedelta(days=older_than_days)
-    chosen = (
-        select(Job.id).where(Job.data_fim < cutoff, Job.status.in_(FINISHED)).limit(batch).scalar_subquery()
-    )
+    chosen = select(Job.id).where(_finished_before(older_than_days)).limit(batch).scalar_subquery()
     statement = delete(Job).where(Job.id.in_(chosen)).execution_options(synchronize_session=False)
     total = batches = 0
     while max_batches is None or batches < max_batches:
@@ -76,9 +91,14 @@ async def prune_jobs(
     actor: Actor,
     older_than_days: int,
     progress: Callable[[int], None] | None = None,
+    *,
+    dry_run: bool = False,
 ) -> int:
-    """Delete, by hand, finished jobs older than ``older_than_days`` days (audited)."""
+    """Delete, by hand, finished jobs older than ``older_than_days`` days (audited); with
+    ``dry_run``, only count them (nothing deleted, nothing audited)."""
     days = check_days(older_than_days)
+    if dry_run:
+        return await count_finished(db, days)
     async with audited(db, actor, "prune_workers", None) as note:
         note.detail = {"older_than_days": days}
         deleted = await delete_finished(db, days, progress=progress)

@@ -91,14 +91,20 @@ class OperatorMutation:
     @mutation(
         description=(
             "Delete finished jobs (CONCLUIDO, FALHA, CANCELADO) that ended more than olderThanDays days "
-            "ago, with their attempts, in batches (managers only)."
+            "ago, with their attempts, in batches (managers only). With dryRun, count them and delete "
+            "nothing."
         ),
         extensions=manager(),
     )
-    async def prune_workers(self, info: Info, older_than_days: int) -> PruneResult:
+    async def prune_workers(
+        self, info: Info, older_than_days: int, dry_run: bool | None = False
+    ) -> PruneResult:
         services, actor = await _acting(info)
-        deleted = await retention.prune_jobs(services.db, actor, older_than_days)
-        return PruneResult(deleted=deleted, older_than_days=older_than_days)
+        dry = bool(dry_run)  # null counts as the default
+        found = await retention.prune_jobs(services.db, actor, older_than_days, dry_run=dry)
+        return PruneResult(
+            deleted=0 if dry else found, matched=found, older_than_days=older_than_days, dry_run=dry
+        )
 
     @mutation(
         description=(

@@ -22,10 +22,12 @@ class BulkResult(FromView):
 
 @strawberry.type(description="What a prune deleted.")
 class PruneResult:
-    """Finished jobs deleted (their attempts with them)."""
+    """Finished jobs deleted (their attempts with them), or with dryRun counted."""
 
-    deleted: int = strawberry.field(description="Jobs deleted.")
+    deleted: int = strawberry.field(description="Jobs deleted (0 with dryRun).")
     older_than_days: int = strawberry.field(description="Jobs that ended more than this many days ago.")
+    matched: int = strawberry.field(description="Jobs the prune took: deleted, or with dryRun counted.")
+    dry_run: bool = strawberry.field(description="Whether this was a dry run (nothing deleted).")
 
 
 @derived(PauseState, description="Whether a queue is paused.")
