@@ -29,6 +29,7 @@ from worker_automation.errors import (
     DomainError,
 )
 from worker_automation.limits import INT32_MAX, INT32_MIN
+from worker_automation.package_version import package_version
 from worker_automation.resolvers import job_actions, live
 from worker_automation.resolvers import reads as read_ops
 from worker_automation.resolvers.auth import (
@@ -82,7 +83,11 @@ def build_server(
     """The server with its seven tools; ``services_source`` and ``key_source`` say where a call
     finds the service and the caller's key (they differ between stdio and HTTP)."""
     server: MCPServer[Any] = MCPServer(
-        SERVER_NAME, instructions=INSTRUCTIONS, lifespan=lifespan, log_level="WARNING"
+        SERVER_NAME,
+        version=package_version(),
+        instructions=INSTRUCTIONS,
+        lifespan=lifespan,
+        log_level="WARNING",
     )
 
     async def caller(ctx: Context, scope: str) -> tuple[Services, Principal]:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from worker_automation.package_version import package_version
 from worker_automation.seed_limits import MAX_CLIENTES, MAX_JOBS
 
 
@@ -56,15 +57,6 @@ def _bounded(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
 _positive = _bounded(1)
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("worker-automation")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown"
-
-
 def _port(value: str) -> int:
     try:
         number = int(value)
@@ -77,7 +69,7 @@ def _port(value: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="worker-automation", description=DESCRIPTION)
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
