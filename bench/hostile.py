@@ -13,19 +13,26 @@ key, as an attacker who holds valid keys would:
 5. the largest list that passes, ``workers(perPage: 100) { items { id context result } }`` (about
    6.5 MB per answer), ``--rounds`` times from ``--concurrency`` clients;
 6. two such pages in one query (13 MB): within the cost limit, refused by the answer-size limit
-   (``WA_GRAPHQL_MAX_RESPONSE_BYTES``, 8 MiB) as it is built.
+   (``WA_GRAPHQL_MAX_RESPONSE_BYTES``, 8 MiB) as it is built;
+7. the fragment fan-out, ``query { ...F0 } fragment F0 on Query { ...F1 ...F1 } ... fragment Fn
+   on Query { __typename }`` (2^n spreads from ~40n bytes), for each n of ``--fan-out``, with the
+   read-only key and with no key, by POST and by GET: the time to the answer and, measured at the
+   same time from another connection, the latency of ``/healthz`` (median and worst). Target
+   (DESIGN.md 9.1): answered or refused within 100 ms, ``/healthz`` unaffected.
 
 "Before" is read after a few ordinary requests (the process has loaded what any request needs);
 RSS is sampled every 20 ms while the attacks run; "after" is read ``--settle`` seconds after the
 last answer. Targets (DESIGN.md 8.5): peak < 400 MB, after within 10% of before.
 
     python -m bench.hostile --jobs 200 --rounds 20 --concurrency 4
+    python -m bench.hostile --fan-out-only
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import threading
 import time
@@ -33,11 +40,26 @@ from typing import Any
 
 import httpx
 
-from bench.common import Procs, fmt, print_facts, recreate_database, rss_mb, run, run_cli, start_api, table
+from bench.common import (
+    Procs,
+    fmt,
+    median,
+    print_facts,
+    recreate_database,
+    rss_mb,
+    run,
+    run_cli,
+    start_api,
+    table,
+)
 
 DATABASE = "wa_bench_hostile"
 CONTEXT_BLOB = 64 * 1024 - 64  # the JSON of {"blob": "..."} stays just under 64 KiB
 READ_SCOPE = "worker_automation:read"
+FAN_OUT = [10, 14, 18, 22, 26, 30, 34, 40]
+# An answer slower than this is reported as such (an API that walks every spread never answers n=30).
+FAN_OUT_TIMEOUT = 60.0
+_RUNS = itertools.count()
 
 
 class RssSampler:
@@ -166,6 +188,83 @@ async def attack(url: str, write_key: str, read_key: str, args: argparse.Namespa
     return rows
 
 
+def fan_out_document(n: int) -> str:
+    """``n`` fragments, each spreading the next twice; a name of its own per run defeats caches."""
+    tag = f"R{next(_RUNS)}_"
+    chain = " ".join(f"fragment {tag}F{i} on Query {{ ...{tag}F{i + 1} ...{tag}F{i + 1} }}" for i in range(n))
+    return f"query {{ ...{tag}F0 }} {chain} fragment {tag}F{n} on Query {{ __typename }}"
+
+
+async def health_during(url: str, done: asyncio.Event) -> list[float]:
+    """``/healthz`` latencies (ms), one request after another, until ``done`` (at least one)."""
+    latencies: list[float] = []
+    async with httpx.AsyncClient(base_url=url, timeout=FAN_OUT_TIMEOUT * 2) as client:
+        while not latencies or not done.is_set():
+            started = time.perf_counter()
+            await client.get("/healthz")
+            latencies.append((time.perf_counter() - started) * 1000)
+            await asyncio.sleep(0.01)
+    return latencies
+
+
+async def fan_out_attack(url: str, read_key: str, sizes: list[int]) -> list[list[Any]]:
+    """Rows of the fan-out attack: per n, key and method, the answer time and ``/healthz``."""
+    rows: list[list[Any]] = []
+    async with httpx.AsyncClient(base_url=url, timeout=FAN_OUT_TIMEOUT) as client:
+        for n in sizes:
+            for keyed in (True, False):
+                headers = {"X-API-Key": read_key} if keyed else {}
+                for method in ("POST", "GET"):
+                    document = fan_out_document(n)
+                    done = asyncio.Event()
+                    health = asyncio.create_task(health_during(url, done))
+                    await asyncio.sleep(0.02)  # the first /healthz is on its way
+                    started = time.perf_counter()
+                    try:
+                        if method == "POST":
+                            answer = await client.post("/graphql", json={"query": document}, headers=headers)
+                        else:
+                            answer = await client.get("/graphql", params={"query": document}, headers=headers)
+                        status: Any = answer.status_code
+                        errors = answer.json().get("errors") or [{}]
+                        outcome = errors[0].get("extensions", {}).get("code", "") or "data"
+                    except httpx.TimeoutException:
+                        status, outcome = "timeout", f"no answer in {FAN_OUT_TIMEOUT:.0f} s"
+                    elapsed = (time.perf_counter() - started) * 1000
+                    done.set()
+                    latencies = await health
+                    rows.append(
+                        [
+                            n,
+                            len(document),
+                            "read key" if keyed else "none",
+                            method,
+                            status,
+                            outcome,
+                            fmt(elapsed),
+                            fmt(median(latencies)),
+                            fmt(max(latencies)),
+                        ]
+                    )
+    return rows
+
+
+def print_fan_out(url: str, read_key: str, sizes: list[int]) -> None:
+    rows = run(fan_out_attack(url, read_key, sizes))
+    headers = [
+        "n",
+        "bytes",
+        "key",
+        "method",
+        "status",
+        "answer",
+        "answer ms",
+        "healthz p50 ms",
+        "healthz max ms",
+    ]
+    print(table(headers, rows))
+
+
 def warm_up(url: str, write_key: str, read_key: str, concurrency: int) -> None:
     """Ordinary requests of each kind the attacks send, ``concurrency`` at a time (so the process
     has its connections and caches for that much traffic before "before" is read)."""
@@ -205,6 +304,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20, help="requests per attack")
     parser.add_argument("--concurrency", type=int, default=4, help="requests of an attack at once")
     parser.add_argument("--settle", type=float, default=5.0, help="seconds before reading RSS after")
+    parser.add_argument(
+        "--fan-out", type=int, nargs="+", default=FAN_OUT, help="fragment counts of the fan-out attack"
+    )
+    parser.add_argument("--fan-out-only", action="store_true", help="run only the fan-out attack")
     args = parser.parse_args()
     print_facts()
     run(recreate_database(DATABASE))
@@ -214,6 +317,9 @@ def main() -> None:
         write_key = api.operator_key("hostile-writer")
         read_key = run_cli(["keys", "create", "--perfil", "administrador", "--scopes", READ_SCOPE], api.env)
         warm_up(api.url, write_key, read_key, args.concurrency)
+        if args.fan_out_only:
+            print_fan_out(api.url, read_key, args.fan_out)
+            return
         before = rss_mb(api.proc.pid)
         with RssSampler(api.proc.pid) as sampler:
             rows = run(attack(api.url, write_key, read_key, args))
@@ -229,6 +335,7 @@ def main() -> None:
                 [[fmt(before), fmt(peak), fmt(after), verdict_peak, verdict_after]],
             )
         )
+        print_fan_out(api.url, read_key, args.fan_out)
     finally:
         procs.close()
 

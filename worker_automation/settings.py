@@ -65,6 +65,11 @@ class Settings(BaseSettings):
     body_read_timeout_seconds: float = Field(default=30.0, gt=0)
     graphql_max_cost: int = Field(default=40_000, ge=1)
     graphql_max_response_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    # Websocket budgets: operations one socket may have in flight, and authenticated sockets one
+    # key (operator or machine) may hold open in one process; answer bytes in flight count against
+    # graphql_max_response_bytes per socket and per key.
+    ws_max_operations: int = Field(default=20, ge=1)
+    ws_max_sockets_per_key: int = Field(default=50, ge=1)
     # Where the embedded broker listens when no WA_REDIS_URL is given (0 = any free port).
     embedded_broker_port: int = 0
     # Start Celery pool workers with the embedded `serve` (turned off by tests that bring their own).

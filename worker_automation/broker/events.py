@@ -5,6 +5,10 @@ and hands every event to its local listeners through bounded queues. A listener 
 up is dropped rather than allowed to slow the others down or grow without bound. Pub/sub keeps
 nothing for absent subscribers, so after an outage every listener receives a ``resync`` event
 telling it to re-read the current state instead of trusting what it has.
+
+A second channel on the same subscription carries :class:`AccessChange` notices: a key revoked or
+lowered, a machine turned off or given a new key. Each process checks the websockets it holds for
+that key again at once (a lost notice is caught by the periodic check the holder runs anyway).
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ import contextlib
 import json
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import TracebackType
@@ -26,6 +31,7 @@ from redis.asyncio.client import PubSub
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from worker_automation.broker.access_changes import AccessChange, AccessWatcher
 from worker_automation.cancelling import cancel_and_wait
 from worker_automation.errors import Unavailable
 from worker_automation.vocabulary import EventKind, QueueChange
@@ -172,6 +178,7 @@ class EventBus:
 
     def __init__(self, redis_url: str, channel_prefix: str) -> None:
         self.channel = f"{channel_prefix}:events"
+        self.access_channel = f"{channel_prefix}:access"
         self.redis_url = redis_url
         # Publishing: one immediate retry reconnects a pooled connection Redis dropped, and a down
         # Redis fails fast. The client name makes this bus's connections easy to find in CLIENT LIST.
@@ -180,6 +187,7 @@ class EventBus:
         # the reader's back, and the events lost in between would go unnoticed (no resync).
         self._subscriber: Redis = self._client(redis_url, retries=0)
         self._listeners: set[Listener] = set()
+        self._access_watchers: list[AccessWatcher] = []
         self._reader: asyncio.Task[None] | None = None
         self._live = asyncio.Event()
         self.reconnects = 0
@@ -226,6 +234,14 @@ class EventBus:
             self._check_publishable(event)
         return [(self.channel, event.to_json()) for event in batch]
 
+    async def announce_access(self, change: AccessChange) -> None:
+        """Tell every process that ``change`` happened (it is committed already). Never raises:
+        with Redis down the holders' periodic check finds the change a few seconds later."""
+        try:
+            await self._redis.publish(self.access_channel, change.to_json())
+        except CONNECTION_ERRORS as exc:
+            logger.warning("access change not announced (%s); it is found by the periodic check", exc)
+
     @staticmethod
     def _check_publishable(event: Event) -> None:
         if event.kind is EventKind.RESYNC:
@@ -241,6 +257,11 @@ class EventBus:
         self._listeners.add(listener)
         self._ensure_reader()
         return listener
+
+    def watch_access(self, watcher: AccessWatcher) -> None:
+        """Call ``watcher`` with every access change heard from now on (see :class:`AccessChange`)."""
+        self._access_watchers.append(watcher)
+        self._ensure_reader()
 
     @property
     def listener_count(self) -> int:
@@ -290,12 +311,13 @@ class EventBus:
         while True:
             pubsub = self._subscriber.pubsub(ignore_subscribe_messages=True)
             try:
-                await pubsub.subscribe(self.channel)
+                await pubsub.subscribe(self.channel, self.access_channel)
                 self._live.set()
                 if outage:
                     self.reconnects += 1
                     logger.info("event subscription restored on %s", self.channel)
                     self._fan_out(Event(kind=EventKind.RESYNC, job={}))
+                    self._tell_access(None)
                 outage = False
                 backoff = FIRST_BACKOFF_SECONDS
                 await self._pump(pubsub)
@@ -327,7 +349,12 @@ class EventBus:
                     last_ping = now
                 continue
             last_heard = now
-            if message.get("type") != "message" or not self._listeners:
+            if message.get("type") != "message":
+                continue
+            if message.get("channel") in (self.access_channel, self.access_channel.encode()):
+                self._heard_access(message["data"])
+                continue
+            if not self._listeners:
                 continue
             try:
                 event = Event.from_json(message["data"])
@@ -336,8 +363,33 @@ class EventBus:
                 continue
             self._fan_out(event)
 
+    def _heard_access(self, raw: str | bytes) -> None:
+        try:
+            change = AccessChange.from_json(raw)
+        except ValueError:
+            logger.warning("ignoring a malformed message on %s", self.access_channel)
+            return
+        self._tell_access(change)
+
+    def _tell_access(self, change: AccessChange | None) -> None:
+        for watcher in list(self._access_watchers):
+            watcher(change)
+
     @staticmethod
     async def _discard(pubsub: PubSub) -> None:
         # The connection may already be broken; closing is best effort.
         with contextlib.suppress(Exception):
             await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+
+@asynccontextmanager
+async def publishing_bus(redis_url: str | None, channel_prefix: str) -> AsyncIterator[EventBus | None]:
+    """A bus a command publishes on and closes at the end; None when there is no broker to reach."""
+    if redis_url is None:
+        yield None
+        return
+    bus = EventBus(redis_url, channel_prefix)
+    try:
+        yield bus
+    finally:
+        await bus.stop()

@@ -8,7 +8,7 @@ import asyncio
 import sys
 from typing import TYPE_CHECKING
 
-from worker_automation.cli.connect import run_db
+from worker_automation.cli.connect import broker_settings, run_db
 from worker_automation.settings import Settings
 
 if TYPE_CHECKING:  # the command line starts without the database layer loaded
@@ -54,11 +54,29 @@ def cmd_keys_create(args: argparse.Namespace) -> int:
 
 
 def cmd_keys_revoke(args: argparse.Namespace) -> int:
+    from worker_automation.broker.events import publishing_bus
     from worker_automation.resolvers.auth import revoke_key
 
-    async def run(db: Database, _settings: Settings) -> int:
-        await revoke_key(db, args.id)
+    async def run(db: Database, settings: Settings) -> int:
+        # The serving processes hear of it on the bus and close the key's websockets at once.
+        broker = broker_settings() or settings
+        async with publishing_bus(broker.redis_url, settings.redis_prefix) as events:
+            await revoke_key(db, args.id, events)
         print(f"key {args.id} revoked")
+        return 0
+
+    return run_db(run)
+
+
+def cmd_keys_update(args: argparse.Namespace) -> int:
+    from worker_automation.broker.events import publishing_bus
+    from worker_automation.resolvers.auth import change_key
+
+    async def run(db: Database, settings: Settings) -> int:
+        broker = broker_settings() or settings
+        async with publishing_bus(broker.redis_url, settings.redis_prefix) as events:
+            key = await change_key(db, args.id, scopes=args.scopes, perfil=args.perfil, events=events)
+        print(f"key {key.key_id} ({key.perfil.value}; {','.join(sorted(key.scopes))})")
         return 0
 
     return run_db(run)
@@ -108,11 +126,14 @@ def cmd_machines_list(_args: argparse.Namespace) -> int:
 
 
 def cmd_machines_switch(args: argparse.Namespace) -> int:
+    from worker_automation.broker.events import publishing_bus
     from worker_automation.resolvers.audit import CLI_ACTOR
     from worker_automation.resolvers.machines import set_machine_status
 
-    async def run(db: Database, _settings: Settings) -> int:
-        machine = await set_machine_status(db, CLI_ACTOR, args.id, args.action == "on")
+    async def run(db: Database, settings: Settings) -> int:
+        broker = broker_settings() or settings
+        async with publishing_bus(broker.redis_url, settings.redis_prefix) as events:
+            machine = await set_machine_status(db, CLI_ACTOR, args.id, args.action == "on", events)
         print(f"machine {machine.id} {machine.name}: {machine.status}")
         return 0
 

@@ -141,6 +141,11 @@ def build_parser() -> argparse.ArgumentParser:
     revoke = keys_sub.add_parser("revoke", help="revoke a key by id")
     revoke.add_argument("id", type=int, help="the key's id (shown when it was created)")
     revoke.set_defaults(fn=Command("admin", "cmd_keys_revoke"))
+    update = keys_sub.add_parser("update", help="give a key other scopes or another perfil")
+    update.add_argument("id", type=int, help="the key's id")
+    update.add_argument("--perfil", help="administrador | diretoria | funcionario")
+    update.add_argument("--scopes", help="comma-separated, e.g. worker_automation:read")
+    update.set_defaults(fn=Command("admin", "cmd_keys_update"))
     keys_sub.add_parser("list", help="every API key (prefix only, never the key)").set_defaults(
         fn=Command("operator", "cmd_keys_list")
     )

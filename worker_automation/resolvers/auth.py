@@ -1,4 +1,8 @@
-"""API keys and machine keys: creation (shown once), hashing, lookup, scope and perfil checks."""
+"""API keys and machine keys: creation (shown once), hashing, lookup, scope and perfil checks.
+
+Whatever narrows a key (revocation, fewer scopes, a lower perfil) announces it on the event bus
+once committed, so the websockets open with that key are checked again at once.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +11,18 @@ import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Select, bindparam, select, update
 
+from worker_automation.broker.access_changes import AccessChange
 from worker_automation.errors import BadInput, Forbidden, NotFound, Unauthenticated
 from worker_automation.models import MANAGER_PERFIS, ApiKey, Perfil, utcnow
 from worker_automation.models.database import Database
 from worker_automation.resolvers.audit import Actor
+
+if TYPE_CHECKING:
+    from worker_automation.broker.events import EventBus
 
 SCOPE_READ = "worker_automation:read"
 SCOPE_WRITE = "worker_automation:write"
@@ -136,8 +144,8 @@ async def create_key(
     return CreatedKey(key_id, name.strip(), secret, parsed_scopes, parsed_perfil)
 
 
-async def revoke_key(db: Database, key_id: int) -> None:
-    """Revoke a key for good; later requests with it get 401."""
+async def revoke_key(db: Database, key_id: int, events: EventBus | None = None) -> None:
+    """Revoke a key for good; later requests with it get 401, its open websockets are closed."""
     async with db.session() as session:
         result = await session.execute(
             update(ApiKey)
@@ -149,6 +157,50 @@ async def revoke_key(db: Database, key_id: int) -> None:
             exists = await session.scalar(select(ApiKey.id).where(ApiKey.id == key_id))
             if exists is None:
                 raise NotFound("API Key nao encontrada.")
+    if events is not None:
+        await events.announce_access(AccessChange(key_id=key_id))
+
+
+async def change_key(
+    db: Database,
+    key_id: int,
+    *,
+    scopes: str | Iterable[str] | None = None,
+    perfil: str | None = None,
+    events: EventBus | None = None,
+) -> Principal:
+    """Give a key other scopes or another perfil (omitted ones stay); the key as it now is.
+    Websockets opened with more than it now grants are closed."""
+    values: dict[str, str] = {}
+    if scopes is not None:
+        values["scopes"] = ",".join(sorted(parse_scopes(scopes)))
+    if perfil is not None:
+        values["perfil"] = parse_perfil(perfil).value
+    async with db.session() as session:
+        row = await session.get(ApiKey, key_id, with_for_update=True)
+        if row is None or row.revoked_at is not None:
+            raise NotFound("API Key nao encontrada.")
+        for name, value in values.items():
+            setattr(row, name, value)
+        await session.flush()
+        changed = Principal(row.id, row.name, frozenset(row.scopes.split(",")), Perfil(row.perfil))
+    if events is not None:
+        await events.announce_access(AccessChange(key_id=key_id))
+    return changed
+
+
+async def principals_by_id(db: Database, ids: Iterable[int]) -> dict[int, Principal]:
+    """The keys of ``ids`` as they are now; revoked and deleted ones are missing."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return {}
+    query = select(*_KEY_COLUMNS).where(ApiKey.id.in_(wanted), ApiKey.revoked_at.is_(None))
+    async with db.reader() as session:
+        rows = (await session.execute(query)).all()
+    return {
+        key_id: Principal(key_id, name, frozenset(scopes.split(",")), Perfil(perfil))
+        for key_id, name, scopes, perfil, _revoked, _used in rows
+    }
 
 
 async def authenticate(db: Database, raw_key: str | None) -> Principal:

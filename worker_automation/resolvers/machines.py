@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.exc import IntegrityError
 
+from worker_automation.broker.access_changes import AccessChange
 from worker_automation.errors import BadInput, Conflict, NotFound, Unauthenticated
 from worker_automation.models import Machine, MachineStatus
 from worker_automation.models.database import Database, Executor
@@ -17,6 +18,9 @@ from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.auth import hash_secret, new_secret
 from worker_automation.resolvers.automations import registered
 from worker_automation.resolvers.job_views import iso
+
+if TYPE_CHECKING:
+    from worker_automation.broker.events import EventBus
 
 MSG_MACHINE_KEY_MISSING = "X-Worker-Api-Key ausente."
 MSG_MACHINE_KEY_INVALID = "X-Worker-Api-Key invalida."
@@ -33,6 +37,9 @@ class MachineView:
     status: str
     created_at: datetime
     last_claim_at: datetime | None
+    # Presence (resolvers.presence); not read by the worker protocol's own lookups.
+    connected_since: datetime | None = None
+    last_seen_at: datetime | None = None
 
     @property
     def is_on(self) -> bool:
@@ -66,7 +73,15 @@ _MACHINE_BY_HASH = select(*MACHINE_COLUMNS).where(Machine.key_hash == bindparam(
 
 def machine_view(row: Machine) -> MachineView:
     return MachineView(
-        row.id, row.name, row.automation, row.queue, row.status, row.created_at, row.last_claim_at
+        row.id,
+        row.name,
+        row.automation,
+        row.queue,
+        row.status,
+        row.created_at,
+        row.last_claim_at,
+        row.connected_since,
+        row.last_seen_at,
     )
 
 
@@ -118,8 +133,10 @@ async def register_machine(
     return RegisteredMachine(view, secret)
 
 
-async def set_machine_status(db: Database, actor: Actor, machine_id: int, on: bool) -> MachineView:
-    """Turn a machine on or off (the only way its status changes)."""
+async def set_machine_status(
+    db: Database, actor: Actor, machine_id: int, on: bool, events: EventBus | None = None
+) -> MachineView:
+    """Turn a machine on or off (the only way its status changes); off closes its websockets."""
     action = "machine.on" if on else "machine.off"
     async with audited(db, actor, action, f"machine:{machine_id}"), db.session() as session:
         row = await session.get(Machine, machine_id, with_for_update=True)
@@ -127,7 +144,10 @@ async def set_machine_status(db: Database, actor: Actor, machine_id: int, on: bo
             raise NotFound("Maquina nao encontrada.")
         row.status = (MachineStatus.LIGADO if on else MachineStatus.DESLIGADO).value
         await session.flush()
-        return machine_view(row)
+        view = machine_view(row)
+    if not on and events is not None:
+        await events.announce_access(AccessChange(machine_id=machine_id))
+    return view
 
 
 async def list_machines(db: Database) -> list[MachineView]:
@@ -187,8 +207,10 @@ async def machine_named(db: Database, name: str) -> MachineView | None:
         return machine_view(row) if row else None
 
 
-async def rotate_machine_key(db: Database, actor: Actor, machine_id: int) -> RegisteredMachine:
-    """Issue a new key for an existing machine (the old one stops working)."""
+async def rotate_machine_key(
+    db: Database, actor: Actor, machine_id: int, events: EventBus | None = None
+) -> RegisteredMachine:
+    """Issue a new key for an existing machine (the old one stops working, its websockets close)."""
     secret = new_secret("wmk")
     async with audited(db, actor, "machine.rotate_key", f"machine:{machine_id}"), db.session() as session:
         row = await session.get(Machine, machine_id, with_for_update=True)
@@ -198,4 +220,19 @@ async def rotate_machine_key(db: Database, actor: Actor, machine_id: int) -> Reg
         row.key_prefix = secret[:10]
         row.status = MachineStatus.LIGADO.value
         await session.flush()
-        return RegisteredMachine(machine_view(row), secret)
+        created = RegisteredMachine(machine_view(row), secret)
+    if events is not None:
+        await events.announce_access(AccessChange(machine_id=machine_id))
+    return created
+
+
+async def machine_grants(db: Database, ids: list[int]) -> dict[int, tuple[str, bool]]:
+    """Each machine's key hash and whether it is on (what a websocket of it was let in with);
+    deleted machines are missing."""
+    if not ids:
+        return {}
+    query = select(Machine.id, Machine.key_hash, Machine.status).where(Machine.id.in_(sorted(set(ids))))
+    async with db.reader() as session:
+        rows = (await session.execute(query)).all()
+    on = MachineStatus.LIGADO.value
+    return {machine_id: (key_hash, status == on) for machine_id, key_hash, status in rows}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 import strawberry
@@ -26,6 +26,9 @@ from worker_automation.resolvers.auth import Principal, authenticate, key_from_h
 from worker_automation.resolvers.clientes import ClienteView, clientes_by_id
 from worker_automation.resolvers.machines import MachineView, authenticate_machine, machines_by_id
 from worker_automation.services import Services
+
+if TYPE_CHECKING:
+    from worker_automation.schema.open_sockets import OpenSocket
 
 MACHINE_KEY_HEADER = "x-worker-api-key"
 
@@ -121,6 +124,8 @@ class GraphQLContext:
         self.response = response
         # The operator the transport already authenticated for this one request, if it did.
         self.authenticated = authenticated
+        # A websocket's registration once it was let in (its budgets, its permission's end).
+        self.socket: OpenSocket | None = None
 
     @property
     def tz(self) -> ZoneInfo:

@@ -12,6 +12,9 @@ Only root fields whose payloads do not depend on who asks are served this way
 else (other fields, documents that do not parse, callers who lack the permission) takes
 Strawberry's path unchanged and gets exactly the errors it would get there.
 
+A subscriber stops receiving the moment its socket's permission ends (its ``gate``, see
+:mod:`worker_automation.schema.open_sockets`): one attribute read per payload.
+
 A subscriber never slows a view down: what it has not written yet waits in its own backlog. A
 snapshot view (queue load, dashboard) keeps only the newest snapshot there, and a joiner gets the
 view's latest snapshot at once; an event view replaces the backlog of a subscriber that falls
@@ -28,7 +31,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 from zoneinfo import ZoneInfo
 
 from graphql import ExecutionResult as GraphQLExecutionResult
@@ -132,6 +135,13 @@ class Frames:
         return frame
 
 
+class Gate(Protocol):
+    """What a subscriber reads before each payload: whether its socket's permission ended."""
+
+    @property
+    def ended(self) -> bool: ...
+
+
 class Subscriber:
     """One websocket operation reading a view: its framing, its backlog and its writer.
 
@@ -149,8 +159,10 @@ class Subscriber:
         snapshots: bool,
         limit: int = EVENT_QUEUE,
         write_frame: Callable[[bytes], bool] | None = None,
+        gate: Gate | None = None,
     ) -> None:
         self._send_text = send_text
+        self._gate = gate
         self._write_frame = write_frame
         self._prefix = prefix
         self._suffix = suffix
@@ -166,7 +178,7 @@ class Subscriber:
 
     def deliver(self, payload: str | Frames) -> None:
         """Write one payload now, or queue it for the writer; never waits."""
-        if self._ending is not None:
+        if self._ending is not None or (self._gate is not None and self._gate.ended):
             return
         if (
             self._write_frame is not None
@@ -211,6 +223,8 @@ class Subscriber:
         while True:
             self._sending = True
             while backlog:
+                if self._gate is not None and self._gate.ended:
+                    return Ending(gone=True)  # the socket is being closed: nothing more leaves
                 try:
                     await self._send_text(backlog.popleft())
                 except Exception:  # the connection is gone; its handler tidies up

@@ -166,7 +166,8 @@ class Mutation(OperatorMutation):
     @mutation(description="Stop a machine from claiming jobs (managers only).", extensions=manager())
     async def turn_machine_off(self, info: Info, id: int) -> Machine:
         principal = await info.context.principal()
-        view = await machines.set_machine_status(info.context.services.db, principal.actor, id, False)
+        services = info.context.services
+        view = await machines.set_machine_status(services.db, principal.actor, id, False, services.events)
         return Machine.from_view(view, info.context.tz)
 
     @mutation(

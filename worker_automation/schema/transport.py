@@ -2,13 +2,15 @@
 
 HTTP requests authenticate with ``X-API-Key`` or ``Authorization: Bearer``; websockets with the
 ``connection_init`` payload (or the handshake headers) and are refused at connect when the key is
-missing or not valid, before any operation can start.
+missing or not valid (or the machine is off), before any operation can start. A socket let in is
+registered with its key (:mod:`worker_automation.schema.open_sockets`): its budgets, and its end
+once that permission ends.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable
+from collections.abc import AsyncGenerator, Hashable
 from datetime import timedelta
 from importlib import resources
 from typing import Any, cast
@@ -19,11 +21,12 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
-from starlette.websockets import WebSocket
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from strawberry import Schema
-from strawberry.asgi import GraphQL
+from strawberry.asgi import ASGIWebSocketAdapter, GraphQL
 from strawberry.exceptions import ConnectionRejectionError, MissingQueryError
 from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
+from strawberry.http.exceptions import NonJsonMessageReceived, NonTextMessageReceived
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
@@ -33,14 +36,21 @@ from worker_automation.errors import RETRY_AFTER_SECONDS, DomainError
 from worker_automation.json_codec import dumps, dumps_text
 from worker_automation.memory import MemoryReleaser
 from worker_automation.models.database import database_unavailable
-from worker_automation.resolvers.auth import MSG_MISSING, Principal, authenticate, key_from_headers
-from worker_automation.resolvers.machines import authenticate_machine
+from worker_automation.resolvers.auth import (
+    MSG_MISSING,
+    Principal,
+    authenticate,
+    hash_secret,
+    key_from_headers,
+)
+from worker_automation.resolvers.machines import MSG_MACHINE_KEY_INVALID, authenticate_machine
 from worker_automation.runtime import Runtime
 from worker_automation.schema import build_schema
 from worker_automation.schema.context import MACHINE_KEY_HEADER, GraphQLContext
 from worker_automation.schema.errors import DATABASE_DOWN_MESSAGE, UNAVAILABLE_CODE, code_of
 from worker_automation.schema.errors import INTERNAL_CODE as INTERNAL
 from worker_automation.schema.live_views import LiveViews
+from worker_automation.schema.open_sockets import Grant, OpenSockets
 from worker_automation.schema.response_budget import (
     TOO_LARGE_CODE,
     current_budget,
@@ -62,12 +72,41 @@ def _rejection(message: str, code: str) -> ConnectionRejectionError:
     return ConnectionRejectionError({"message": message, "extensions": {"code": code}})
 
 
+def _ws_message(text: str) -> dict[str, Any]:
+    """A websocket message: a JSON object, else NonJsonMessageReceived (the handlers close the
+    socket with 4400)."""
+    try:
+        decoded = json.loads(text, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError):
+        raise NonJsonMessageReceived from None
+    if not isinstance(decoded, dict):
+        raise NonJsonMessageReceived
+    return decoded
+
+
+class WebSocketAdapter(ASGIWebSocketAdapter):
+    """Strawberry's websocket adapter reading only JSON objects; anything else (binary, bad JSON,
+    a list or a number) ends the reading with the exception the handlers answer with 4400."""
+
+    async def iter_json(self, *, ignore_parsing_errors: bool = False) -> AsyncGenerator[object, None]:
+        ws = self.ws
+        while ws.application_state != WebSocketState.DISCONNECTED:  # not once closed here
+            try:
+                text = await ws.receive_text()
+            except KeyError:  # a binary frame has no "text"
+                raise NonTextMessageReceived from None
+            except WebSocketDisconnect:
+                return
+            yield _ws_message(text)
+
+
 class GraphQLApp(GraphQL[GraphQLContext, None]):
     """Strawberry's ASGI view with this service's context, websocket auth, live views and
     GraphiQL page."""
 
     graphql_transport_ws_handler_class = TransportWSHandler
     graphql_ws_handler_class = LegacyWSHandler
+    websocket_adapter_class = WebSocketAdapter
 
     def __init__(self, runtime: Runtime) -> None:
         super().__init__(
@@ -82,6 +121,9 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
         )
         self.runtime = runtime
         self.max_response_bytes = runtime.settings.graphql_max_response_bytes
+        self.max_operations = self.max_subscriptions_per_connection = runtime.settings.ws_max_operations
+        self.max_tokens = runtime.settings.max_query_tokens
+        self._sockets: OpenSockets | None = None
         self.memory = MemoryReleaser()
         self._ide_html = (STATIC_DIR / "graphiql.html").read_text(encoding="utf-8")
         self.live_views = LiveViews(cast(Schema, self.schema))
@@ -232,18 +274,38 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
         )
 
     async def on_ws_connect(self, context: GraphQLContext) -> UnsetType | dict[str, object] | None:
-        """Refuse the connection unless every key sent is valid and at least one was sent."""
+        """Refuse the connection unless every key sent is valid (a machine's: on) and at least one
+        was sent; register it with its key (SocketLimitReached when the key holds too many)."""
         api_key, machine_key = context.api_key(), context.machine_key()
         if api_key is None and machine_key is None:
             raise _rejection(MSG_MISSING, "UNAUTHENTICATED")
+        grant = Grant()
         try:
             if api_key is not None:
-                await authenticate(context.services.db, api_key)
+                grant = Grant(principal=await authenticate(context.services.db, api_key))
             if machine_key is not None:
-                await authenticate_machine(context.services.db, machine_key)
+                machine = await authenticate_machine(context.services.db, machine_key)
+                grant = Grant(grant.principal, machine, hash_secret(machine_key))
         except DomainError as exc:
             raise _rejection(exc.message, code_of(exc)) from None
+        if grant.machine is not None and not grant.machine.is_on:
+            raise _rejection(MSG_MACHINE_KEY_INVALID, "UNAUTHENTICATED")
+        self.release_socket(context)  # a second connection_init (legacy protocol) replaces the first
+        if self._sockets is None:
+            self._sockets = OpenSockets(context.services)
+        context.socket = self._sockets.open(grant)
         return cast(UnsetType, UNSET)
+
+    @property
+    def open_sockets(self) -> int:
+        """Authenticated websockets open in this process."""
+        return 0 if self._sockets is None else len(self._sockets)
+
+    def release_socket(self, context: GraphQLContext) -> None:
+        """The socket of ``context`` is gone (or authenticates again)."""
+        socket, context.socket = context.socket, None
+        if socket is not None and self._sockets is not None:
+            self._sockets.close(socket)
 
     async def render_graphql_ide(self, request: Request) -> Response:
         return HTMLResponse(self._ide_html)
