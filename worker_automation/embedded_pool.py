@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 
 import worker_automation
+from worker_automation.bootstrap import embedded_key_file, kept_machine_key
 from worker_automation.resolvers.audit import Actor
-from worker_automation.resolvers.machines import machine_named, register_machine, rotate_machine_key
+from worker_automation.resolvers.machines import machine_named
 from worker_automation.services import Services
 
 log = logging.getLogger(__name__)
@@ -42,22 +43,24 @@ def pool_worker_command(queue: str, count: int) -> list[str]:
 
 
 class EmbeddedPool:
-    """Registers a machine per queue (new key each start) and supervises its worker process."""
+    """Registers a machine per queue (its key kept between starts) and supervises its worker
+    process."""
 
     def __init__(self, services: Services) -> None:
         self.services = services
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
 
     async def _key_for(self, queue: str) -> str:
-        name = machine_name(queue)
-        existing = await machine_named(self.services.db, name)
-        if existing is None:
-            created = await register_machine(
-                self.services.db, EMBEDDED_ACTOR, self.services.settings.queues, name=name, queue=queue
-            )
-        else:
-            created = await rotate_machine_key(self.services.db, EMBEDDED_ACTOR, existing.id)
-        return created.api_key
+        # Kept in the directory between starts: a restart with nothing changed rotates no key.
+        kept = await kept_machine_key(
+            self.services.db,
+            EMBEDDED_ACTOR,
+            self.services.settings.queues,
+            name=machine_name(queue),
+            queue=queue,
+            path=embedded_key_file(queue),
+        )
+        return kept.key
 
     async def start(self) -> None:
         settings = self.services.settings
