@@ -31,8 +31,12 @@ async def healthz(_request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
-    services = await runtime_of(request).services()
+    runtime = runtime_of(request)
+    services = await runtime.services()
     checks = {"database": await services.db.ping(), "broker": await services.broker.ping()}
+    if runtime.pool_ready is not None:
+        # An embedded serve is ready once its pool workers are: a job dispatched then runs.
+        checks["workers"] = runtime.pool_ready
     down = [name for name, ok in checks.items() if not ok]
     body = {"status": "ready" if not down else "unavailable", "checks": checks, "down": down}
     return JSONResponse(body, status_code=503 if down else 200)

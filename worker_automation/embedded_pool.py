@@ -1,22 +1,47 @@
-"""Pool workers started by an embedded ``serve``: one Celery worker process per queue."""
+"""Pool workers started by an embedded ``serve``: one Celery worker process per queue.
+
+They get the settings of ``serve`` that a pool worker reads (log format, result limit, queues...),
+so that, for instance, ``WA_LOG_FORMAT=json`` holds for every line ``serve`` and its workers write;
+and ``serve`` counts as ready only once every one of them answers a ping through the broker.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Final
 
 import worker_automation
 from worker_automation.bootstrap import embedded_key_file, kept_machine_key
 from worker_automation.resolvers.audit import Actor
 from worker_automation.resolvers.machines import machine_named
 from worker_automation.services import Services
+from worker_automation.settings import Settings
 
 log = logging.getLogger(__name__)
+# The settings of serve a pool worker reads besides those the pool sets itself (broker, API, key).
+WORKER_SETTINGS: Final = (
+    "log_format",
+    "max_result_bytes",
+    "max_context_bytes",
+    "task_events",
+    "queues",
+    "redis_prefix",
+    "timezone",
+)
+# Settings a pool worker never gets: a machine needs only the API's address and its own key.
+WITHHELD: Final = ("WA_DATABASE_URL", "WA_API_KEY", "WA_WORKER_API_KEY_FILE")
+# How long serve waits for its pool workers to answer before saying so (it goes on waiting).
+READY_PATIENCE_SECONDS: Final = 60.0
+PING_TIMEOUT_SECONDS: Final = 0.5
 EMBEDDED_ACTOR = Actor("serve:embedded", "administrador")
 # Ctrl-C should not keep a developer waiting two minutes; running jobs still end reported.
 EMBEDDED_GRACE_SECONDS = 10.0
@@ -36,10 +61,36 @@ async def embedded_machine_ids(services: Services) -> list[int]:
 API_CODE_ROOT = str(Path(worker_automation.__file__).resolve().parent.parent)
 
 
+def node_name(queue: str) -> str:
+    """The Celery node name of the queue's worker (unique per serve: its pid)."""
+    return f"embedded-{queue}-{os.getpid()}@{socket.gethostname()}"
+
+
 def pool_worker_command(queue: str, count: int) -> list[str]:
     """The pool worker's command line. ``-P`` keeps the working directory off ``sys.path``: a
     ``worker_automation`` folder there (a source checkout) must not shadow the API's code."""
-    return [sys.executable, "-P", "-m", "worker_automation.cli", "worker", "-Q", queue, "-c", str(count)]
+    entry = [sys.executable, "-P", "-m", "worker_automation.embedded_worker"]
+    return [*entry, "worker", "-Q", queue, "-c", str(count), "-n", node_name(queue)]
+
+
+def setting_value(value: object) -> str:
+    """A setting as its ``WA_*`` variable spells it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict | list):
+        return json.dumps(value)
+    return str(value)
+
+
+def pool_worker_env(settings: Settings, **values: str) -> dict[str, str]:
+    """This process's environment with the settings a pool worker reads taken from ``settings``
+    (which may not come from the environment at all), then ``values``."""
+    env = {k: v for k, v in os.environ.items() if k not in WITHHELD}
+    for name in WORKER_SETTINGS:
+        env[f"WA_{name.upper()}"] = setting_value(getattr(settings, name))
+    env.update(values)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [API_CODE_ROOT, env.get("PYTHONPATH")]))
+    return env
 
 
 class EmbeddedPool:
@@ -66,22 +117,37 @@ class EmbeddedPool:
         settings = self.services.settings
         grace = min(settings.shutdown_grace_seconds, EMBEDDED_GRACE_SECONDS)
         for queue, count in settings.queues.items():
-            env = {k: v for k, v in os.environ.items() if not k.startswith("WA_")}
-            env.update(
+            env = pool_worker_env(
+                settings,
                 WA_REDIS_URL=self.services.redis_url,
                 WA_API_URL=settings.api_url,
                 WA_WORKER_API_KEY=await self._key_for(queue),
                 WA_SHUTDOWN_GRACE_SECONDS=str(grace),
-                WA_TIMEZONE=settings.timezone,
                 # Killed with serve, however serve ends (kill -9 included): a worker outliving
                 # it would go on with jobs the next serve marks failed and runs again.
                 WA_EXIT_WITH_PARENT=str(os.getpid()),
             )
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [API_CODE_ROOT, env.get("PYTHONPATH")]))
             command = pool_worker_command(queue, count)
             # A session of its own: Ctrl-C in the terminal reaches serve, which stops them in order.
             self.processes[queue] = subprocess.Popen(command, env=env, start_new_session=True)  # noqa: ASYNC220
             log.info("pool worker for %s started (pid %d)", queue, self.processes[queue].pid)
+
+    async def wait_ready(self) -> None:
+        """Return once every pool worker answers a ping through the broker (Celery answers only
+        once its worker is consuming). Says so when that takes long, and goes on waiting."""
+        waiting = {node_name(queue) for queue in self.processes}
+        control = self.services.broker.app.control
+        started = time.monotonic()
+        warned = False
+        while waiting:
+            replies = await asyncio.to_thread(
+                control.ping, destination=sorted(waiting), timeout=PING_TIMEOUT_SECONDS
+            )
+            for reply in replies or []:
+                waiting.difference_update(reply)
+            if waiting and not warned and time.monotonic() - started > READY_PATIENCE_SECONDS:
+                log.warning("still waiting for pool workers: %s", ", ".join(sorted(waiting)))
+                warned = True
 
     async def stop(self) -> None:
         for process in self.processes.values():

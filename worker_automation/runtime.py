@@ -1,4 +1,5 @@
-"""The API process's run-time: starts services (and, embedded, the pool workers) once."""
+"""The API process's run-time: starts services (and, embedded, the pool workers) once, and says
+when the whole of it is ready: with an embedded pool, not before every pool worker answers."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from worker_automation.cancelling import cancel_and_wait
 from worker_automation.embedded_state import DirectoryLock, broker_state_file
 from worker_automation.housekeeping import Housekeeper
 from worker_automation.resolvers.automations import ensure_settings_rows
@@ -29,11 +31,28 @@ class Runtime:
         self._pool: Any = None
         self._housekeeper: Housekeeper | None = None
         self._directory_lock: DirectoryLock | None = None
+        self._ready = asyncio.Event()
+        self._waiting_for_pool: asyncio.Task[None] | None = None
 
     def hold(self, lock: DirectoryLock) -> None:
         """Keep the embedded serve's directory lock until the app stops (given up then, since
         uvicorn ends the process on SIGTERM before its caller's cleanup could run)."""
         self._directory_lock = lock
+
+    @property
+    def pool_ready(self) -> bool | None:
+        """Whether every embedded pool worker has answered; None when there is no such pool."""
+        if self._pool is None:
+            return None
+        return self._ready.is_set()
+
+    async def wait_ready(self) -> None:
+        """Return once started (the lifespan has run), the embedded pool workers answering."""
+        await self._ready.wait()
+
+    async def _pool_ready(self) -> None:
+        await self._pool.wait_ready()
+        self._ready.set()
 
     async def services(self) -> Services:
         if self._services is None:
@@ -69,6 +88,8 @@ class Runtime:
         workers, so the jobs they are running can still report how they ended (finished, or
         failed at the end of the grace). Jobs still queued in the embedded broker are sent
         again by the next start (the database row is the truth)."""
+        await cancel_and_wait(self._waiting_for_pool)
+        self._waiting_for_pool = None
         if self._housekeeper is not None:
             await self._housekeeper.stop()
             self._housekeeper = None
@@ -107,6 +128,10 @@ class Runtime:
                 await self.start_pool_workers()
         self._housekeeper = Housekeeper(await self.services())
         self._housekeeper.start()
+        if self._pool is not None:
+            self._waiting_for_pool = asyncio.create_task(self._pool_ready(), name="pool-ready")
+        else:
+            self._ready.set()
         try:
             yield
         finally:

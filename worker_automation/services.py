@@ -37,7 +37,8 @@ class Services:
             embedded = EmbeddedRedis(port=settings.embedded_broker_port)
             embedded.start()
             redis_url = embedded.url
-            log.info("embedded broker listening on %s", redis_url)
+            # Worded so that nobody reads it as a Redis server to install.
+            log.info("embedded broker listening on %s:%d (inside this process)", embedded.host, embedded.port)
         db = Database(settings)
         broker = BrokerGateway(settings, redis_url)
         events = EventBus(redis_url, settings.redis_prefix)

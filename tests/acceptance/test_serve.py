@@ -249,7 +249,7 @@ def test_serve_with_zero_setup_answers_and_stops_cleanly(server: Server, stop_si
 
     ready = wait_for(server, "/readyz", START_TIMEOUT)
     body = ready.json()
-    assert body["checks"] == {"database": True, "broker": True}
+    assert body["checks"] == {"database": True, "broker": True, "workers": True}
     assert body["down"] == []
     # The default database is a file in the directory serve was started in.
     assert (server.cwd / "worker_automation.db").exists()
@@ -292,3 +292,55 @@ def test_serve_with_zero_setup_answers_and_stops_cleanly(server: Server, stop_si
     assert not left, f"processes left behind: {sorted(left)}\n{server.output()}"
     # Nothing stale for later commands to trip on (such as the embedded broker's address).
     assert sorted(p.name for p in server.cwd.iterdir() if p.name.startswith(".")) == []
+
+
+KEY_COMMAND = (
+    "worker-automation keys create --perfil administrador "
+    "--scopes worker_automation:read,worker_automation:write"
+)
+
+
+def wait_for_output(server: Server, text: str, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        output = server.log.read_text(errors="replace")
+        if text in output:
+            return output
+        if server.process.poll() is not None:
+            break
+        time.sleep(0.2)
+    pytest.fail(f"{text!r} not written within {timeout:.0f} s:\n{server.output()}")
+
+
+def test_ready_only_once_its_pool_workers_are_then_says_where_things_are(server: Server) -> None:
+    seen_waiting = False
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        assert server.process.poll() is None, server.output()
+        try:
+            response = httpx.get(server.url + "/readyz", timeout=5.0)
+        except httpx.HTTPError:
+            time.sleep(0.1)
+            continue
+        if response.status_code == 200:
+            break
+        assert response.json()["down"] == ["workers"], response.text
+        seen_waiting = True
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"never ready:\n{server.output()}")
+    # Each pool worker says it is ready before it can answer the ping readiness waits for.
+    at_ready = server.log.read_text(errors="replace")
+    assert at_ready.count(" ready.") == QUEUE_COUNT, at_ready
+    assert seen_waiting, "the API listened only once its workers were up: readiness was never seen waiting"
+
+    output = wait_for_output(server, KEY_COMMAND, START_TIMEOUT)
+    assert f"console:  {server.url}/console/" in output
+    assert f"GraphiQL: {server.url}/graphql" in output
+    assert f"API:      {server.url}{API}" in output
+    assert output.count("console:") == 1
+    # Said once everything is ready: after every pool worker's own "ready".
+    assert output.rindex(" ready.") < output.index("console:")
+    # Nothing says a Redis server is involved: the broker is inside serve.
+    assert "redis://" not in output, output
+    assert "Connected to the embedded broker of serve" in output

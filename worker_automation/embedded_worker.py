@@ -1,0 +1,51 @@
+"""The pool worker process an embedded ``serve`` starts: the ``worker`` command itself, run by
+``python -m worker_automation.embedded_worker worker -Q QUEUE ...``.
+
+Two differences. What it says: Celery logs ``Connected to redis://...`` when it reaches its
+broker, which in embedded mode is the in-process broker of ``serve``. Read by someone who never
+installed a Redis, that line suggests one is needed, so it names the embedded broker instead.
+And what its pool processes copy: everything the worker has built before it forks them is frozen
+out of the garbage collector's reach first, so that collections in a pool process do not write
+to (and so copy) every page they share with the worker.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import sys
+from typing import Any, Final
+
+# Celery's logger for the broker connection line of its consumer.
+CONNECTION_LOGGER: Final = "celery.worker.consumer.connection"
+EMBEDDED_BROKER_LINE: Final = "Connected to the embedded broker of serve"
+
+
+class EmbeddedBrokerWording(logging.Filter):
+    """``Connected to redis://...`` becomes :data:`EMBEDDED_BROKER_LINE`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and record.msg.startswith("Connected to"):
+            record.msg, record.args = EMBEDDED_BROKER_LINE, ()
+        return True
+
+
+def freeze_before_fork(**_kw: Any) -> None:
+    """Celery's ``worker_init``: the worker is built and its pool not started yet."""
+    gc.collect()
+    gc.freeze()
+
+
+def main(argv: list[str] | None = None) -> int:
+    from celery.signals import worker_init
+
+    # On the logger itself: the handlers Celery's start-up installs leave it in place.
+    logging.getLogger(CONNECTION_LOGGER).addFilter(EmbeddedBrokerWording())
+    worker_init.connect(freeze_before_fork, weak=False)
+    from worker_automation.cli import main as cli_main
+
+    return cli_main(sys.argv[1:] if argv is None else argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
