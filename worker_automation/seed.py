@@ -1,7 +1,10 @@
 """Realistic demo data: client companies and a few thousand finished or queued jobs.
 
-No job is seeded EXECUTANDO: nothing would run it, so it would look stuck forever. Clients are
-topped up to the number asked for, so running the command again adds jobs, not clients.
+No job is seeded EXECUTANDO: nothing would run it, so it would look stuck forever. Queued jobs are
+only of automations this installation can run (the demos, installed plugins): a queued job of any
+other automation would fail as soon as a worker took it. A finished job that ran has its one
+attempt, as a real run leaves it; a cancelled one never started (no start, no duration). Clients
+are topped up to the number asked for, so running the command again adds jobs, not clients.
 """
 
 from __future__ import annotations
@@ -11,11 +14,12 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import Table, bindparam, func, insert, literal, select
 
-from worker_automation.models import Cliente, Job, JobStatus, Usuario, utcnow
+from worker_automation.catalog.registry import AUTOMATION_REGISTRY, Automation
+from worker_automation.models import Attempt, Cliente, Job, JobStatus, Usuario, utcnow
 from worker_automation.models.database import Database
 from worker_automation.seed_limits import MAX_CLIENTES, MAX_JOBS
 
@@ -47,6 +51,21 @@ _FIRST = [
 ]
 _SUFFIX = ["Ltda", "ME", "EIRELI", "S.A.", "EPP"]
 BATCH_ROWS = 1000
+# The one attempt of each seeded job that ran, from the job's own row: when it started and ended,
+# how, and with what error.
+_ATTEMPTS_OF = insert(cast(Table, Attempt.__table__)).from_select(
+    ["worker_id", "number", "machine_id", "task_id", "started_at", "ended_at", "outcome", "error"],
+    select(
+        Job.id,
+        literal(1),
+        Job.machine_id,
+        Job.task_id,
+        Job.data_inicio,
+        Job.data_fim,
+        Job.status,
+        Job.mensagem_erro,
+    ).where(Job.task_id.in_(bindparam("task_ids", expanding=True)), Job.data_inicio.is_not(None)),
+)
 _ERRORS = [
     "Portal da Receita indisponivel (HTTP 503)",
     "Captcha nao resolvido apos 3 tentativas",
@@ -80,17 +99,41 @@ class SeedSummary:
     jobs: int
 
 
-def _job_row(rng: random.Random, cliente_ids: list[int | None], usuario_ids: list[int]) -> dict[str, Any]:
-    from worker_automation.catalog.registry import AUTOMATION_REGISTRY
+def runnable_here() -> list[Automation]:
+    """The automations a worker here has an implementation of: installed plugins, else the demos
+    (whose runs end quickly on their own)."""
+    from importlib.metadata import entry_points
 
-    automations = [a for a in AUTOMATION_REGISTRY.values() if not a.key.startswith("demo.")]
-    automation = rng.choice(automations)
+    from worker_automation.worker.implementations import BUILTIN_IMPLEMENTATIONS, ENTRY_POINT_GROUP
+
+    plugins = {entry.name for entry in entry_points(group=ENTRY_POINT_GROUP)}
+    installed = [a for key, a in AUTOMATION_REGISTRY.items() if key in plugins]
+    demos = [
+        AUTOMATION_REGISTRY[key] for key in ("demo.echo", "demo.sleep") if key in BUILTIN_IMPLEMENTATIONS
+    ]
+    return installed or demos
+
+
+def _context(rng: random.Random, automation: Automation) -> dict[str, Any]:
+    if automation.key == "demo.sleep":
+        return {"seconds": rng.randrange(1, 6)}
+    return {"cnpj": fake_cnpj(rng)}
+
+
+def _job_row(
+    rng: random.Random,
+    cliente_ids: list[int | None],
+    usuario_ids: list[int],
+    runnable: list[Automation],
+) -> dict[str, Any]:
+    history = [a for a in AUTOMATION_REGISTRY.values() if not a.key.startswith("demo.")]
     now = utcnow()
     created = now - timedelta(minutes=rng.randrange(0, 60 * 24 * 14))
     status = rng.choices(
         [JobStatus.CONCLUIDO, JobStatus.FALHA, JobStatus.CANCELADO, JobStatus.AGENDADO],
         weights=[80, 8, 4, 6],
     )[0]
+    automation = rng.choice(runnable if status is JobStatus.AGENDADO else history)
     start = created + timedelta(seconds=rng.randrange(1, 600))
     row: dict[str, Any] = {
         # Task ids are identities, not demo content: never drawn from the (possibly seeded) rng,
@@ -109,16 +152,18 @@ def _job_row(rng: random.Random, cliente_ids: list[int | None], usuario_ids: lis
         "retry_count": 0,
         "progress": 0,
         "metadata_json": None,
-        "context": {"cnpj": fake_cnpj(rng)},
+        "context": _context(rng, automation),
         "result": None,
         "created_at": created,
         "updated_at": created,
         "machine_id": None,
     }
-    if status is not JobStatus.AGENDADO:
+    if status in (JobStatus.CONCLUIDO, JobStatus.FALHA):
         row["data_inicio"] = min(start, now)
-    if status in (JobStatus.CONCLUIDO, JobStatus.FALHA, JobStatus.CANCELADO):
         row["data_fim"] = min(start + timedelta(seconds=rng.randrange(5, 900)), now)
+        row["updated_at"] = row["data_fim"]
+    if status is JobStatus.CANCELADO:  # before it started
+        row["data_fim"] = min(start, now)
         row["updated_at"] = row["data_fim"]
     if status is JobStatus.CONCLUIDO:
         row["progress"] = 100
@@ -130,7 +175,6 @@ def _job_row(rng: random.Random, cliente_ids: list[int | None], usuario_ids: lis
         message = rng.choice(_ERRORS)
         row["mensagem_erro"] = message
         row["result"] = {"exc_type": "AutomationError", "exc_message": message, "traceback": None}
-        row["retry_count"] = rng.choice([0, 0, 1, 2])
     if status is JobStatus.CANCELADO:
         row["mensagem_erro"] = "Cancelado pelo operador"
     return row
@@ -181,10 +225,13 @@ async def seed_demo(
         # With no client at all, jobs point at none (the rows allow it).
         cliente_ids: list[int | None] = list((await session.scalars(select(Cliente.id))).all()) or [None]
         usuario_ids = list((await session.scalars(select(Usuario.id))).all())
+        runnable = runnable_here()
         done = 0
         while done < jobs:
-            batch = [_job_row(rng, cliente_ids, usuario_ids) for _ in range(min(BATCH_ROWS, jobs - done))]
+            count = min(BATCH_ROWS, jobs - done)
+            batch = [_job_row(rng, cliente_ids, usuario_ids, runnable) for _ in range(count)]
             await session.execute(insert(Job), batch)
+            await session.execute(_ATTEMPTS_OF, {"task_ids": [row["task_id"] for row in batch]})
             done += len(batch)
             if progress is not None:
                 progress(done)

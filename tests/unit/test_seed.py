@@ -1,4 +1,5 @@
-"""Demo data on SQLite: clients, users and jobs across every status and the five queues; re-runnable."""
+"""Demo data on SQLite: clients, users and jobs across every status and the five queues; re-runnable;
+queued jobs only of automations that run here, and an attempt for every job that ran."""
 
 from __future__ import annotations
 
@@ -7,14 +8,15 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 from sqlalchemy import func, select
 
-from worker_automation.catalog.forms import is_valid_cnpj
+from worker_automation.catalog.forms import is_valid_cnpj, validate_context
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
-from worker_automation.models import TERMINAL_STATUSES, Cliente, Job, JobStatus, Usuario
+from worker_automation.models import TERMINAL_STATUSES, Attempt, Cliente, Job, JobStatus, Usuario
 from worker_automation.models.database import Database
 from worker_automation.models.migrate import migrate
 from worker_automation.resolvers.reads import JobFilter, list_jobs, stats
 from worker_automation.seed import cnpj_check_digits, seed_demo
 from worker_automation.settings import DEFAULT_QUEUES, Settings
+from worker_automation.worker.implementations import load_implementations
 
 QUEUES = dict(DEFAULT_QUEUES)
 
@@ -66,17 +68,23 @@ async def test_seeded_rows_are_consistent(db: Database) -> None:
         cnpjs = (await session.scalars(select(Cliente.cnpj))).all()
     for row in rows:
         automation = AUTOMATION_REGISTRY[row.automation_type]
-        assert not row.automation_type.startswith("demo.")
         assert row.queue == automation.queue
         assert 0 <= row.priority <= 9
+        assert row.retry_count == 0
         status = JobStatus(row.status)
         if status is JobStatus.AGENDADO:
             assert row.data_inicio is None and row.data_fim is None
+        else:
+            assert not row.automation_type.startswith("demo.")
         if status is JobStatus.EXECUTANDO:
             assert row.data_inicio is not None and row.data_fim is None
         if status in TERMINAL_STATUSES:
             assert row.data_fim is not None
-            assert row.data_inicio is not None and row.data_inicio <= row.data_fim
+        if status in (JobStatus.CONCLUIDO, JobStatus.FALHA):
+            start, end = row.data_inicio, row.data_fim
+            assert start is not None and end is not None and start <= end
+        if status is JobStatus.CANCELADO:  # cancelled before it started: no duration to show
+            assert row.data_inicio is None
         if status is JobStatus.FALHA:
             assert row.mensagem_erro
             assert row.result is not None and row.result["exc_message"] == row.mensagem_erro
@@ -149,3 +157,33 @@ async def test_seed_refuses_a_job_count_out_of_range(db: Database, jobs: int) ->
 
 def test_cnpj_check_digits_known_value() -> None:
     assert cnpj_check_digits("112223330001") == "81"
+
+
+async def test_queued_jobs_are_of_automations_that_run_here(db: Database) -> None:
+    await seed_demo(db, jobs=1500, clientes=5, seed=4)
+
+    runnable = load_implementations()
+    async with db.session() as session:
+        queued = (await session.scalars(select(Job).where(Job.status == JobStatus.AGENDADO.value))).all()
+    assert queued
+    for job in queued:
+        assert job.automation_type in runnable
+        # Each would pass the automation's form, as a dispatched one does.
+        validate_context(AUTOMATION_REGISTRY[job.automation_type].form, job.context)
+
+
+async def test_every_job_that_ran_has_its_attempt_and_no_other_has_one(db: Database) -> None:
+    await seed_demo(db, jobs=1500, clientes=5, seed=6)
+
+    async with db.session() as session:
+        jobs = {job.id: job for job in (await session.scalars(select(Job))).all()}
+        attempts = (await session.scalars(select(Attempt))).all()
+    by_job = {attempt.worker_id: attempt for attempt in attempts}
+    assert len(by_job) == len(attempts)  # one each
+    ran = {job_id for job_id, job in jobs.items() if job.data_inicio is not None}
+    assert ran and set(by_job) == ran
+    for job_id, attempt in by_job.items():
+        job = jobs[job_id]
+        assert attempt.number == 1 and attempt.task_id == job.task_id
+        assert (attempt.started_at, attempt.ended_at) == (job.data_inicio, job.data_fim)
+        assert attempt.outcome == job.status and attempt.error == job.mensagem_erro

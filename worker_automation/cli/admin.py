@@ -14,8 +14,8 @@ from worker_automation.settings import Settings
 if TYPE_CHECKING:  # the command line starts without the database layer loaded
     from worker_automation.models.database import Database
 
-# seed-demo prints its progress every this many rows (when asked for more than that).
-SEED_PROGRESS_EVERY = 10_000
+# seed-demo prints its progress at most this often, and once done.
+SEED_PROGRESS_SECONDS = 1.0
 
 
 def cmd_migrate(_args: argparse.Namespace) -> int:
@@ -141,13 +141,20 @@ def cmd_machines_switch(args: argparse.Namespace) -> int:
 
 
 def cmd_seed_demo(args: argparse.Namespace) -> int:
+    import time
+
     from worker_automation.seed import seed_demo
 
+    said = time.monotonic()
+
     def progress(done: int) -> None:
-        if args.jobs > SEED_PROGRESS_EVERY and (done % SEED_PROGRESS_EVERY == 0 or done == args.jobs):
+        nonlocal said
+        if time.monotonic() - said >= SEED_PROGRESS_SECONDS or done == args.jobs:
             print(f"{done}/{args.jobs} jobs", file=sys.stderr, flush=True)
+            said = time.monotonic()
 
     async def run(db: Database, _settings: Settings) -> int:
+        print(f"adding {args.jobs} demo jobs...", file=sys.stderr, flush=True)
         summary = await seed_demo(db, jobs=args.jobs, clientes=args.clientes, progress=progress)
         print(f"added {summary.clientes} clientes, {summary.usuarios} usuarios, {summary.jobs} jobs")
         return 0
