@@ -50,6 +50,10 @@ class Machine(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
     last_claim_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    # Presence: set while a jobCreated subscription of the machine is open (last_seen_at kept
+    # fresh by the API process holding it), cleared when it closes (last_seen_at then says when).
+    connected_since: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    last_seen_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
 
     __table_args__ = (
         CheckConstraint("(automation IS NULL) <> (queue IS NULL)", name="serves_one_automation_or_queue"),

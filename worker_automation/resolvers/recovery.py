@@ -12,8 +12,12 @@ workers hold:
   with no task id at all (the broker refused its send) is sent again the same way.
 - "No process runs it": an EXECUTANDO job held by a Celery pool machine whose task is active in
   no live worker. (Celery children die with their main process, so nothing runs it unseen.)
-  Dedicated machines have no broker to ask: they report at start-up the runs they held before
-  they died (``POST /api/v1/jobs/{id}/lost``), and that is the evidence for theirs.
+  A run whose end the worker's machine keeps unanswered in its outbox counts as carried too
+  (``broker.kept_reports``): its report is on its way.
+- Dedicated machines have no broker to ask: they report at start-up the runs they held before
+  they died (``POST /api/v1/jobs/{id}/lost``), and a machine whose ``jobCreated`` subscription
+  (its presence, ``resolvers.presence``) closed and did not come back within the window has the
+  runs it held ended ``machine_lost``.
 
 Evidence is a snapshot taken while things move, so a job is acted on only when it was found
 unaccounted for in two passes in a row with the same status and task, and its row had not
@@ -54,6 +58,7 @@ from worker_automation.resolvers.job_actions import back_in_queue
 from worker_automation.resolvers.job_views import JobView
 from worker_automation.resolvers.late_reports import LOST_EXC_TYPES
 from worker_automation.resolvers.machines import MachineView
+from worker_automation.resolvers.presence import Absences
 from worker_automation.resolvers.reads import MSG_JOB_NOT_FOUND
 from worker_automation.resolvers.resending import resend_all
 from worker_automation.resolvers.rows import view_in
@@ -128,8 +133,12 @@ class Reconciler:
     """Remembers what it found unaccounted for in its last pass, to confirm it in the next, and on
     which worker each run was last seen, to tell a worker that is gone from one that is slow."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, watch_absences: bool = True) -> None:
         self._suspects: set[Key] = set()
+        # Dedicated machines whose presence ended; a manual run (two looks seconds apart) goes by
+        # the rows alone instead of by what it watched.
+        self._absences = Absences()
+        self._watch_absences = watch_absences
         # Task id -> the worker (Celery hostname) last seen running it; worker -> when it last
         # answered an inspection.
         self._ran_on: dict[str, str] = {}
@@ -166,6 +175,11 @@ class Reconciler:
 
     async def run_pass(self, services: Services, actor: Actor = RECONCILER_ACTOR) -> ReconcileReport:
         report = ReconcileReport()
+        # Machines tell nothing to the broker: their presence is in their rows, broker or not.
+        lost = await self._absences.lost_runs(services, watched=self._watch_absences)
+        for job_id, task_id, machine_id in lost[:ACT_LIMIT]:
+            view = await end_lost_run(services, actor, job_id, task_id, Fault.MACHINE_LOST, holder=machine_id)
+            _count_ended(report, job_id, view)
         try:
             waiting = await services.broker.waiting_task_ids()
         except Unavailable as exc:
@@ -211,16 +225,21 @@ class Reconciler:
             if status == JobStatus.AGENDADO:
                 continue
             view = await end_lost_run(services, actor, job_id, task_id, Fault.WORKER_LOST)
-            if view is not None:
-                report.job_ids.append(job_id)
-                if view.status == JobStatus.AGENDADO:
-                    report.requeued += 1
-                else:
-                    report.failed += 1
+            _count_ended(report, job_id, view)
         return report
 
     async def periodic_pass(self, services: Services) -> int:
         return (await self.run_pass(services)).total
+
+
+def _count_ended(report: ReconcileReport, job_id: int, view: JobView | None) -> None:
+    """Count a lost run that :func:`end_lost_run` ended (None: it had moved on meanwhile)."""
+    if view is not None:
+        report.job_ids.append(job_id)
+        if view.status == JobStatus.AGENDADO:
+            report.requeued += 1
+        else:
+            report.failed += 1
 
 
 def recovery_interval(settings: Settings) -> float:
@@ -236,7 +255,7 @@ def reconcile_periodic() -> Periodic:
 async def reconcile(services: Services, actor: Actor) -> ReconcileReport:
     """Run the reconciler now, by hand: look twice, a moment apart, and act on what is confirmed."""
     async with audited(services.db, actor, "reconcile", None) as note:
-        reconciler = Reconciler()
+        reconciler = Reconciler(watch_absences=False)
         first = await reconciler.run_pass(services, actor)
         await asyncio.sleep(MANUAL_CONFIRM_SECONDS)
         second = await reconciler.run_pass(services, actor)
@@ -396,10 +415,7 @@ async def recover_after_restart(services: Services, machine_ids: Iterable[int]) 
         lost = running.all() if running is not None else []
     for job_id, task_id in lost:
         view = await end_lost_run(services, RECONCILER_ACTOR, job_id, task_id, Fault.WORKER_LOST)
-        if view is not None:
-            report.job_ids.append(job_id)
-            report.requeued += view.status == JobStatus.AGENDADO
-            report.failed += view.status == JobStatus.FALHA
+        _count_ended(report, job_id, view)
     sent = await resend_all(services, RECONCILER_ACTOR, [(job_id, task_id) for job_id, task_id in queued])
     report.resent += len(sent)
     report.job_ids += sent

@@ -19,6 +19,7 @@ from worker_automation.resolvers import live
 from worker_automation.resolvers.automations import registered
 from worker_automation.resolvers.claims import pending_jobs
 from worker_automation.resolvers.machines import MachineView
+from worker_automation.resolvers.presence import machine_present
 from worker_automation.resolvers.visibility import PUBLIC_JOB_FIELDS, may_claim
 from worker_automation.schema.context import GraphQLContext, Info, selects
 from worker_automation.schema.fields import subscription
@@ -176,6 +177,8 @@ class Subscription:
         if automation is not None:
             registered(automation, "automation")
         me = await context.machine()
+        # Presence: while this subscription is open the machine is there (resolvers.presence).
+        presence = await machine_present(services, me)
         feed = Feed(services.events)
         try:
             while True:
@@ -199,6 +202,7 @@ class Subscription:
             return
         finally:
             feed.close()
+            presence.close()
 
     @subscription(
         description="The dashboard at once, then after each change (coalesced like queueLoad).",

@@ -16,10 +16,12 @@ from zoneinfo import ZoneInfo
 import strawberry
 
 from worker_automation.broker.events import Event
+from worker_automation.models import utcnow
 from worker_automation.resolvers.clientes import ClienteView
 from worker_automation.resolvers.job_views import ROW_FIELDS, JobView, display_name_of, iso
 from worker_automation.resolvers.machines import MachineView
 from worker_automation.resolvers.pagination import Page, cursor_of
+from worker_automation.resolvers.presence import is_connected
 from worker_automation.resolvers.reads import Slice
 from worker_automation.schema.attempt_types import Attempt
 from worker_automation.schema.context import Info
@@ -41,6 +43,21 @@ class Machine:
     is_on: bool = strawberry.field(description="True when the machine may claim jobs.")
     created_at: DateTime = strawberry.field(description="When it was registered.")
     last_claim_at: DateTime | None = strawberry.field(description="When it last claimed a job.")
+    last_seen_at: DateTime | None = strawberry.field(
+        description="When its jobCreated subscription was last known open (now, while connected); "
+        "null for a machine that never subscribed."
+    )
+    connected_since: strawberry.Private[datetime | None]
+    seen_at: strawberry.Private[datetime | None]
+
+    @field(
+        description="True while the machine holds its jobCreated subscription open (its presence). "
+        "A dedicated machine away longer than the recovery window has its running jobs ended "
+        "machine_lost (or queued again when its automation is idempotent)."
+    )
+    def connected(self, info: Info) -> bool:
+        settings = info.context.services.settings
+        return is_connected(self.connected_since, self.seen_at, settings, utcnow())
 
     @classmethod
     def from_view(cls, view: MachineView, tz: ZoneInfo) -> Machine:
@@ -54,6 +71,9 @@ class Machine:
             is_on=view.is_on,
             created_at=DateTime(iso(view.created_at, tz) or ""),
             last_claim_at=DateTime(stamp) if (stamp := iso(view.last_claim_at, tz)) else None,
+            last_seen_at=DateTime(seen) if (seen := iso(view.last_seen_at, tz)) else None,
+            connected_since=view.connected_since,
+            seen_at=view.last_seen_at,
         )
 
 
