@@ -228,9 +228,13 @@ async def test_smaller_rest_items(api: Api) -> None:
     job_id = int((await post_job(api, job_body())).json()["data"]["id"])
     refused(await api.call("POST", f"{BASE}/clear-queue?scope="), 422, "scope")
     assert (await row(api, job_id)).status == "AGENDADO"
-    for path, allowed in (("sync-orphans", "POST"), ("cleanup-no-client", "DELETE")):
+    for path, allowed in (("sync-orphans", "POST"), ("cleanup-no-client", "DELETE"), ("clear-queue", "POST")):
         options = await api.call("OPTIONS", f"{BASE}/{path}")
         assert options.status_code == 405 and options.headers["allow"] == allowed
+        # GET is taken by no route there either (``/{worker_id}`` does not read it as a job id).
+        for kind in ("admin", None):
+            got = await api.call("GET", f"{BASE}/{path}", kind=kind)
+            assert got.status_code == 405 and got.headers["allow"] == allowed, got.text
 
 
 async def test_database_errors_carry_no_parameters(api: Api, caplog: pytest.LogCaptureFixture) -> None:

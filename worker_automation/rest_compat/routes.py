@@ -3,42 +3,22 @@
 from __future__ import annotations
 
 from starlette.requests import Request
-from starlette.routing import BaseRoute, Match, Route
+from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
 from worker_automation.rest_compat.documented_routes import documented_routes
-from worker_automation.rest_compat.http import error
 from worker_automation.rest_compat.jobs import job_routes
 from worker_automation.rest_compat.openapi import openapi_routes
+from worker_automation.rest_compat.unmatched import unmatched
 
 API_PREFIX = "/api/v1"
-MSG_NOT_FOUND = "Rota nao encontrada."
-MSG_METHOD = "Metodo {method} nao permitido nesta rota (use {allowed})."
 
 
 class ApiFallback:
-    """Answers whatever no route of /api/v1 took: 405 when the path exists with other methods,
-    404 otherwise, both in the error envelope (Starlette's defaults are plain text)."""
+    """Answers whatever no route of /api/v1 took (see :mod:`~worker_automation.rest_compat.unmatched`)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        request = Request(scope, receive)
-        literal: set[str] = set()
-        templated: set[str] = set()
-        for route in request.app.router.routes:
-            if isinstance(route, Route) and route.endpoint is not self:
-                match, _ = route.matches(scope)
-                if match is Match.PARTIAL and route.methods:
-                    (templated if route.param_convertors else literal).update(route.methods)
-        # A literal path (``/sync-orphans``) is that route alone, even though ``/{worker_id}``
-        # would match its text: only its own methods are allowed there.
-        allowed = literal or templated
-        if allowed:
-            methods = ", ".join(sorted(allowed))
-            response = error(MSG_METHOD.format(method=request.method, allowed=methods), 405)
-            response.headers["Allow"] = methods
-        else:
-            response = error(MSG_NOT_FOUND, 404)
-        await response(scope, receive, send)
+        await unmatched(Request(scope, receive))(scope, receive, send)
 
 
 def rest_routes() -> list[BaseRoute]:
