@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from graphql import GraphQLError, get_introspection_query
+from strawberry.types import ExecutionResult
 
 from tests.unit.graphql_support import Api, code, make_api
 from worker_automation.schema import WorkerAutomationSchema, build_schema
@@ -161,6 +162,17 @@ async def test_no_suggestions_when_introspection_is_off(case: str) -> None:
     assert any("Did you mean" in e.message for e in suggested), [e.message for e in suggested]
     hidden = await errors_of(CLOSED, query, variables)
     assert hidden and not any("Did you mean" in e.message for e in hidden), [e.message for e in hidden]
+
+
+async def test_no_suggestions_in_a_subscription_either() -> None:
+    query = "subscription($f: WorkerEventFilter) { workerEvents(filter: $f) { kind } }"
+    for schema, suggests in ((OPEN, True), (CLOSED, False)):
+        stream = await schema.subscribe(query, variable_values={"f": {"status": "AGENDAD"}})
+        assert not isinstance(stream, ExecutionResult)
+        refused = await anext(stream)
+        await stream.aclose()
+        assert refused.errors, refused
+        assert ("Did you mean" in refused.errors[0].message) is suggests, refused.errors[0].message
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from strawberry.utils.logging import StrawberryLogger
 from worker_automation.schema.context import GraphQLContext, OperationScopeExtension
 from worker_automation.schema.errors import is_expected, translate_in_place
 from worker_automation.schema.extension_runner import LeanExtensionsRunner
-from worker_automation.schema.limits import MAX_DOCUMENT_BYTES, guard_extension
+from worker_automation.schema.limits import MAX_DOCUMENT_BYTES, guard_extension, without_suggestions
 from worker_automation.schema.mutation import Mutation
 from worker_automation.schema.plain_fields import PlainFieldsExecutionContext
 from worker_automation.schema.query import Query
@@ -26,7 +26,11 @@ __all__ = ["MAX_DOCUMENT_BYTES", "GraphQLContext", "WorkerAutomationSchema", "bu
 
 class WorkerAutomationSchema(Schema):
     """Strawberry's schema: unexpected errors logged, then every error given its code (and
-    unexpected ones masked) before the result leaves."""
+    unexpected ones masked) before the result leaves; with introspection off, no error suggests
+    names (graphql-core adds "Did you mean ..." in validation and in variable coercion alike, and
+    Strawberry passes no option to turn it off)."""
+
+    hide_suggestions = False
 
     def process_errors(
         self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
@@ -35,6 +39,8 @@ class WorkerAutomationSchema(Schema):
             if not is_expected(error):
                 StrawberryLogger.error(error, execution_context)
         translate_in_place(errors)
+        if self.hide_suggestions:
+            without_suggestions(errors)
 
     def create_extensions_runner(
         self, execution_context: ExecutionContext, extensions: list[SchemaExtension]
@@ -46,7 +52,7 @@ def build_schema(
     settings: Settings, *, max_document_bytes: int = MAX_DOCUMENT_BYTES
 ) -> WorkerAutomationSchema:
     """The schema with the guards ``settings`` ask for (the SDL itself never depends on them)."""
-    return WorkerAutomationSchema(
+    schema = WorkerAutomationSchema(
         query=Query,
         mutation=Mutation,
         subscription=Subscription,
@@ -57,3 +63,5 @@ def build_schema(
         config=StrawberryConfig(scalar_map=SCALAR_MAP),
         execution_context_class=PlainFieldsExecutionContext,
     )
+    schema.hide_suggestions = not settings.introspection
+    return schema

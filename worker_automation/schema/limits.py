@@ -12,7 +12,7 @@ Validation as a whole costs time linear in the document: our own rules expand ea
 graphql-core's ``OverlappingFieldsCanBeMergedRule`` (it compares the fields that share a response
 name pairwise, so a document repeating one field a few hundred times costs seconds), has its work
 budget lowered to :data:`OVERLAP_BUDGET`: past it, the document is refused. With introspection
-off, no error suggests names ("Did you mean ...") the caller could not otherwise learn.
+off, the schema strips suggestions from every error (:func:`without_suggestions`).
 """
 
 from __future__ import annotations
@@ -137,20 +137,25 @@ class DocumentCache:
             self._valid.put(query, document)
 
 
-def plain_errors(errors: Iterable[GraphQLError], hide_suggestions: bool) -> None:
-    """Say why an aborted validation stopped, and drop suggestions when asked (in place)."""
+def explain_aborted(errors: Iterable[GraphQLError]) -> None:
+    """Say why a validation stopped past the overlapping-fields budget (in place)."""
     for error in errors:
         if isinstance(error, ValidationAbortedError) and error.message == "Validation aborted.":
             error.message = TOO_COMPLEX_MESSAGE
-        elif hide_suggestions and "Did you mean" in error.message:
+
+
+def without_suggestions(errors: Iterable[GraphQLError]) -> None:
+    """Drop the "Did you mean ..." sentence graphql-core adds to some errors (in place): with
+    introspection off it would name fields, arguments, types and enum values to anyone."""
+    for error in errors:
+        if "Did you mean" in error.message:
             error.message = _SUGGESTION.sub("", error.message)
 
 
 class Guards(SchemaExtension):
     """Applies the token limit to parsing and the guard rules to validation, reusing the parse and
     the validation of documents seen before; bounds the answer of a query or mutation run outside
-    HTTP (over a websocket), whose transport opens no budget of its own; keeps suggestions out of
-    errors when introspection is off."""
+    HTTP (over a websocket), whose transport opens no budget of its own."""
 
     def __init__(
         self,
@@ -158,24 +163,19 @@ class Guards(SchemaExtension):
         cache: DocumentCache,
         max_response_bytes: int,
         text_bounds: TextBounds,
-        hide_suggestions: bool = False,
     ) -> None:
         self.rules = rules
         self.cache = cache
         self.max_response_bytes = max_response_bytes
         self.text_bounds = text_bounds
-        self.hide_suggestions = hide_suggestions
 
     def on_execute(self) -> Iterator[None]:
         context = self.execution_context
         if current_budget() is not None or context.operation_type is OperationType.SUBSCRIPTION:
             yield  # HTTP has its budget already; a subscription's payloads are one row each
-        else:
-            with response_budget(self.max_response_bytes):
-                yield
-        if self.hide_suggestions and context.result is not None:
-            # Variables are coerced as execution starts: an enum value misspelt there is reported here.
-            plain_errors(context.result.errors or (), hide_suggestions=True)
+            return
+        with response_budget(self.max_response_bytes):
+            yield
 
     def on_operation(self) -> Iterator[None]:
         context = self.execution_context
@@ -213,7 +213,7 @@ class Guards(SchemaExtension):
         with self.text_bounds.checking(context.variables):
             yield
         if context.pre_execution_errors:
-            plain_errors(context.pre_execution_errors, self.hide_suggestions)
+            explain_aborted(context.pre_execution_errors)
         elif not known:
             self.cache.mark_valid(query, context.graphql_document)
 
@@ -245,5 +245,4 @@ def guard_extension(settings: Settings, max_document_bytes: int = MAX_DOCUMENT_B
         cache,
         settings.graphql_max_response_bytes,
         text_bounds,
-        hide_suggestions=not settings.introspection,
     )
