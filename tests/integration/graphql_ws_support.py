@@ -49,6 +49,7 @@ class Served:
     services: Services
     live_views: LiveViews
     keys: dict[str, str] = field(default_factory=dict)
+    graphql: GraphQLApp | None = None
 
     @property
     def url(self) -> str:
@@ -122,7 +123,7 @@ async def serve(settings: Settings, *, make_keys: bool = True) -> AsyncIterator[
         services = await app.state.runtime.services()
         graphql = next(r.app for r in app.routes if isinstance(r, WebSocketRoute) and r.path == "/graphql")
         assert isinstance(graphql, GraphQLApp)
-        served = Served(port, services, graphql.live_views)
+        served = Served(port, services, graphql.live_views, graphql=graphql)
         if make_keys:
             for name, (perfil, scopes) in KEY_KINDS.items():
                 created = await create_key(services.db, name=name, perfil=perfil, scopes=scopes)

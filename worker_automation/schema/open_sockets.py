@@ -165,6 +165,10 @@ class OpenSockets:
                 self._key_budgets.pop(holder, None)
                 self._gates.pop(holder, None)
 
+    def key_budget(self, key_id: int) -> SharedBudget | None:
+        """The bytes of answers in flight across the sockets of operator key ``key_id``."""
+        return self._key_budgets.get(("key", key_id))
+
     def _heard(self, change: AccessChange | None) -> None:
         """A notice from the bus (None: notices may have been missed): check those keys now."""
         if change is None:

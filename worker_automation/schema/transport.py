@@ -297,9 +297,9 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
         return cast(UnsetType, UNSET)
 
     @property
-    def open_sockets(self) -> int:
-        """Authenticated websockets open in this process."""
-        return 0 if self._sockets is None else len(self._sockets)
+    def sockets(self) -> OpenSockets | None:
+        """The authenticated websockets of this process (None before the first)."""
+        return self._sockets
 
     def release_socket(self, context: GraphQLContext) -> None:
         """The socket of ``context`` is gone (or authenticates again)."""

@@ -8,7 +8,8 @@ What they add to Strawberry's handlers:
   string id or query) closes the socket with 4400 and one short log line, not a traceback;
 - at most ``WA_WS_MAX_OPERATIONS`` operations in flight per socket: one more gets an error
   naming the limit, the socket stays open;
-- a query or mutation runs with an answer budget charged to its socket and its key
+- a query or mutation (graphql-transport-ws; the legacy protocol carries subscriptions only) runs
+  with an answer budget charged to its socket and its key
   (:mod:`worker_automation.schema.open_sockets`), in its key's line, and an answer past what is
   left is sent as one RESPONSE_TOO_LARGE error, as over HTTP;
 - nothing is delivered once the socket's permission ended, and the socket is closed (4403; the
@@ -120,6 +121,14 @@ def over_limit(view: SocketView, operation_id: str, running: Collection[str]) ->
     return {
         "message": f"Operacoes demais em andamento nesta conexao (maximo {limit}, WA_WS_MAX_OPERATIONS).",
         "extensions": {"code": TOO_MANY_OPERATIONS_CODE},
+    }
+
+
+def subscriptions_only() -> GraphQLFormattedError:
+    return {
+        "message": "graphql-ws leva apenas subscriptions: envie queries e mutations por HTTP ou "
+        "graphql-transport-ws.",
+        "extensions": {"code": "BAD_USER_INPUT"},
     }
 
 
@@ -377,13 +386,14 @@ class LegacyWSHandler(BaseGraphQLWSHandler[GraphQLContext, None]):
     ) -> None:
         SUBSCRIBERS.inc()
         try:
-            await run_bounded(
-                self._view,
-                self.context,
-                query,
-                operation_name,
-                lambda: self._results(operation_id, query, operation_name, variables),
-            )
+            # Strawberry would refuse a query or mutation here with a traceback in the log.
+            operation = chosen_operation(query, operation_name, self._view.max_tokens)
+            if operation is not None and operation.operation is not OperationType.SUBSCRIPTION:
+                await self.send_message(
+                    ErrorMessage(type="error", id=operation_id, payload=subscriptions_only())
+                )
+            else:
+                await self._results(operation_id, query, operation_name, variables)
         except GONE as error:
             if not _gone(self.websocket, error):
                 raise
