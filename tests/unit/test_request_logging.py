@@ -143,24 +143,29 @@ def test_celery_signal_messages_become_one_log_line() -> None:
     )
 
 
-def test_celery_success_line_of_a_refused_claim_is_dropped() -> None:
+def test_celery_success_line_becomes_the_jobs_outcome_line(caplog: pytest.LogCaptureFixture) -> None:
     from celery.app.trace import LOG_SUCCESS
 
-    from worker_automation.worker.celery_logging import RefusedNotSucceeded
+    from worker_automation.worker.celery_logging import JOBS_LOGGER, JobOutcomeLine
 
-    def record(result: str) -> logging.LogRecord:
+    def record(result: str, name: str = "worker_automation.automations.demo.fail") -> logging.LogRecord:
         values = {
             "id": "t1",
-            "name": "demo.echo",
+            "name": name,
             "return_value": result,
-            "runtime": 0.1,
-            "args": "",
+            "runtime": 0.25,
+            "args": "(12,)",
             "kwargs": "",
         }
         return logging.LogRecord("celery.app.trace", logging.INFO, __file__, 1, LOG_SUCCESS, (values,), None)
 
-    keep = RefusedNotSucceeded()
-    assert not keep.filter(record("{'outcome': 'refused', 'reason': 'already_claimed'}"))
-    done = record("{'outcome': 'completed', 'reason': None}")
-    assert keep.filter(done)
-    assert "succeeded" in done.getMessage()
+    line = JobOutcomeLine()
+    with caplog.at_level(logging.INFO, logger=JOBS_LOGGER):
+        assert not line.filter(record("{'outcome': 'refused', 'reason': 'already_claimed'}"))
+        assert not line.filter(record("{'outcome': 'failed', 'reason': 'senha 1234 recusada'}"))
+    # A failure is said once, as a failure, with nothing the job carried.
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("WARNING", "job 12 (demo.fail): failed in 0.250s")
+    ]
+    other = record("42", name="celery.ping")
+    assert line.filter(other) and "succeeded" in other.getMessage()

@@ -1,13 +1,16 @@
 """Logging of the Celery pool workers: the service's own format, one line per event worth reading.
 
 Celery is kept from setting up logging itself (its ``setup_logging`` signal is answered), so its
-lines come out in ``WA_LOG_FORMAT`` like every other process's. A task whose claim was refused is
-already logged by the pipeline as "not claimed: <reason>": Celery's "succeeded" line for it is
-dropped. The warning Celery gives when a worker runs as root is left to the deployment (the image
-runs as a user of its own); repeated by every pool process it only buried the start-up lines.
-What Celery prints from its signal handlers ("Warm shutdown", ...) comes out as one log line in
-the same format, minus its advice to press Ctrl-C again: these workers are stopped by ``serve``
-or by a supervisor, never from a terminal of their own.
+lines come out in ``WA_LOG_FORMAT`` like every other process's. Celery's "Task ... succeeded"
+line is replaced by one line of ours per run: the job, its automation, how the run ended and how
+long it took, never what the job carried (a failure's message can hold context values; the job's
+own page shows it to those allowed to read it). A run that failed is logged as failed, not as a
+task that succeeded. A task whose claim was refused is already logged by the pipeline as "not
+claimed: <reason>": it gets no line here. The warning Celery gives when a worker runs as root is
+left to the deployment (the image runs as a user of its own); repeated by every pool process it
+only buried the start-up lines. What Celery prints from its signal handlers ("Warm shutdown",
+...) comes out as one log line in the same format, minus its advice to press Ctrl-C again: these
+workers are stopped by ``serve`` or by a supervisor, never from a terminal of their own.
 """
 
 from __future__ import annotations
@@ -15,32 +18,53 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import time
 import warnings
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 import celery.apps.worker
+from celery.app.trace import LOG_SUCCESS
 from celery.exceptions import SecurityWarning
 from celery.signals import setup_logging
 
+from worker_automation.catalog.registry import TASK_PREFIX
 from worker_automation.logs import configure
 
 SIGNAL_LOGGER = "celery.apps.worker"
+# The one line per run: ``job 12 (demo.echo): completed in 0.012s``.
+JOBS_LOGGER: Final = "worker_automation.worker.jobs"
+# What a job's task returns, as Celery shows it: ``{'outcome': 'failed', 'reason': ...}``.
+_OUTCOME = re.compile(r"^\{'outcome': '([a-z_]+)'")
+# Its one argument, the job id: ``(12,)`` or ``[12]``.
+_JOB_ID = re.compile(r"\d+")
 
 
-class RefusedNotSucceeded(logging.Filter):
-    """Drops ``Task ... succeeded ...: {'outcome': 'refused', ...}`` from ``celery.app.trace``."""
+class JobOutcomeLine(logging.Filter):
+    """On ``celery.app.trace``: each of our tasks' "succeeded" lines becomes one line of
+    :data:`JOBS_LOGGER` (job, automation, outcome, seconds), or none for a refused claim."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        args = record.args
-        if isinstance(args, dict):
-            value = args.get("return_value")
-            if isinstance(value, str) and "'outcome': 'refused'" in value:
-                return False
-            if isinstance(value, dict) and value.get("outcome") == "refused":
-                return False
-        return True
+        data = record.args
+        if record.msg != LOG_SUCCESS or not isinstance(data, dict):
+            return True
+        name = str(data.get("name", ""))
+        outcome = _OUTCOME.search(str(data.get("return_value", "")))
+        if not name.startswith(f"{TASK_PREFIX}.") or outcome is None:
+            return True  # not a job's task: Celery's line as it is
+        if outcome.group(1) != "refused":
+            job = _JOB_ID.search(str(data.get("args", "")))
+            level = logging.WARNING if outcome.group(1) == "failed" else logging.INFO
+            logging.getLogger(JOBS_LOGGER).log(
+                level,
+                "job %s (%s): %s in %.3fs",
+                job.group(0) if job else "?",
+                name.removeprefix(f"{TASK_PREFIX}."),
+                outcome.group(1),
+                float(data.get("runtime") or 0.0),
+            )
+        return False
 
 
 def signal_line(message: str, log_format: str) -> str | None:
@@ -72,6 +96,6 @@ def quiet_celery_logging(log_format: str) -> None:
     @setup_logging.connect(weak=False)  # type: ignore[untyped-decorator]
     def _own_logging(**_kw: Any) -> None:
         configure(log_format)
-        logging.getLogger("celery.app.trace").addFilter(RefusedNotSucceeded())
+        logging.getLogger("celery.app.trace").addFilter(JobOutcomeLine())
 
     warnings.filterwarnings("ignore", category=SecurityWarning)
