@@ -61,6 +61,10 @@ function ConnectionState() {
   </p>`;
 }
 
+// How an operator makes a key on the machine that runs the service.
+const NEW_KEY_COMMAND =
+  "worker-automation keys create --perfil administrador --scopes worker_automation:read,worker_automation:write";
+
 function SignIn({ onSignedIn, initialError }) {
   const [key, setKey] = useState("");
   const [error, setError] = useState(initialError);
@@ -85,6 +89,9 @@ function SignIn({ onSignedIn, initialError }) {
     <form class="card signin-card" onSubmit=${submit} aria-labelledby="signin-title">
       <h1 id="signin-title">Console de operação</h1>
       <p>Entre com uma chave de API (X-API-Key). Ela fica guardada só nesta aba do navegador e é esquecida ao sair.</p>
+      <p class="small">Não tem uma chave? Crie uma no servidor, na pasta onde o serviço roda (a chave é a última linha que o comando mostra):</p>
+      <pre class="mono signin-command">${NEW_KEY_COMMAND}</pre>
+      <p class="small muted">Perfis: administrador, diretoria ou funcionario. Escopos: worker_automation:read (consultar) e worker_automation:write (agir).</p>
       <label for="api-key">Chave de API</label>
       <input id="api-key" name="api-key" type="password" autocomplete="off" required value=${key}
         onInput=${(e) => setKey(e.target.value)} />

@@ -30,6 +30,12 @@ function Typical({ automation, features }) {
 }
 const RETRYABLE = ["FALHA", "CANCELADO"];
 
+/** A job's run time: none for a job that never started, nor a clock for one no longer running. */
+function jobDuration(w) {
+  if (!w.dataInicio || (!w.dataFim && w.status !== "EXECUTANDO")) return "—";
+  return formatDuration(w.dataInicio, w.dataFim);
+}
+
 function Field({ name, children }) {
   return html`<div class="field" data-field=${name}><dt>${name}</dt><dd>${children ?? "—"}</dd></div>`;
 }
@@ -155,7 +161,7 @@ export function JobPage({ session, id }) {
             <${Field} name="Criado em">${formatDate(w.createdAt)}<//>
             <${Field} name="Início">${formatDate(w.dataInicio)}<//>
             <${Field} name="Fim">${formatDate(w.dataFim)}<//>
-            <${Field} name="Duração">${formatDuration(w.dataInicio, w.dataFim)}<br /><${Typical} automation=${w.automationType} features=${session.features} /><//>
+            <${Field} name="Duração">${jobDuration(w)}<br /><${Typical} automation=${w.automationType} features=${session.features} /><//>
             <${Field} name="Atualizado em">${formatDate(w.updatedAt)}<//>
             <${Field} name="Arquivo">${w.pathFile}<//>
           </dl>
