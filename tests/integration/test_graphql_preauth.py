@@ -37,6 +37,11 @@ HOSTILE = {
     + "}"
     + "".join(f"fragment F{i} on Query{{stats{{total}}}}" for i in range(49)),
     "deep introspection": '{__type(name:"Query"){fields{type' + "{ofType" * 40 + "{name}" + "}" * 43,
+    "120 directives on one field": "{__typename" + "@skip(if:false)" * 120 + "}",
+    "200 unused variables": "query(" + "".join(f"$v{i}:Int " for i in range(200)) + "){__typename}",
+    "80 aliases with arguments": "query($a:Int){"
+    + "".join(f"w{i}:worker(id:$a){{id}}" for i in range(80))
+    + "}",
 }
 
 
