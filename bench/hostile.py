@@ -40,6 +40,7 @@ from typing import Any
 
 import httpx
 
+from bench import hostile_ws
 from bench.common import (
     Procs,
     fmt,
@@ -336,6 +337,8 @@ def main() -> None:
             )
         )
         print_fan_out(api.url, read_key, args.fan_out)
+        # The websocket attacks (memory, revocation) on the same server.
+        hostile_ws.report(api, hostile_ws.options().parse_args([]))
     finally:
         procs.close()
 

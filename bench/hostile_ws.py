@@ -15,6 +15,8 @@ Targets (DESIGN.md 9.1): peak < 400 MB and after within 10% of before, every rep
 key's subscriptions end within 5 s.
 
     python -m bench.hostile_ws --jobs 130 --operations 100 --sockets 1,4 --repeats 3
+
+``python -m bench.hostile`` runs both after its own attacks, on its server, with these defaults.
 """
 
 from __future__ import annotations
@@ -224,7 +226,8 @@ async def key_id_of(secret: str) -> int:
         await conn.close()
 
 
-def main() -> None:
+def options() -> argparse.ArgumentParser:
+    """The command line (``bench.hostile`` runs these attacks with its defaults)."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -240,7 +243,11 @@ def main() -> None:
         metavar="WA_NAME=VALUE",
         help="a setting for the server (say, a budget lifted to see what it bounds); repeatable",
     )
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = options().parse_args()
     print_facts()
     run(recreate_database(DATABASE))
     procs = Procs("hostile-ws")
