@@ -1,10 +1,12 @@
 // Machines: the registered worker processes, on / off, and registering a new one (key shown once).
-import { html, useMemo, useState } from "../html.js";
+import { html, useEffect, useMemo, useState } from "../html.js";
 import { gql, useQuery, useSubscription } from "../api.js";
 import { formatDate } from "../format.js";
 import { ActionButton, ErrorNote, Loading, Section, notify, throttle } from "../ui.js";
 
-const MACHINE = "id name automation queue status isOn createdAt lastClaimAt";
+const MACHINE = "id name automation queue status isOn createdAt lastClaimAt connected lastSeenAt";
+// Presence (a dedicated machine's open jobCreated subscription) sends no event: read it again this often.
+const PRESENCE_REFRESH_MS = 10000;
 const LIST = `query Machines { machines { ${MACHINE} } automations { key displayName } queueLiveStatus { queues { queueName } } }`;
 const CLAIMS = "subscription Claims { workerEvents { kind } }";
 
@@ -54,12 +56,24 @@ function Register({ choices, onDone }) {
   </div>`;
 }
 
+// A dedicated machine is connected while its jobCreated subscription is open; a pool worker hears
+// its queue through Celery and has no such presence.
+function presence(m) {
+  if (m.connected) return html`<span class="badge badge-CONCLUIDO">Conectada</span>`;
+  if (!m.lastSeenAt) return html`<span class="muted">${m.queue ? "via fila" : "nunca conectada"}</span>`;
+  return html`<span class="badge badge-FALHA">Desconectada</span> <span class="muted">vista em ${formatDate(m.lastSeenAt)}</span>`;
+}
+
 export function MachinesPage({ session }) {
   const { viewer } = session;
   const list = useQuery(LIST, {});
   // A claim changes a machine's last claim: read the (short) list again, at most every 2 s.
   const refresh = useMemo(() => throttle(() => list.reload(), 2000), []);
   useSubscription(CLAIMS, {}, (data) => data.workerEvents.kind === "CLAIMED" && refresh());
+  useEffect(() => {
+    const timer = setInterval(() => list.reload(), PRESENCE_REFRESH_MS);
+    return () => clearInterval(timer);
+  }, []);
   const toggle = (m) => async () => {
     const action = m.isOn ? "turnMachineOff" : "turnMachineOn";
     await gql(`mutation Toggle($id: Int!) { ${action}(id: $id) { id } }`, { id: m.id });
@@ -75,12 +89,13 @@ export function MachinesPage({ session }) {
       ${!machines ? html`<${Loading} />` : machines.length === 0 ? html`<p class="muted">Nenhuma máquina registrada.</p>` : html`
       <div class="table-wrap"><table class="grid">
         <caption class="sr-only">Máquinas registradas</caption>
-        <thead><tr><th scope="col">#</th><th scope="col">Nome</th><th scope="col">Atende</th><th scope="col">Situação</th>
+        <thead><tr><th scope="col">#</th><th scope="col">Nome</th><th scope="col">Atende</th><th scope="col">Situação</th><th scope="col">Conexão</th>
           <th scope="col">Registrada em</th><th scope="col">Último trabalho pego</th>${viewer.canManage ? html`<th scope="col">Ação</th>` : null}</tr></thead>
         <tbody>${machines.map((m) => html`<tr key=${m.id} data-machine=${m.name}>
           <td>${m.id}</td><th scope="row">${m.name}</th>
           <td>${m.queue ? `fila ${m.queue}` : `automação ${m.automation}`}</td>
           <td><span class=${`badge ${m.isOn ? "badge-CONCLUIDO" : "badge-CANCELADO"}`}>${m.isOn ? "Ligada" : "Desligada"}</span></td>
+          <td data-field="connection">${presence(m)}</td>
           <td>${formatDate(m.createdAt)}</td><td>${formatDate(m.lastClaimAt)}</td>
           ${viewer.canManage ? html`<td><${ActionButton} label=${m.isOn ? "Desligar" : "Ligar"} name=${`${m.isOn ? "desligar" : "ligar"}-${m.name}`}
             confirm=${m.isOn ? `Desligar ${m.name}? Ela deixa de pegar trabalhos.` : null} run=${toggle(m)} /></td>` : null}
