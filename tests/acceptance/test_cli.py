@@ -262,3 +262,24 @@ def test_usage_errors_exit_non_zero(tmp_path: Path) -> None:
         tmp_path, "machines", "register", "--name", "m", "--queue", "scan", "--automation", "demo.echo"
     )
     assert both.returncode != 0
+
+
+def test_reconcile_says_what_it_is_doing(tmp_path: Path, redis_url: str) -> None:
+    done = subprocess.run(
+        [*cli_command(), "reconcile"],
+        cwd=tmp_path,
+        env={**clean_env(), "WA_REDIS_URL": redis_url},
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    said = done.stderr.splitlines()
+    assert said[0] == "connecting to the database and the broker..."
+    assert any(line.startswith("reconciling: ") for line in said), said
+    assert (
+        done.stdout.strip()
+        == "sent again: 0, lost runs queued again: 0, lost runs failed: 0, still under watch: 0"
+    )

@@ -63,8 +63,9 @@ def cmd_dispatch(args: argparse.Namespace) -> int:
 
 
 def cmd_reconcile(_args: argparse.Namespace) -> int:
+    from worker_automation.cli.progress import ticking
     from worker_automation.resolvers.audit import CLI_ACTOR
-    from worker_automation.resolvers.recovery import reconcile
+    from worker_automation.resolvers.recovery import MANUAL_CONFIRM_SECONDS, reconcile
     from worker_automation.services import Services
 
     settings = broker_settings()
@@ -77,9 +78,15 @@ def cmd_reconcile(_args: argparse.Namespace) -> int:
         return 1
 
     async def run(settings: Settings) -> int:
-        services = await Services.start(settings)
+        async with ticking("connecting to the database and the broker"):
+            services = await Services.start(settings)
         try:
-            report = await reconcile(services, CLI_ACTOR)
+            doing = (
+                "reconciling: looking at the queues, the workers and the jobs twice, "
+                f"{MANUAL_CONFIRM_SECONDS:g} s apart"
+            )
+            async with ticking(doing):
+                report = await reconcile(services, CLI_ACTOR)
         finally:
             await services.close()
         if not report.broker_checked:
