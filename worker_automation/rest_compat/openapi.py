@@ -66,6 +66,14 @@ def _int(minimum: int | None = None, maximum: int | None = None) -> dict[str, An
 _STR: dict[str, Any] = {"type": "string"}
 # Text a caller sends: no NUL character (refused with 422 naming the field).
 _IN: dict[str, Any] = {"type": "string", "pattern": NO_NUL}
+# What Python's ``str.strip()`` takes for blank (``str.isspace``), spelt out: ``\s`` differs
+# between regex dialects, and a blank ``error`` is refused.
+_SPACE = (
+    "\\t\\n\\u000b\\u000c\\r\\u001c-\\u001f \\u0085\\u00a0\\u1680\\u2000-\\u200a"
+    "\\u2028\\u2029\\u202f\\u205f\\u3000"
+)
+# Text with something other than blanks in it, and no NUL.
+_NOT_BLANK: dict[str, Any] = {"type": "string", "pattern": f"^[^\\u0000]*[^\\u0000{_SPACE}][^\\u0000]*$"}
 _TIME: dict[str, Any] = {"type": "string", "format": "date-time", "nullable": True}
 
 
@@ -193,7 +201,7 @@ def _schemas(queues: list[str]) -> dict[str, Any]:
                 "task_id": {**_IN, "description": "A execucao relatada (recusa 409 stale_task se outra)"},
             },
         },
-        "FailBody": _obj(["error"], error={**_IN, "minLength": 1}, exc_type=_IN, traceback=_IN, task_id=_IN),
+        "FailBody": _obj(["error"], error=_NOT_BLANK, exc_type=_IN, traceback=_IN, task_id=_IN),
         "LostBody": _obj(["fault"], fault={"type": "string", "enum": sorted(REPORTED_FAULTS)}, task_id=_IN),
     }
 
