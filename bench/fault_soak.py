@@ -1,8 +1,11 @@
 """The soak of ``bench.faults --soak``: jobs at a steady rate and a random single fault every
 30-90 s for the whole run, with a supervisor that restarts what was killed, as systemd would.
 
-At the end the feed stops, every job of the database must be resolved within the recovery window
-plus the drain, and the run prints lost / stuck / duplicated over all of them (target 0 / 0 / 0).
+Every other dedicated machine killed is left dead for ``--dead-minutes`` (5 by default) before
+the supervisor starts it again: its runs must be resolved (``machine_lost``) meanwhile, by the
+machine's presence alone. At the end the feed stops, every job of the database must be resolved
+within the recovery window plus the drain, and the run prints lost / stuck / duplicated over all
+of them (target 0 / 0 / 0).
 """
 
 from __future__ import annotations
@@ -37,10 +40,15 @@ class Fleet:
     pool_key: str
     pool_name: str
     machine_key: str
+    dead_seconds: float = 300.0
     pool: Proc | None = None
     machine: Proc | None = None
     restarts: int = 0
     orphans: int = 0
+    machine_kills: int = 0
+    # Until then a killed machine is left dead (0: the supervisor restarts it when it dies).
+    machine_back_at: float = 0.0
+    left_dead: int = 0
     log: list[tuple[float, str]] = field(default_factory=list)
 
     def start_pool(self) -> None:
@@ -55,7 +63,23 @@ class Fleet:
             self.restarts += 1
             self.start_pool()
         if self.machine is not None and not self.machine.alive():
-            self.restarts += 1
+            if self.machine_back_at and time.monotonic() < self.machine_back_at:
+                return  # left dead on purpose
+            if self.machine_back_at:
+                self.machine_back_at = 0.0
+            else:
+                self.restarts += 1
+            self.start_machine()
+
+    def kill_machine(self) -> None:
+        """Kill the machine; every other time leave it dead for ``dead_seconds``."""
+        assert self.machine is not None
+        self.orphans += orphans_of(kill_tree(self.machine))
+        self.machine_kills += 1
+        if self.machine_kills % 2 == 0:
+            self.left_dead += 1
+            self.machine_back_at = time.monotonic() + self.dead_seconds
+        else:
             self.start_machine()
 
 
@@ -76,10 +100,8 @@ def inject(bench: Bench, fleet: Fleet, fault: str) -> None:
         assert fleet.pool is not None
         fleet.orphans += orphans_of(kill_tree(fleet.pool))
         fleet.start_pool()
-    elif fault == "machine":
-        assert fleet.machine is not None
-        fleet.orphans += orphans_of(kill_tree(fleet.machine))
-        fleet.start_machine()
+    elif fault == "machine" and fleet.machine is not None and fleet.machine.alive():
+        fleet.kill_machine()
 
 
 def soak(bench: Bench) -> int:
@@ -93,6 +115,7 @@ def soak(bench: Bench) -> int:
             pool_key=stack.register_machine(queue="scan"),
             pool_name=f"soak-scan-{stack.port}@bench",
             machine_key=stack.register_machine(automation="demo.sleep"),
+            dead_seconds=args.dead_minutes * 60.0,
         )
         fleet.start_pool()
         fleet.start_machine()
@@ -136,6 +159,8 @@ def soak(bench: Bench) -> int:
         print(f"\nsoak: {args.soak_minutes:g} min, {sent} dispatch attempts, answers {dispatcher.answers}")
         print("faults: " + ", ".join(f"{fault}@{at:.0f}s" for at, fault in fleet.log))
         print(f"processes restarted by the supervisor after dying by themselves: {fleet.restarts}")
+        dead = f"left dead {args.dead_minutes:g} min: {fleet.left_dead}"
+        print(f"machines killed: {fleet.machine_kills}, {dead}")
         print(table(HEADERS, [row.cells()]))
         for fate in [*verdict.lost, *verdict.stuck, *verdict.duplicated][:10]:
             print(f"  {fate.describe()}", file=sys.stderr)

@@ -11,7 +11,13 @@ Target: 0 / 0 / 0 and <= 60 s per row with the default ``WA_RECOVERY_SECONDS`` (
     python -m bench.faults --jobs 300                      # every fault, default window
     python -m bench.faults --jobs 300 --recovery-seconds 10
     python -m bench.faults --soak                          # 30 min, 5,000 jobs, random faults
-    python -m bench.faults --soak --soak-minutes 3 --soak-jobs 500
+    python -m bench.faults --soak --soak-minutes 3 --soak-jobs 500 --dead-minutes 1
+
+Two rows look at one run each rather than at throughput (R9, R10): ``postgres_finish`` stops
+PostgreSQL while runs finish, ``--repeat`` times (their ends wait in the workers' outboxes; the
+outcome each run reached must be the one recorded: 0 outcomes changed), and ``machine_dead``
+kills a dedicated machine mid-run and leaves it dead (its runs must be resolved within the
+recovery window of its socket's close).
 """
 
 from __future__ import annotations
@@ -57,10 +63,16 @@ from tests.integration.harness import (
 )
 from tests.integration.private_services import PrivatePostgres, PrivateRedis
 
-FAULTS = ("redis", "postgres", "api", "worker", "machine", "embedded")
+FAULTS = ("redis", "postgres", "postgres_finish", "api", "worker", "machine", "machine_dead", "embedded")
 SCOPES = "worker_automation:read,worker_automation:write"
 POOL_CONCURRENCY = 2
 PG_OUTAGE_SECONDS = 10.0
+# The runs of each outage of the postgres_finish row (one per pool process), and their length:
+# they end a few seconds into the outage.
+FINISHING_RUNS = 4
+FINISHING_RUN_SECONDS = 2.0
+# The runs a dedicated machine holds when it is killed and left dead.
+MACHINE_DEAD_RUNS = 2
 API_OUTAGE_SECONDS = 15.0
 # What a row waits beyond the recovery window for the jobs to drain, before calling them stuck.
 DRAIN_SECONDS = 120.0
@@ -301,6 +313,72 @@ def fault_machine(bench: Bench) -> Row:
         return bench.judge("dedicated machine SIGKILL", ledger, jobs, orphans, open_at_fault=hit)
 
 
+def wait_all(ledger: Ledger, ids: list[int], status: str | None) -> None:
+    """Until every job of ``ids`` is in ``status`` (None: resolved)."""
+
+    def reached() -> bool:
+        fates = ledger.fates()
+        found = [fates.get(i) for i in ids]
+        return all(f is not None and (f.resolved if status is None else f.status == status) for f in found)
+
+    wait_until(reached, STEP_TIMEOUT, f"jobs {ids} never {status or 'resolved'}", 0.1)
+
+
+def fault_postgres_finish(bench: Bench) -> Row:
+    """PostgreSQL down while runs finish, ``--repeat`` times on one set-up: a run's end waits in
+    its worker's outbox and must be the outcome recorded (demo.sleep never fails: any FALHA, and
+    any FALHA replaced later by a late report, is an outcome that changed)."""
+    with bench.stack() as (stack, ledger, dispatcher):
+        stack.pool_worker("scan", FINISHING_RUNS)
+        hit = 0
+        fault_end = time.monotonic()
+        for _ in range(bench.args.repeat):
+            made = [
+                dispatcher.send("demo.sleep", {"seconds": FINISHING_RUN_SECONDS})
+                for _ in range(FINISHING_RUNS)
+            ]
+            ids = [job for job in made if job is not None]
+            wait_all(ledger, ids, "EXECUTANDO")
+            hit += len(ids)
+            bench.pg.stop()
+            time.sleep(PG_OUTAGE_SECONDS)
+            bench.pg.start()
+            fault_end = time.monotonic()
+            with contextlib.suppress(AssertionError):
+                wait_all(ledger, ids, None)
+        label = f"PostgreSQL down {PG_OUTAGE_SECONDS:.0f} s while runs finish, x{bench.args.repeat}"
+        row = bench.judge(label, ledger, None, fault_end=fault_end, open_at_fault=hit)
+        fates = row.verdict.fates.values()
+        failed = sum(1 for f in fates if f.status == "FALHA")
+        replaced = sum(1 for f in fates if any(old == "FALHA" for old, _new, _task in f.changes))
+        row.note = (
+            f"{hit} runs finished during {bench.args.repeat} outages; outcomes changed: "
+            f"{failed + replaced} (ended FALHA: {failed}; FALHA replaced by a late report: {replaced})"
+        )
+        return row
+
+
+def fault_machine_dead(bench: Bench) -> Row:
+    """A dedicated machine SIGKILLed mid-run and never started again: its runs end machine_lost
+    (demo.sleep is not idempotent); seconds count from the kill, which closes its socket."""
+    with bench.stack() as (stack, ledger, dispatcher):
+        key = stack.register_machine(automation="demo.sleep")
+        machine = stack.machine("demo.sleep", key=key, concurrency=MACHINE_DEAD_RUNS)
+        made = [dispatcher.send("demo.sleep", {"seconds": 600}) for _ in range(MACHINE_DEAD_RUNS)]
+        ids = [job for job in made if job is not None]
+        wait_all(ledger, ids, "EXECUTANDO")
+        hit = open_count(ledger)
+        tree = kill_tree(machine)
+        closed = time.monotonic()
+        orphans = orphans_of(tree)
+        label = "dedicated machine SIGKILL, left dead"
+        row = bench.judge(label, ledger, len(ids), orphans, fault_end=closed, open_at_fault=hit)
+        lost = sum(1 for f in row.verdict.fates.values() if "machine_lost" in (f.error or ""))
+        seconds = row.verdict.seconds
+        row.note = f"{lost} of {len(ids)} runs ended machine_lost {seconds:.1f} s after the socket closed"
+        return row
+
+
 def fault_embedded(bench: Bench) -> Row:
     bench.rows += 1
     workdir = bench.root / f"row{bench.rows}"
@@ -339,9 +417,11 @@ def fault_embedded(bench: Bench) -> Row:
 RUNNERS: dict[str, Callable[[Bench], Row]] = {
     "redis": fault_redis,
     "postgres": fault_postgres,
+    "postgres_finish": fault_postgres_finish,
     "api": fault_api,
     "worker": fault_worker,
     "machine": fault_machine,
+    "machine_dead": fault_machine_dead,
     "embedded": fault_embedded,
 }
 
@@ -367,6 +447,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--soak", action="store_true", help="random faults for --soak-minutes")
     parser.add_argument("--soak-minutes", type=float, default=30.0)
     parser.add_argument("--soak-jobs", type=int, default=5000)
+    parser.add_argument("--repeat", type=int, default=10, help="outages of the postgres_finish row")
+    parser.add_argument(
+        "--dead-minutes", type=float, default=5.0,
+        help="the soak: how long every other killed machine stays dead before it is started again",
+    )  # fmt: skip
     parser.add_argument("--seed", type=int, default=None, help="the soak's random seed")
     args = parser.parse_args(argv)
     chosen = [f.strip() for f in args.faults.split(",") if f.strip()]

@@ -29,7 +29,7 @@ from tests.integration.harness import Stack, descendants, is_running, plain_dsn
 
 RESOLVED = frozenset({"CONCLUIDO", "FALHA", "CANCELADO"})
 # Words a failure caused by a fault carries in its message (a reason naming the fault, R2).
-FAULT_MARKERS = ("worker_lost", "WorkerLost", "terminou inesperadamente", "shutdown", "serve")
+FAULT_MARKERS = ("worker_lost", "WorkerLost", "machine_lost", "terminou inesperadamente", "shutdown", "serve")
 POLL = 0.25
 
 _PG_LEDGER = """
