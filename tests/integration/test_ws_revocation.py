@@ -10,6 +10,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.typing import Subprotocol
 
 from tests.integration.graphql_ws_support import Served, serve
+from tests.integration.harness import clean_env, run_cli
 from worker_automation.models import ApiKey
 from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.auth import change_key, create_key, hash_secret, revoke_key
@@ -220,3 +222,21 @@ async def test_a_notice_from_another_replica_ends_the_subscriptions_here(setting
             ["worker_automation:read"],
             lambda i: revoke_key(other.services.db, i, other.services.events),
         )
+
+
+async def test_the_command_line_reaches_the_open_sockets(settings: Settings, tmp_path: Path) -> None:
+    env = clean_env(
+        WA_DATABASE_URL=settings.database_url,
+        WA_REDIS_URL=str(settings.redis_url),
+        WA_REDIS_PREFIX=settings.redis_prefix,
+    )
+
+    def cli(*args: str) -> Callable[[int], Awaitable[object]]:
+        return lambda key: asyncio.to_thread(run_cli, [*args, str(key)], env, tmp_path)
+
+    async with serve(settings) as served:
+        both = ["worker_automation:read", "worker_automation:write"]
+        await operator_ends(
+            served, "funcionario", both, cli("keys", "update", "--scopes", "worker_automation:write")
+        )
+        await operator_ends(served, "funcionario", ["worker_automation:read"], cli("keys", "revoke"))
