@@ -136,11 +136,47 @@ def test_health_checks(services: dict[str, dict[str, Any]]) -> None:
     assert services["api"]["depends_on"]["bootstrap"]["condition"] == "service_completed_successfully"
 
 
-def test_compose_loads_without_any_variable_set() -> None:
-    """The first run needs no .env: nothing is interpolated that a user must provide first."""
+# ``${POSTGRES_PASSWORD:?message}``: compose refuses to start without it, and says why.
+REQUIRED_SECRET = re.compile(r"\$\{POSTGRES_PASSWORD:\?[^}]+\}")
+
+
+def test_no_secret_is_written_in_compose(services: dict[str, dict[str, Any]]) -> None:
     text = COMPOSE.read_text(encoding="utf-8")
-    assert not re.search(r"\$\{[^}]*:\?", text), "a variable compose refuses to start without"
-    assert "${" not in text
+    # The only variable is the password, and compose needs it set (in .env) to start at all.
+    assert re.findall(r"\$\{[^}]*\}", text) == REQUIRED_SECRET.findall(text)
+    assert REQUIRED_SECRET.fullmatch(str(services["postgres"]["environment"]["POSTGRES_PASSWORD"]))
+    url = str(services["api"]["environment"]["WA_DATABASE_URL"])
+    password = url.split("://", 1)[1].split("@", 1)[0].split(":", 1)[1]
+    assert REQUIRED_SECRET.fullmatch(password), url
+
+
+def test_the_readme_shows_how_to_make_the_env_file() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "POSTGRES_PASSWORD=" in readme and "> .env" in readme
+    assert ".env" in (ROOT / ".gitignore").read_text(encoding="utf-8").split()
+
+
+def test_images_are_pinned_to_exact_versions(services: dict[str, dict[str, Any]]) -> None:
+    exact = re.compile(r"[a-z0-9/._-]+:\d+\.\d+(\.\d+)?(-[a-z0-9.]+)*")
+    for name in ("postgres", "redis"):
+        assert exact.fullmatch(str(services[name]["image"])), f"{name}: {services[name]['image']}"
+    base = re.search(r"^FROM\s+(\S+)", DOCKERFILE.read_text(encoding="utf-8"), re.MULTILINE)
+    assert base and exact.fullmatch(base.group(1)), base
+
+
+def test_every_service_that_stays_up_has_a_real_health_check(services: dict[str, dict[str, Any]]) -> None:
+    for name, service in services.items():
+        check = service.get("healthcheck") or {}
+        if name == "bootstrap":  # a one-shot: waited for by its exit, never by its health
+            continue
+        assert not check.get("disable") and check.get("test"), f"{name} has no health check"
+    for queue, (name, _parsed) in worker_services(services).items():
+        test = [str(part) for part in services[name]["healthcheck"]["test"]]
+        assert test[0] == "CMD"
+        args = cli_args(test[1:])
+        assert args is not None, f"{name}: {test}"
+        parsed = parses(args)
+        assert (parsed.command, parsed.queue) == ("ping", queue), f"{name} checks another queue"
 
 
 def test_one_image_built_once(services: dict[str, dict[str, Any]]) -> None:

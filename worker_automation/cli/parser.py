@@ -104,6 +104,13 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("-n", "--name", default=None, help="Celery node name (default QUEUE-PID@HOST)")
     worker.set_defaults(fn=Command("processes", "cmd_worker"))
 
+    ping = sub.add_parser("ping", help="health check: does this host's pool worker for a queue answer?")
+    ping.add_argument("-Q", "--queue", required=True, help="the queue the worker consumes")
+    ping.add_argument(
+        "--timeout", type=float, default=3.0, help="seconds to wait for an answer (default %(default)s)"
+    )
+    ping.set_defaults(fn=Command("processes", "cmd_ping"))
+
     machine = sub.add_parser("machine", help="dedicated worker machines")
     machine_sub = machine.add_subparsers(dest="machine_command", required=True, metavar="COMMAND")
     run = machine_sub.add_parser("run", help="run the worker process for one automation")
