@@ -129,6 +129,7 @@ class OpenSockets:
         self._due: set[Holder] = set()
         self._wake = asyncio.Event()
         self._checker: asyncio.Task[None] | None = None
+        self._checked = True  # the last check ran (a failure is logged once, not every sweep)
         services.events.watch_access(self._heard)
 
     def __len__(self) -> int:
@@ -164,6 +165,8 @@ class OpenSockets:
                 del self._by_holder[holder]
                 self._key_budgets.pop(holder, None)
                 self._gates.pop(holder, None)
+        if not self._by_holder:
+            self._wake.set()  # the watch ends now rather than at its next sweep
 
     def key_budget(self, key_id: int) -> SharedBudget | None:
         """The bytes of answers in flight across the sockets of operator key ``key_id``."""
@@ -200,7 +203,11 @@ class OpenSockets:
             try:
                 await self.check(due)
             except Exception as exc:  # the database is away: the next sweep tries again
-                logger.warning("websocket permissions not checked: %s", exc)
+                if self._checked:
+                    logger.warning("websocket permissions not checked: %s", exc)
+                self._checked = False
+            else:
+                self._checked = True
 
     async def check(self, holders: set[Holder]) -> None:
         """Read the keys of ``holders`` again and end the sockets they no longer allow."""
