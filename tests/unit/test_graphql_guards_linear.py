@@ -17,7 +17,7 @@ from tests.unit.graphql_support import Api, code, make_api
 from worker_automation.schema import WorkerAutomationSchema, build_schema
 from worker_automation.schema.cost import INTROSPECTION_DEPTH, document_bounds
 from worker_automation.schema.limits import TOO_COMPLEX_MESSAGE
-from worker_automation.schema.text_bounds import MAX_TEXT_CHARS
+from worker_automation.schema.text_bounds import MAX_TEXT_CHARS, variables_too_long
 from worker_automation.services import Services
 from worker_automation.settings import Settings
 
@@ -173,6 +173,16 @@ async def test_no_suggestions_in_a_subscription_either() -> None:
         await stream.aclose()
         assert refused.errors, refused
         assert ("Did you mean" in refused.errors[0].message) is suggests, refused.errors[0].message
+
+
+def test_variables_that_are_not_an_object_are_left_to_graphql_core() -> None:
+    from graphql import GraphQLString
+
+    types: dict[str, Any] = {"q": [GraphQLString]}
+    assert variables_too_long(["not", "an", "object"], types) is None
+    assert variables_too_long("x" * 1000, types) is None
+    too_long = variables_too_long({"q": "x" * (MAX_TEXT_CHARS + 1)}, types)
+    assert too_long is not None and (too_long.extensions or {}).get("field") == "q"
 
 
 @pytest.fixture

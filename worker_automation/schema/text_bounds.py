@@ -87,9 +87,12 @@ def _long_text(value: Any, type_: Any, path: str) -> str | None:
     return None
 
 
-def variables_too_long(variables: Mapping[str, Any] | None, types: VariableTypes) -> GraphQLError | None:
-    """The error for the first variable text over the bound (by the types declared for it)."""
-    for name, value in (variables or {}).items():
+def variables_too_long(variables: object, types: VariableTypes) -> GraphQLError | None:
+    """The error for the first variable text over the bound (by the types declared for it);
+    variables that are not an object are graphql-core's to refuse."""
+    if not isinstance(variables, Mapping):
+        return None
+    for name, value in variables.items():
         for declared in types.get(name, ()):
             where = _long_text(value, declared, name)
             if where is not None:
