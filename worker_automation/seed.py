@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import Table, bindparam, func, insert, literal, select
 
@@ -22,6 +22,9 @@ from worker_automation.catalog.registry import AUTOMATION_REGISTRY, Automation
 from worker_automation.models import Attempt, Cliente, Job, JobStatus, Usuario, utcnow
 from worker_automation.models.database import Database
 from worker_automation.seed_limits import MAX_CLIENTES, MAX_JOBS
+
+if TYPE_CHECKING:
+    from worker_automation.services import Services
 
 _FIRST = [
     "Comércio de Alimentos",
@@ -97,6 +100,8 @@ class SeedSummary:
     clientes: int
     usuarios: int
     jobs: int
+    # The queued jobs among them, to be sent to their queues (:func:`send_queued`).
+    queued: tuple[int, ...] = ()
 
 
 def runnable_here() -> list[Automation]:
@@ -226,13 +231,41 @@ async def seed_demo(
         cliente_ids: list[int | None] = list((await session.scalars(select(Cliente.id))).all()) or [None]
         usuario_ids = list((await session.scalars(select(Usuario.id))).all())
         runnable = runnable_here()
+        queued: list[int] = []
         done = 0
         while done < jobs:
             count = min(BATCH_ROWS, jobs - done)
             batch = [_job_row(rng, cliente_ids, usuario_ids, runnable) for _ in range(count)]
             await session.execute(insert(Job), batch)
             await session.execute(_ATTEMPTS_OF, {"task_ids": [row["task_id"] for row in batch]})
+            waiting = [row["task_id"] for row in batch if row["status"] == JobStatus.AGENDADO.value]
+            if waiting:
+                queued += (await session.scalars(select(Job.id).where(Job.task_id.in_(waiting)))).all()
             done += len(batch)
             if progress is not None:
                 progress(done)
-    return SeedSummary(len(new_clients), len(users), jobs)
+    return SeedSummary(len(new_clients), len(users), jobs, tuple(queued))
+
+
+async def send_queued(services: Services, job_ids: Sequence[int]) -> int:
+    """Send the seeded queued jobs' tasks to their queues, as a dispatch does (so nothing has to
+    find them without a message later and send them again); how many went."""
+    from worker_automation.resolvers.dispatch import Send, send_all
+
+    sent = 0
+    for start in range(0, len(job_ids), BATCH_ROWS):
+        chunk = job_ids[start : start + BATCH_ROWS]
+        async with services.db.session() as session:
+            rows = (
+                await session.execute(
+                    select(Job.id, Job.task_id, Job.automation_type, Job.queue, Job.priority).where(
+                        Job.id.in_(chunk), Job.status == JobStatus.AGENDADO.value, Job.task_id.is_not(None)
+                    )
+                )
+            ).all()
+        sends = [
+            Send(job_id, str(task_id), AUTOMATION_REGISTRY[automation].task_name, queue, priority)
+            for job_id, task_id, automation, queue, priority in rows
+        ]
+        sent += len(sends) - len(await send_all(services, sends))
+    return sent

@@ -283,3 +283,41 @@ def test_reconcile_says_what_it_is_doing(tmp_path: Path, redis_url: str) -> None
         done.stdout.strip()
         == "sent again: 0, lost runs queued again: 0, lost runs failed: 0, still under watch: 0"
     )
+
+
+def test_seed_demo_sends_its_queued_jobs_when_a_broker_is_at_hand(tmp_path: Path, redis_url: str) -> None:
+    import redis as redis_client
+
+    from worker_automation.broker.queues import priority_keys
+    from worker_automation.models import JobStatus
+
+    done = subprocess.run(
+        [*cli_command(), "seed-demo", "--jobs", "400", "--clientes", "3"],
+        cwd=tmp_path,
+        env={**clean_env(), "WA_REDIS_URL": redis_url},
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+    async def queued(db: Database) -> dict[str, int]:
+        async with db.session() as session:
+            rows = await session.execute(
+                select(Job.queue, func.count())
+                .where(Job.status == JobStatus.AGENDADO.value)
+                .group_by(Job.queue)
+            )
+            return {queue: int(n) for queue, n in rows.all()}
+
+    waiting = with_db(tmp_path, queued)
+    assert sum(waiting.values()) > 0
+    assert f"{sum(waiting.values())} of {sum(waiting.values())} queued job(s) sent" in done.stderr
+    broker = redis_client.Redis.from_url(redis_url)
+    try:
+        # Each queued job has its message on its queue: nothing finds it without one later.
+        for queue in Settings().queues:
+            assert sum(int(broker.llen(key)) for key in priority_keys(queue)) == waiting.get(queue, 0), queue
+    finally:
+        broker.close()

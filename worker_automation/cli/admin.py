@@ -156,7 +156,27 @@ def cmd_seed_demo(args: argparse.Namespace) -> int:
     async def run(db: Database, _settings: Settings) -> int:
         print(f"adding {args.jobs} demo jobs...", file=sys.stderr, flush=True)
         summary = await seed_demo(db, jobs=args.jobs, clientes=args.clientes, progress=progress)
+        if summary.queued:
+            await _send_seeded(summary.queued)
         print(f"added {summary.clientes} clientes, {summary.usuarios} usuarios, {summary.jobs} jobs")
         return 0
 
     return run_db(run)
+
+
+async def _send_seeded(queued: tuple[int, ...]) -> None:
+    """The seeded queued jobs go to their queues now when a broker is at hand (WA_REDIS_URL or
+    the running serve's); otherwise serve sends them when it starts."""
+    from worker_automation.seed import send_queued
+    from worker_automation.services import Services
+
+    reach = broker_settings()
+    if reach is None:
+        print(f"{len(queued)} queued job(s): serve sends them when it starts", file=sys.stderr)
+        return
+    services = await Services.start(reach, migrate_db=False)
+    try:
+        sent = await send_queued(services, queued)
+    finally:
+        await services.close()
+    print(f"{sent} of {len(queued)} queued job(s) sent to their queues", file=sys.stderr)
