@@ -92,5 +92,7 @@ def log_config(log_format: str, *, verbose: bool = False) -> dict[str, Any]:
 
 
 def configure(log_format: str, *, verbose: bool = False) -> None:
-    """Set up this process's logging (the CLI does it once, before any command runs)."""
+    """Set up this process's logging (the CLI does it once, before any command runs). Python's
+    warnings go through it too (logger ``py.warnings``): with ``json``, not one line of plain text."""
     logging.config.dictConfig(log_config(log_format, verbose=verbose))
+    logging.captureWarnings(True)
