@@ -13,7 +13,7 @@ import asyncpg
 import httpx
 import pytest
 from sqlalchemy import event, text
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 from tests.integration.rest_support import running_api
 from tests.services import PG_HOST, PG_PORT, PG_USER
@@ -102,6 +102,15 @@ async def test_a_full_disk_answers_503_writes_nothing_and_logs_one_error(
 
         event.listen(api.db.engine.sync_engine, "connect", no_room)
         await api.db.engine.dispose()
+        # The last pages filled with the smallest audit entries: even the entry recording a
+        # refused operation finds no room, as on a disk that is full.
+        filler = text(
+            "INSERT INTO audit_log (at, actor, action, result) VALUES (CURRENT_TIMESTAMP, '', '', '')"
+        )
+        with pytest.raises(OperationalError, match="database or disk is full"):
+            async with api.db.connection() as conn:
+                while True:
+                    await conn.execute(filler)
         rows_before = _job_rows(path)
         queued_before = await api.services.broker.queue_lengths()
         caplog.clear()
@@ -122,11 +131,14 @@ async def test_a_full_disk_answers_503_writes_nothing_and_logs_one_error(
             assert answer.json() == {"status": "error", "message": MSG_DATABASE_DOWN, "data": None}
         (error,) = graphql.json()["errors"]
         assert error["extensions"]["code"] == "SERVICE_UNAVAILABLE" and graphql.json()["data"] is None
-        # One ERROR line per refused request, naming the cause, without a traceback.
+        # One ERROR line per refused request, naming the cause, without a traceback; the audit
+        # entries that found no room either are a WARNING each.
         logged = [r for r in caplog.records if r.name.startswith("worker_automation")]
-        assert [r.levelno for r in logged] == [logging.ERROR] * 3, [r.getMessage() for r in logged]
-        assert all("database or disk is full" in r.getMessage() and r.exc_info is None for r in logged)
-        assert "Traceback" not in caplog.text
+        errors = [r for r in logged if r.levelno >= logging.ERROR]
+        assert len(errors) == 3, [r.getMessage() for r in logged]
+        assert all("database or disk is full" in r.getMessage() for r in errors)
+        assert {r.name for r in logged if r.levelno < logging.ERROR} == {"worker_automation.resolvers.audit"}
+        assert all(r.exc_info is None for r in logged) and "Traceback" not in caplog.text
         # Nothing half-way: no new row, the running job untouched, no task sent.
         assert _job_rows(path) == rows_before
         assert await api.services.broker.queue_lengths() == queued_before

@@ -12,7 +12,7 @@ from sqlalchemy import Table, insert, update
 
 from worker_automation.errors import DomainError
 from worker_automation.models import AuditEntry
-from worker_automation.models.database import Database, Executor
+from worker_automation.models.database import Database, Executor, database_unavailable
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +121,10 @@ async def _write(
                     detail=detail or None,
                 )
             )
-    except Exception:
+    except Exception as exc:
         # The operation's own outcome stands even if its audit line cannot be written.
+        if database_unavailable(exc):
+            # An outage (a full disk): the request reports it once; this says what it cost.
+            log.warning("audit entry for %s on %s not written: database unavailable", action, note.target)
+            return
         log.exception("audit entry for %s on %s not written", action, note.target)
