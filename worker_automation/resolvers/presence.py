@@ -23,12 +23,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final
 
-from sqlalchemy import and_, bindparam, func, or_, select, update
+from sqlalchemy import bindparam, func, or_, select, update
 
 from worker_automation.models import Job, JobStatus, Machine, MachineStatus, utcnow
 from worker_automation.resolvers.machines import MachineView
@@ -153,15 +152,20 @@ LostRun = tuple[int, str | None, int]
 
 
 class Absences:
-    """What the reconciler saw of machines that went away: since when (by its own clock) it has
-    seen each absence, so an absence it could not see (the API itself away) does not count."""
+    """What the reconciler saw of machines that went away. An absence counts from when the
+    machine was last seen, or from this reconciler's first look if that is later (an API that
+    was itself away cannot tell the machines that left from those that will reconnect now); and
+    a machine is taken as gone only when two looks in a row found it away (a presence that went
+    stale while the database was down is refreshed within a second of its return)."""
 
     def __init__(self) -> None:
-        self._first_seen: dict[tuple[int, datetime], float] = {}
+        self._seeing_since: datetime | None = None
+        self._away: set[tuple[int, datetime]] = set()
 
     async def lost_runs(self, services: Services, *, watched: bool = True) -> list[LostRun]:
         """The runs of machines away for longer than :func:`absence_grace`, claimed while they
-        were present; ``watched``: only absences this reconciler has seen that long too."""
+        were present; ``watched``: counted from this reconciler's first look at the latest
+        (a manual run, which looks twice seconds apart, goes by the rows alone)."""
         settings = services.settings
         grace = absence_grace(settings)
         if grace <= 0:
@@ -176,7 +180,7 @@ class Absences:
                 Machine.automation.is_not(None),
                 Machine.status == MachineStatus.LIGADO.value,
                 Machine.last_seen_at.is_not(None),
-                or_(Machine.connected_since.is_(None), and_(Machine.last_seen_at < now - stale)),
+                or_(Machine.connected_since.is_(None), Machine.last_seen_at < now - stale),
             )
             .order_by(Job.id)
         )
@@ -185,14 +189,13 @@ class Absences:
                 tuple(row)  # type: ignore[misc]
                 for row in (await session.execute(query)).all()
             ]
-        clock = time.monotonic()
-        absent = {(machine_id, seen) for *_, machine_id, seen in rows}
-        self._first_seen = {key: self._first_seen.get(key, clock) for key in absent}
+        if self._seeing_since is None:
+            self._seeing_since = now
+        away_before, self._away = self._away, {(machine_id, seen) for *_, machine_id, seen in rows}
         lost: list[LostRun] = []
         for job_id, task_id, started, machine_id, seen in rows:
-            away = (now - seen).total_seconds()
-            watched_for = clock - self._first_seen[(machine_id, seen)]
-            if away < grace or (watched and watched_for < grace):
+            since = max(seen, self._seeing_since) if watched else seen
+            if (now - since).total_seconds() < grace or (machine_id, seen) not in away_before:
                 continue
             # A run claimed after the machine's presence ended is one it runs without a
             # subscription: it reports that one itself, at its next start.
