@@ -177,8 +177,9 @@ async def revocation_delay(api: Api, protocol: str, how: str) -> list[Any]:
             while True:
                 message = json.loads(await ws.recv())
                 if message.get("type") in ("error", "complete"):
-                    code = json.dumps(message.get("payload"))
-                    ended.set_result((time.perf_counter(), f"{message['type']} {code[-40:]}"))
+                    payload = message.get("payload") or {}
+                    code = payload.get("extensions", {}).get("code") if isinstance(payload, dict) else None
+                    ended.set_result((time.perf_counter(), f"{message['type']} {code or payload}"))
                     return
         except ConnectionClosed as exc:
             if not ended.done():
