@@ -240,3 +240,15 @@ async def test_the_command_line_reaches_the_open_sockets(settings: Settings, tmp
             served, "funcionario", both, cli("keys", "update", "--scopes", "worker_automation:write")
         )
         await operator_ends(served, "funcionario", ["worker_automation:read"], cli("keys", "revoke"))
+
+
+async def test_embedded_mode_ends_them_too(sqlite_database_url: str, make_settings: Any) -> None:
+    # SQLite and the embedded broker: the notice travels through the embedded Redis.
+    async with serve(make_settings(sqlite_database_url, None)) as served:
+        events = served.services.events
+        await operator_ends(
+            served,
+            "funcionario",
+            ["worker_automation:read"],
+            lambda i: revoke_key(served.services.db, i, events),
+        )
