@@ -43,11 +43,12 @@ def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.upper().startswith("WA_")}
 
 
-def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """A command in ``cwd`` with no WA_* variable but those of ``env``."""
     return subprocess.run(
         [*cli_command(), *args],
         cwd=cwd,
-        env=clean_env(),
+        env={**clean_env(), **(env or {})},
         capture_output=True,
         text=True,
         timeout=COMMAND_TIMEOUT,
@@ -265,15 +266,7 @@ def test_usage_errors_exit_non_zero(tmp_path: Path) -> None:
 
 
 def test_reconcile_says_what_it_is_doing(tmp_path: Path, redis_url: str) -> None:
-    done = subprocess.run(
-        [*cli_command(), "reconcile"],
-        cwd=tmp_path,
-        env={**clean_env(), "WA_REDIS_URL": redis_url},
-        capture_output=True,
-        text=True,
-        timeout=COMMAND_TIMEOUT,
-        check=False,
-    )
+    done = run(tmp_path, "reconcile", env={"WA_REDIS_URL": redis_url})
 
     assert done.returncode == 0, done.stderr
     said = done.stderr.splitlines()
@@ -291,15 +284,7 @@ def test_seed_demo_sends_its_queued_jobs_when_a_broker_is_at_hand(tmp_path: Path
     from worker_automation.broker.queues import priority_keys
     from worker_automation.models import JobStatus
 
-    done = subprocess.run(
-        [*cli_command(), "seed-demo", "--jobs", "400", "--clientes", "3"],
-        cwd=tmp_path,
-        env={**clean_env(), "WA_REDIS_URL": redis_url},
-        capture_output=True,
-        text=True,
-        timeout=COMMAND_TIMEOUT,
-        check=False,
-    )
+    done = run(tmp_path, "seed-demo", "--jobs", "400", "--clientes", "3", env={"WA_REDIS_URL": redis_url})
     assert done.returncode == 0, done.stderr
 
     async def queued(db: Database) -> dict[str, int]:
