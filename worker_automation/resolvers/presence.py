@@ -122,7 +122,11 @@ class Presence:
         subscription cancelled with its socket still records when its machine left)."""
         if self._refresher is not None:
             self._refresher.cancel()
-        task = asyncio.get_running_loop().create_task(self._release())
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # finalised outside a loop (the process ending): the row goes stale by itself
+        task = loop.create_task(self._release())
         _RELEASING.add(task)
         task.add_done_callback(_RELEASING.discard)
 
