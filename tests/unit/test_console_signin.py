@@ -3,6 +3,7 @@ command line takes, with a perfil and scopes the service knows."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
@@ -15,9 +16,10 @@ APP = Path(__file__).resolve().parents[2] / "worker_automation" / "console" / "s
 
 
 def _shown_command() -> str:
-    found = re.search(r'const NEW_KEY_COMMAND =\s*"([^"]+)";', APP.read_text(encoding="utf-8"))
+    found = re.search(r'const NEW_KEY_COMMAND =\s*"((?:[^"\\]|\\.)+)";', APP.read_text(encoding="utf-8"))
     assert found, "the sign-in screen no longer shows how to make a key"
-    return found.group(1)
+    text: str = json.loads(f'"{found.group(1)}"')  # a JavaScript string of JSON's escapes
+    return text.replace("\\\n", " ")  # the shell's line continuation
 
 
 def test_the_sign_in_screen_shows_a_working_keys_create_command() -> None:

@@ -61,9 +61,9 @@ function ConnectionState() {
   </p>`;
 }
 
-// How an operator makes a key on the machine that runs the service.
+// How an operator makes a key on the machine that runs the service (two lines, as a shell takes them).
 const NEW_KEY_COMMAND =
-  "worker-automation keys create --perfil administrador --scopes worker_automation:read,worker_automation:write";
+  "worker-automation keys create --perfil administrador \\\n  --scopes worker_automation:read,worker_automation:write";
 
 function SignIn({ onSignedIn, initialError }) {
   const [key, setKey] = useState("");
@@ -90,7 +90,7 @@ function SignIn({ onSignedIn, initialError }) {
       <h1 id="signin-title">Console de operação</h1>
       <p>Entre com uma chave de API (X-API-Key). Ela fica guardada só nesta aba do navegador e é esquecida ao sair.</p>
       <p class="small">Não tem uma chave? Crie uma no servidor, na pasta onde o serviço roda (a chave é a última linha que o comando mostra):</p>
-      <pre class="mono signin-command">${NEW_KEY_COMMAND}</pre>
+      <pre class="mono signin-command" tabindex="0" aria-label="Comando que cria uma chave">${NEW_KEY_COMMAND}</pre>
       <p class="small muted">Perfis: administrador, diretoria ou funcionario. Escopos: worker_automation:read (consultar) e worker_automation:write (agir).</p>
       <label for="api-key">Chave de API</label>
       <input id="api-key" name="api-key" type="password" autocomplete="off" required value=${key}
