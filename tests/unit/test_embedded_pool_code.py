@@ -3,21 +3,30 @@ settings, their wording; and what serve says once ready."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from worker_automation.broker.celery_app import make_celery
 from worker_automation.embedded_pool import (
     API_CODE_ROOT,
     WORKER_SETTINGS,
     pool_worker_command,
     pool_worker_env,
 )
-from worker_automation.embedded_worker import CONNECTION_LOGGER, EMBEDDED_BROKER_LINE, EmbeddedBrokerWording
+from worker_automation.embedded_worker import (
+    BROKER_WAIT_SECONDS,
+    CONNECTION_LOGGER,
+    EMBEDDED_BROKER_LINE,
+    EmbeddedBrokerWording,
+    before_start,
+)
 from worker_automation.serving import KEY_COMMAND, ready_banner
 from worker_automation.settings import Settings
 
@@ -98,3 +107,16 @@ def test_the_ready_banner_says_where_things_are_and_how_to_get_a_key() -> None:
     assert KEY_COMMAND in banner
     assert "--perfil administrador" in KEY_COMMAND
     assert KEY_COMMAND not in ready_banner("http://127.0.0.1:8000", key_exists=True)
+
+
+def test_an_idle_embedded_worker_asks_its_broker_seldom() -> None:
+    app = make_celery(Settings(), "redis://127.0.0.1:1/0")
+    frozen = gc.get_freeze_count()
+    try:
+        before_start(sender=SimpleNamespace(app=app))
+        assert gc.get_freeze_count() >= frozen
+        with app.connection_for_read() as connection:
+            # kombu's blocking pop waits this long before asking again.
+            assert connection.transport.brpop_timeout == BROKER_WAIT_SECONDS
+    finally:
+        gc.unfreeze()

@@ -389,6 +389,8 @@ def run_pool_worker(settings: Settings, *, queue: str, concurrency: int | None, 
         *(["-E"] if settings.task_events else []),
         "--without-mingle",
         "--without-gossip",
+        # Heartbeats are worker events for a monitor (Flower): sent only with task events on.
+        *([] if settings.task_events else ["--without-heartbeat"]),
         "-l",
         "INFO",
     ]
