@@ -72,11 +72,12 @@ class Fleet:
             self.start_machine()
 
     def kill_machine(self) -> None:
-        """Kill the machine; every other time leave it dead for ``dead_seconds``."""
+        """Kill the machine; every other time (the first, third...) leave it dead for
+        ``dead_seconds``."""
         assert self.machine is not None
         self.orphans += orphans_of(kill_tree(self.machine))
         self.machine_kills += 1
-        if self.machine_kills % 2 == 0:
+        if self.machine_kills % 2 == 1:
             self.left_dead += 1
             self.machine_back_at = time.monotonic() + self.dead_seconds
         else:
@@ -109,6 +110,7 @@ def soak(bench: Bench) -> int:
     duration = args.soak_minutes * 60.0
     rng = random.Random(args.seed)
     interval = duration / max(1, args.soak_jobs)
+    drawn = [f.strip() for f in args.soak_faults.split(",") if f.strip() in SOAK_FAULTS] or list(SOAK_FAULTS)
     with bench.stack() as (stack, ledger, dispatcher):
         fleet = Fleet(
             stack,
@@ -142,7 +144,7 @@ def soak(bench: Bench) -> int:
         while time.monotonic() - began < duration:
             fleet.supervise()
             if time.monotonic() >= next_fault:
-                fault = rng.choice(SOAK_FAULTS)
+                fault = rng.choice(drawn)
                 at = time.monotonic() - began
                 inject(bench, fleet, fault)
                 last_end = time.monotonic()

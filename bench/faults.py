@@ -449,6 +449,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--soak-jobs", type=int, default=5000)
     parser.add_argument("--repeat", type=int, default=10, help="outages of the postgres_finish row")
     parser.add_argument(
+        "--soak-faults", default="redis,postgres,api,worker,machine",
+        help="comma-separated: the faults the soak draws from",
+    )  # fmt: skip
+    parser.add_argument(
         "--dead-minutes", type=float, default=5.0,
         help="the soak: how long every other killed machine stays dead before it is started again",
     )  # fmt: skip
