@@ -55,6 +55,9 @@ class Settings(BaseSettings):
     # right by the reconciler; 0 turns the reconciler off.
     recovery_seconds: float = Field(default=60.0, ge=0)
     introspection: bool = True
+    # A JSON manifest {id: document}: when given, GraphQL runs only those documents (by
+    # documentId, by SHA-256 or by their exact text), GraphiQL's ad-hoc ones included.
+    graphql_trusted_documents: Path | None = None
     max_query_depth: int = 10
     max_query_tokens: int = 2000
     max_query_aliases: int = 30

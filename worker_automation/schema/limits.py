@@ -12,7 +12,9 @@ Validation as a whole costs time linear in the document: our own rules expand ea
 graphql-core's ``OverlappingFieldsCanBeMergedRule`` (it compares the fields that share a response
 name pairwise, so a document repeating one field a few hundred times costs seconds), has its work
 budget lowered to :data:`OVERLAP_BUDGET`: past it, the document is refused. With introspection
-off, the schema strips suggestions from every error (:func:`without_suggestions`).
+off, the schema strips suggestions from every error (:func:`without_suggestions`). With trusted
+documents on (:mod:`worker_automation.schema.persisted`), any other document is refused here too,
+whatever transport brought it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from strawberry.types.graphql import OperationType
 from worker_automation.errors import BadInput
 from worker_automation.limits import check_storable, text_problem
 from worker_automation.schema.cost import bounds_rule
+from worker_automation.schema.persisted import REQUIRED_CODE, REQUIRED_MESSAGE, read_manifest
 from worker_automation.schema.response_budget import current_budget, response_budget
 from worker_automation.schema.text_bounds import TextBounds, named_by
 from worker_automation.settings import Settings
@@ -163,11 +166,13 @@ class Guards(SchemaExtension):
         cache: DocumentCache,
         max_response_bytes: int,
         text_bounds: TextBounds,
+        trusted: frozenset[str] | None = None,
     ) -> None:
         self.rules = rules
         self.cache = cache
         self.max_response_bytes = max_response_bytes
         self.text_bounds = text_bounds
+        self.trusted = trusted
 
     def on_execute(self) -> Iterator[None]:
         context = self.execution_context
@@ -194,7 +199,8 @@ class Guards(SchemaExtension):
         query = context.query or ""
         known = self.cache.is_valid(query, context.graphql_document)
         refused = (
-            variables_error(context.variables)
+            untrusted(self.trusted, query)
+            or variables_error(context.variables)
             or _ambiguous(
                 context.graphql_document,
                 # What the caller sent: Strawberry's operation_name falls back to the first operation.
@@ -218,6 +224,14 @@ class Guards(SchemaExtension):
             self.cache.mark_valid(query, context.graphql_document)
 
 
+def untrusted(trusted: frozenset[str] | None, query: str) -> GraphQLError | None:
+    """With trusted documents on, the error for a document not among them (HTTP refuses those
+    before they reach the schema; this holds for websockets)."""
+    if trusted is None or query in trusted:
+        return None
+    return GraphQLError(REQUIRED_MESSAGE, extensions={"code": REQUIRED_CODE})
+
+
 def guard_rules(
     settings: Settings, max_document_bytes: int = MAX_DOCUMENT_BYTES, text_bounds: TextBounds | None = None
 ) -> tuple[type[ASTValidationRule], ...]:
@@ -239,10 +253,13 @@ def guard_extension(settings: Settings, max_document_bytes: int = MAX_DOCUMENT_B
     cache = DocumentCache(settings.max_query_tokens, max_chars=max_document_bytes)
     text_bounds = TextBounds()
     rules = guard_rules(settings, max_document_bytes, text_bounds)
+    manifest = settings.graphql_trusted_documents
+    trusted = None if manifest is None else frozenset(read_manifest(manifest).values())
     return partial(
         Guards,
         rules,
         cache,
         settings.graphql_max_response_bytes,
         text_bounds,
+        trusted,
     )

@@ -12,7 +12,8 @@ computed after it asked. Mutations and anything sent with a machine key are neve
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
+from typing import Any
 
 from graphql import OperationType
 
@@ -26,9 +27,15 @@ def operation_type(query: str, operation_name: str | None, max_tokens: int) -> O
     return None if operation is None else operation.operation
 
 
-def sharing_key(body: bytes, principal: Principal, max_tokens: int) -> Hashable | None:
+def sharing_key(
+    body: bytes,
+    principal: Principal,
+    max_tokens: int,
+    stored: Callable[[dict[str, Any]], str | None] | None = None,
+) -> Hashable | None:
     """What identifies a query's answer for ``principal``; None for anything not to be shared
-    (``max_tokens``: the schema's token limit, which the document is parsed with)."""
+    (``max_tokens``: the schema's token limit, which the document is parsed with; ``stored``: the
+    text the body names, by itself or as a persisted document, if it is one that may run)."""
     try:
         payload = json.loads(body)
     except (ValueError, UnicodeDecodeError, RecursionError):
@@ -36,6 +43,8 @@ def sharing_key(body: bytes, principal: Principal, max_tokens: int) -> Hashable 
     if not isinstance(payload, dict):
         return None
     query, name = payload.get("query"), payload.get("operationName")
+    if stored is not None:
+        query = stored(payload)
     if not isinstance(query, str) or not (name is None or isinstance(name, str)):
         return None
     if operation_type(query, name, max_tokens) is not OperationType.QUERY:

@@ -49,8 +49,10 @@ from worker_automation.schema import build_schema
 from worker_automation.schema.context import MACHINE_KEY_HEADER, GraphQLContext
 from worker_automation.schema.errors import DATABASE_DOWN_MESSAGE, UNAVAILABLE_CODE, code_of
 from worker_automation.schema.errors import INTERNAL_CODE as INTERNAL
+from worker_automation.schema.limits import MAX_DOCUMENT_BYTES, guard_rules
 from worker_automation.schema.live_views import LiveViews
 from worker_automation.schema.open_sockets import Grant, OpenSockets
+from worker_automation.schema.persisted import PersistedDocuments, PersistedQueryError, load_trusted
 from worker_automation.schema.response_budget import (
     TOO_LARGE_CODE,
     current_budget,
@@ -59,6 +61,7 @@ from worker_automation.schema.response_budget import (
 )
 from worker_automation.schema.shared_queries import sharing_key
 from worker_automation.schema.ws_handlers import LegacyWSHandler, TransportWSHandler
+from worker_automation.settings import Settings
 
 STATIC_DIR = resources.files("worker_automation.schema") / "static"
 # Bodies carry variables (a dispatch context can be a few kB) besides the document, whose own
@@ -127,6 +130,7 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
         self.memory = MemoryReleaser()
         self._ide_html = (STATIC_DIR / "graphiql.html").read_text(encoding="utf-8")
         self.live_views = LiveViews(cast(Schema, self.schema))
+        self.persisted = _persisted_documents(cast(Schema, self.schema), runtime.settings)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -141,6 +145,8 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
             except HTTPException as exc:
                 # Strawberry answers these in plain text; clients (GraphiQL included) expect JSON.
                 response = _http_error(exc.status_code, exc.reason)
+            except PersistedQueryError as exc:
+                response = _persisted_error(exc)
             except ClientDisconnect:
                 return  # the caller left before its body arrived: nobody to answer
             except Exception as exc:
@@ -163,6 +169,35 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
         if not isinstance(decoded, dict | list):
             raise HTTPException(400, "Corpo da requisicao deve ser um objeto JSON")
         return decoded
+
+    def should_render_graphql_ide(self, request: Any) -> bool:
+        """GraphiQL's page: a GET naming no document (a persisted one included)."""
+        return super().should_render_graphql_ide(request) and not _names_document(request)
+
+    async def parse_http_body(self, request: AsyncHTTPRequestAdapter) -> Any:
+        """The request, its document looked up when it names a persisted one (by hash or id), or
+        PersistedQueryError (see :mod:`worker_automation.schema.persisted`)."""
+        data = await super().parse_http_body(request)
+        if isinstance(data, GraphQLRequestData):
+            document_id = await self._document_id(request) if self.persisted.trusted else None
+            query = self.persisted.resolve(data.query, data.extensions, document_id)
+            if query is not data.query:
+                data.query = query
+        return data
+
+    async def _document_id(self, request: AsyncHTTPRequestAdapter) -> str | None:
+        """The ``documentId`` of a request (only read with trusted documents on)."""
+        if request.method == "GET":
+            found: object = request.query_params.get("documentId")
+        else:
+            body = await request.get_body()
+            found = None
+            if b"documentId" in body:
+                decoded = self.decode_json(body)
+                found = decoded.get("documentId") if isinstance(decoded, dict) else None
+        if found is not None and not isinstance(found, str):
+            raise HTTPException(400, "documentId deve ser um texto")
+        return found
 
     async def execute_single(
         self,
@@ -218,7 +253,7 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
     async def _answer(self, request: Request) -> Response:
         """Authenticate the caller, then run the request or join the next run of the same query
         (see ``shared_queries``). Only GraphiQL's page (a GET without a query) needs no key."""
-        if request.method != "GET" or request.query_params.get("query") is not None:
+        if request.method != "GET" or _names_document(request):
             refused = await self._authenticate(request)
             if refused is not None:
                 return refused
@@ -262,7 +297,19 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
         if request.method != "POST" or principal is None or request.headers.get(MACHINE_KEY_HEADER):
             return None
         services = await self.runtime.services()
-        return sharing_key(await request.body(), principal, services.settings.max_query_tokens)
+        return sharing_key(
+            await request.body(), principal, services.settings.max_query_tokens, self._stored_query
+        )
+
+    def _stored_query(self, payload: dict[str, Any]) -> str | None:
+        """The text a request body names (itself, by hash or by id) if it may run; nothing is
+        refused or kept here."""
+        query, document_id, extensions = (payload.get(k) for k in ("query", "documentId", "extensions"))
+        return self.persisted.stored(
+            query if isinstance(query, str) else None,
+            extensions if isinstance(extensions, dict) else None,
+            document_id if isinstance(document_id, str) else None,
+        )
 
     async def get_context(
         self, request: Request | WebSocket, response: Response | WebSocket
@@ -327,6 +374,28 @@ def _declared_length(scope: Scope) -> int:
             except ValueError:
                 return 0
     return 0
+
+
+def _names_document(request: Request | AsyncHTTPRequestAdapter) -> bool:
+    """Whether a GET names a document to run (by text, hash or id): then it needs a key."""
+    params = request.query_params
+    return any(params.get(name) is not None for name in ("query", "extensions", "documentId"))
+
+
+def _persisted_documents(schema: Schema, settings: Settings) -> PersistedDocuments:
+    """The persisted documents of ``schema``; with a trusted-documents manifest, every one of its
+    documents validated now (BadInput naming the first that fails: the service does not start)."""
+    path = settings.graphql_trusted_documents
+    trusted = None
+    if path is not None:
+        trusted = load_trusted(path, schema.as_str(), guard_rules(settings), settings.max_query_tokens)
+    return PersistedDocuments(trusted, settings.max_query_tokens, MAX_DOCUMENT_BYTES)
+
+
+def _persisted_error(exc: PersistedQueryError) -> Response:
+    """Apollo's answer shape: ``PERSISTED_QUERY_NOT_FOUND`` is a 200 its clients retry on."""
+    error = {"message": exc.message, "extensions": {"code": exc.code}}
+    return JSONResponse({"errors": [error]}, status_code=exc.status)
 
 
 def _unauthenticated(message: str) -> Response:
