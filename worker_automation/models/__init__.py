@@ -7,6 +7,7 @@ from worker_automation.models.base import Base, utcnow
 from worker_automation.models.directory import MANAGER_PERFIS, Cliente, Perfil, Usuario
 from worker_automation.models.job import BUCKET_BITS, BUCKET_IDS, CELERY_STATE, Job, JobBucketCount, JobCount
 from worker_automation.models.queue_pause import QueuePause
+from worker_automation.models.rollup import automation_rollups
 from worker_automation.models.schedule import Schedule
 from worker_automation.vocabulary import OPEN_STATUSES, TERMINAL_STATUSES, JobStatus
 
@@ -34,5 +35,6 @@ __all__ = [
     "QueuePause",
     "Schedule",
     "Usuario",
+    "automation_rollups",
     "utcnow",
 ]

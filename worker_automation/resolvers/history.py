@@ -63,7 +63,7 @@ def _since(value: datetime | None, field: str = "since") -> datetime:
     return value
 
 
-def _check_automation(automation_type: str | None) -> None:
+def check_automation(automation_type: str | None) -> None:
     from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 
     if automation_type is not None and automation_type not in AUTOMATION_REGISTRY:
@@ -99,7 +99,7 @@ async def throughput(
         raise BadInput("bucket_minutes", f"bucket_minutes deve estar entre 1 e {MAX_BUCKET_MINUTES}")
     if queue is not None:
         check_queue(queue, services.settings.queues)
-    _check_automation(automation_type)
+    check_automation(automation_type)
     width = bucket_minutes * 60
     now = utcnow()
     # Buckets start on the zone's clock: its offset is added before dividing.
@@ -153,7 +153,7 @@ async def durations(
     """Percentiles of the run time of the runs that ended (CONCLUIDO or FALHA) since ``since``
     (default: 24 hours ago), for one automation or all."""
     start = _since(since)
-    _check_automation(automation_type)
+    check_automation(automation_type)
     key = ("durations", start, automation_type)
     return await services.db.shared.run(key, lambda: _durations(services, start, automation_type))
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import strawberry
 
-from worker_automation.resolvers import history
+from worker_automation.resolvers import health, history
 from worker_automation.resolvers.audit_log import AuditFilter, audit_page
 from worker_automation.resolvers.schedules import list_schedules
 from worker_automation.schema.context import Info
 from worker_automation.schema.fields import field
+from worker_automation.schema.health_types import AutomationHealthDay
 from worker_automation.schema.operator_types import (
     AuditFilterInput,
     AuditPage,
@@ -62,6 +63,20 @@ class OperatorQuery:
         since_at = instant(since, info.context.tz)
         found = await history.durations(info.context.services, automation_type, since_at)
         return DurationStats.from_view(found)
+
+    @field(
+        description=(
+            "One automation's finished jobs and run-time percentiles per day of WA_TIMEZONE over the "
+            "last `days` days (1 to 400, today included), oldest first, every day present; the days "
+            "keep their counts after retention deletes the jobs."
+        ),
+        extensions=read(),
+    )
+    async def automation_health(
+        self, info: Info, automation_type: str, days: int = 30
+    ) -> list[AutomationHealthDay]:
+        found = await health.automation_health(info.context.services, automation_type, days)
+        return [AutomationHealthDay.from_view(d) for d in found]
 
     @field(
         description="The audit trail, newest first, filtered and paginated.",
