@@ -1,7 +1,8 @@
 """Prometheus metric families of the service and the small functions that count into them.
 
 Counted where things happen (job transitions when they are announced, claim refusals when they
-are made, HTTP requests in the request middleware, recoveries in the reconciler) and exported by
+are made and the wait a claim ends, HTTP requests in the request middleware, recoveries in the
+reconciler, automatic retries where a failed run is queued again) and exported by
 :mod:`worker_automation.metrics_export`. With ``serve --workers N`` every process writes its
 values to the shared multiprocess directory that ``serve`` sets up, and a scrape of any process
 adds them all up. Labels take values from closed sets only (automations, queues, statuses,
@@ -29,6 +30,20 @@ JOB_DURATION: Final = Histogram(
     "Run time of finished jobs (claim to completion or failure), by automation",
     ["automation"],
     buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200),
+)
+# From a job's creation to the claim that starts its run: how long work waits for a process.
+JOB_WAIT: Final = Histogram(
+    "wa_job_wait_seconds",
+    "Time from a job's creation to the claim that started its run, by queue",
+    ["queue"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 14400, 86400),
+)
+# Automatic retries only (a failed run with attempts left queued again by the service); an
+# operator's retry (retryWorker, retryWorkers) is an action of its own and is not counted here.
+RETRIES: Final = Counter(
+    "wa_retries",
+    "Automatic retries: failed runs queued again because their automation has attempts left",
+    ["automation"],
 )
 CLAIMS_REFUSED: Final = Counter("wa_claims_refused", "Claims refused, by machine-readable reason", ["reason"])
 JOBS_RECOVERED: Final = Counter(
@@ -85,6 +100,37 @@ def count_transitions(jobs: Iterable[JobLike]) -> None:
             if duration is None:
                 duration = _durations.setdefault(automation, JOB_DURATION.labels(automation))
             duration.observe(max(0.0, (end - start).total_seconds()))
+
+
+class Claimed(Protocol):
+    """What a claim's wait is observed from (a job view)."""
+
+    @property
+    def queue(self) -> str: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def data_inicio(self) -> datetime | None: ...
+
+
+_waits: dict[str, Any] = {}
+
+
+def observe_wait(job: Claimed) -> None:
+    """A claim started ``job``'s run: observe how long it waited since it was created."""
+    started = job.data_inicio
+    if started is None:
+        return
+    series = _waits.get(job.queue)
+    if series is None:
+        series = _waits.setdefault(job.queue, JOB_WAIT.labels(job.queue))
+    series.observe(max(0.0, (started - job.created_at).total_seconds()))
+
+
+def count_retry(automation: str) -> None:
+    """A failed run of ``automation`` was queued again by itself (attempts left): not for an
+    operator's retry."""
+    RETRIES.labels(automation).inc()
 
 
 def count_refused(reason: str) -> None:

@@ -15,7 +15,7 @@ from sqlalchemy.orm import aliased
 
 from worker_automation.errors import BadInput, Conflict, DomainError, NotFound
 from worker_automation.limits import result_refusal
-from worker_automation.metrics import count_refused
+from worker_automation.metrics import count_refused, observe_wait
 from worker_automation.models import AutomationSetting, Job, JobStatus, Machine, QueuePause, utcnow
 from worker_automation.models.database import Executor
 from worker_automation.resolvers.announce import announce
@@ -231,6 +231,7 @@ async def claim(services: Services, machine: MachineRef, job_id: int, task_id: s
         if machine.last_claim_at is None or now - machine.last_claim_at > LAST_CLAIM_GRANULARITY:
             await conn.execute(_TOUCH_MACHINE, {"machine": machine.id, "claimed_at": now})
         view = returned_view(row)
+    observe_wait(view)
     await announce(services, EventKind.CLAIMED, [view])
     return view
 
