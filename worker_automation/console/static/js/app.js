@@ -9,6 +9,7 @@ import { JobPage } from "./pages/job.js";
 import { QueuesPage } from "./pages/queues.js";
 import { MachinesPage } from "./pages/machines.js";
 import { AutomationsPage } from "./pages/automations.js";
+import { AutomationHealthPage } from "./pages/health.js";
 import { SchedulesPage } from "./pages/schedules.js";
 import { AuditPage } from "./pages/audit.js";
 
@@ -105,7 +106,7 @@ function Shell({ session, onSignOut }) {
   const route = useRoute();
   const [first = "", second] = route.parts;
   const page = PAGES.find((p) => p.path === first) || PAGES[0];
-  const View = first === "trabalhos" && second ? JobPage : page.view;
+  const View = first === "trabalhos" && second ? JobPage : first === "automacoes" && second ? AutomationHealthPage : page.view;
   const { viewer } = session;
   const titleRef = useRef(null);
   useEffect(() => {

@@ -76,7 +76,7 @@ export function AutomationsPage({ session }) {
           <th scope="col" class="n">Executando</th><th scope="col" class="n">Agendados</th>
           ${q ? html`<th scope="col" class="n">Relevância</th>` : null}<th scope="col">Configuração</th></tr></thead>
         <tbody>${shown.map((a) => html`<tr key=${a.key} data-automation=${a.key}>
-          <th scope="row">${a.displayName}<br /><span class="mono muted">${a.key}</span></th>
+          <th scope="row"><a href=${`#/automacoes/${encodeURIComponent(a.key)}`} title="Saúde nos últimos 30 dias">${a.displayName}</a><br /><span class="mono muted">${a.key}</span></th>
           <td>${a.category}</td><td>${a.queue}</td>
           <td class="n"><${Num} value=${counts[a.key]?.running} /></td><td class="n"><${Num} value=${counts[a.key]?.queued} /></td>
           ${q ? html`<td class="n">${a.score}</td>` : null}
