@@ -151,3 +151,30 @@ async def test_the_migration_counts_jobs_that_ended_before_it(database_url: str)
         assert [tuple(row) for row in found] == [(1, 0, 1, 1)]  # 120 ms: the 100-150 ms bucket
     finally:
         await engine.dispose()
+
+
+async def test_throughput_by_day_over_90_days_counts_pruned_jobs(any_services: Services) -> None:
+    services = any_services
+    api = await make_api(services)
+    async with services.db.session() as session:
+        await session.execute(insert(Job), [_row(_ended(services, 60), "CONCLUIDO", 10)] * 3)
+        await session.execute(insert(Job), [_row(_ended(services, 0), "FALHA", 10)])
+        # Ended two minutes ago: inside a window that starts one minute before it, whatever the
+        # quarter hour (the part before the first whole quarter hour is read from the jobs).
+        await session.execute(insert(Job), [_row(utcnow() - timedelta(minutes=2), "CANCELADO", 10)])
+    assert await delete_finished(services.db, 30) == 3
+    query = (
+        "query($s: DateTime, $m: Int!) { throughput(since: $s, bucketMinutes: $m, "
+        'automationType: "demo.echo") { bucketStart completed failed cancelled } }'
+    )
+    since = (utcnow() - timedelta(days=90)).isoformat()
+    days = (await api.ok(query, {"s": since, "m": 1440}))["throughput"]
+    assert len(days) in (90, 91) and all(d["bucketStart"][11:19] == "00:00:00" for d in days)
+    assert sum(d["completed"] for d in days) == 3 and days[-1]["failed"] == 1
+    tz = services.settings.tz
+    day_60 = (utcnow().astimezone(tz).date() - timedelta(days=60)).isoformat()
+    assert [d["completed"] for d in days if d["bucketStart"].startswith(day_60)] == [3]
+    recent = (utcnow() - timedelta(minutes=3)).isoformat()
+    for minutes in (1, 15):
+        buckets = (await api.ok(query, {"s": recent, "m": minutes}))["throughput"]
+        assert sum(b["cancelled"] for b in buckets) == 1, minutes

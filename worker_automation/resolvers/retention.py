@@ -3,8 +3,10 @@ A dry run counts them and deletes nothing, so an operator sees what a prune woul
 
 Each batch is its own short transaction, so the table's writers (claims, reports) never wait long
 behind it; the per-(queue, status) counters follow through their triggers, the attempts through
-theirs. Run by hand (``pruneWorkers``, ``worker-automation prune``) and periodically by the leader
-with ``WA_RETENTION_DAYS``.
+theirs. The rollups of finished jobs (``automation_rollups``: health per day, throughput over
+months) are left as they are: a deleted job still counts in its day. Run by hand
+(``pruneWorkers``, ``worker-automation prune``) and periodically by the leader with
+``WA_RETENTION_DAYS``.
 """
 
 from __future__ import annotations
