@@ -2,7 +2,7 @@
 
 Each inspect broadcast waits its whole timeout unless told how many replies to expect, and with
 no worker online it has to wait the whole timeout to learn that. So a ping goes out first (the one
-wait that cannot be avoided), then the other four sections are asked at once, in threads, of
+wait that cannot be avoided), then the other sections are asked at once, in threads, of
 exactly the workers that answered and with a reply limit, which returns as soon as they have all
 replied.
 
@@ -27,7 +27,7 @@ from worker_automation.shapes import Doc
 
 logger = logging.getLogger(__name__)
 
-TARGETED_SECTIONS: Final = ("active", "reserved", "scheduled", "stats")
+TARGETED_SECTIONS: Final = ("active", "reserved", "scheduled", "stats", "active_queues")
 
 # Upper bound of each follow-up: replies take milliseconds, so this only matters when a worker
 # vanishes between the ping and the follow-ups.
@@ -44,6 +44,9 @@ class InspectResult:
     scheduled: Annotated[dict[str, Any], Doc("Tasks with an ETA, per worker.")] = field(default_factory=dict)
     stats: Annotated[dict[str, Any], Doc("Worker statistics, per worker.")] = field(default_factory=dict)
     ping: Annotated[dict[str, Any], Doc("Ping replies, per worker.")] = field(default_factory=dict)
+    active_queues: Annotated[dict[str, Any], Doc("Queues consumed, per worker.")] = field(
+        default_factory=dict
+    )
     available: Annotated[bool, Doc("False when no worker (or no broker) answered.")] = False
 
 
@@ -70,7 +73,7 @@ def _inspect(app: Celery, timeout: float) -> InspectResult:
 
 
 def inspect_workers(app: Celery, timeout: float) -> InspectResult:
-    """Ping, then ask active/reserved/scheduled/stats of the workers that answered.
+    """Ping, then ask active/reserved/scheduled/stats/active_queues of the workers that answered.
 
     Blocking (run it in a thread from async code); returns within about ``timeout`` + 0.5 s. A
     broker that cannot be reached gives an empty, unavailable result rather than an exception.

@@ -14,6 +14,7 @@ from worker_automation.resolvers.automations import all_effective
 from worker_automation.resolvers.clientes import list_clientes
 from worker_automation.resolvers.machines import list_machines
 from worker_automation.resolvers.pagination import id_of_cursor, slice_size
+from worker_automation.resolvers.processes import list_processes
 from worker_automation.resolvers.search import search_automations
 from worker_automation.schema.catalog import Automation, AutomationSearch
 from worker_automation.schema.context import Info, selects
@@ -29,6 +30,7 @@ from worker_automation.schema.monitoring import (
 )
 from worker_automation.schema.operator_query import OperatorQuery
 from worker_automation.schema.permissions import read
+from worker_automation.schema.process_types import WorkerProcess, processes_of
 from worker_automation.schema.types import Cliente, Job, JobPage, Machine, jobs_of, jobs_of_rows
 from worker_automation.schema.viewer import Viewer
 
@@ -156,6 +158,14 @@ class Query(OperatorQuery):
     async def machines(self, info: Info) -> list[Machine]:
         views = await list_machines(info.context.services.db)
         return [Machine.from_view(v, info.context.tz) for v in views]
+
+    @field(
+        description="Every process that runs jobs: Celery pool workers (from Celery's inspect, shared "
+        "for a few seconds) and dedicated machines (from their presence).",
+        extensions=read(),
+    )
+    async def processes(self, info: Info) -> list[WorkerProcess]:
+        return processes_of(await list_processes(info.context.services), info.context.tz)
 
     @field(description="Client companies, by name.", extensions=read())
     async def clientes(self, info: Info) -> list[Cliente]:

@@ -20,12 +20,14 @@ from worker_automation.resolvers.automations import registered
 from worker_automation.resolvers.claims import pending_jobs
 from worker_automation.resolvers.machines import MachineView
 from worker_automation.resolvers.presence import machine_present
+from worker_automation.resolvers.processes import watch_of
 from worker_automation.resolvers.visibility import PUBLIC_JOB_FIELDS, may_claim
 from worker_automation.schema.context import GraphQLContext, Info, selects
 from worker_automation.schema.fields import subscription
 from worker_automation.schema.inputs import JobEventFilter
 from worker_automation.schema.monitoring import Dashboard, QueueLiveStatus, TaskStatus
 from worker_automation.schema.permissions import machine, read
+from worker_automation.schema.process_types import WorkerProcess, processes_of
 from worker_automation.schema.query import TASK_FIELDS
 from worker_automation.schema.scalars import JSON
 from worker_automation.schema.streams import Feed, FeedClosed, coalesced
@@ -203,6 +205,18 @@ class Subscription:
         finally:
             feed.close()
             presence.close()
+
+    @subscription(
+        description="Every process that runs jobs at once, then again whenever one appears, changes "
+        "or goes (looked at every few seconds, once for every subscriber of the API process).",
+        extensions=read(),
+    )
+    async def processes(self, info: Info) -> AsyncGenerator[list[WorkerProcess], None]:
+        context = info.context
+        services = context.services
+        async for views in watch_of(services).changes(services):
+            context.begin_operation()
+            yield processes_of(views, services.settings.tz)
 
     @subscription(
         description="The dashboard at once, then after each change (coalesced like queueLoad).",

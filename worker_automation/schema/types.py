@@ -23,11 +23,13 @@ from worker_automation.resolvers.machines import MachineView
 from worker_automation.resolvers.pagination import Page, cursor_of
 from worker_automation.resolvers.presence import is_connected
 from worker_automation.resolvers.reads import Slice
+from worker_automation.resolvers.waiting import Waiting
 from worker_automation.schema.attempt_types import Attempt
 from worker_automation.schema.context import Info
 from worker_automation.schema.derived import FromView, derived, register_view
 from worker_automation.schema.enums import ChangeKind, EventKind, JobStatus, MachineStatus, change_of
 from worker_automation.schema.fields import field
+from worker_automation.schema.process_types import WaitingReason, waiting_of_job
 from worker_automation.schema.scalars import JSON, DateTime, ZonedInstant
 
 
@@ -140,6 +142,25 @@ class Job:
     async def attempts(self, info: Info) -> list[Attempt]:
         views = await info.context.loaders.attempts.load(self.id)
         return [Attempt.from_view(view, info.context.tz) for view in views]
+
+    async def _waiting(self, info: Info) -> Waiting | None:
+        return await waiting_of_job(info, self.id) if self.status is JobStatus.AGENDADO else None
+
+    @field(
+        description="Why a queued (AGENDADO) job is not running yet; null for any other status "
+        "(batched per operation)."
+    )
+    async def waiting_reason(self, info: Info) -> WaitingReason | None:
+        waiting = await self._waiting(info)
+        return WaitingReason(waiting.reason) if waiting is not None else None
+
+    @field(
+        description="1-based place among the queued jobs of its queue in claim order (priority, then "
+        "age); null unless AGENDADO (batched per operation)."
+    )
+    async def queue_position(self, info: Info) -> int | None:
+        waiting = await self._waiting(info)
+        return waiting.position if waiting is not None else None
 
     @classmethod
     def from_view(cls, view: JobView, tz: ZoneInfo) -> Job:
