@@ -4,19 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from functools import cache
 from typing import Annotated, Any, Generic, Literal, TypeVar
 from zoneinfo import ZoneInfo
 
 from annotated_types import Ge
-from sqlalchemy import ColumnElement, Integer, Select, bindparam, func, literal_column, or_, select
+from sqlalchemy import ColumnElement, Integer, Select, bindparam, func, literal_column, select
 
 from worker_automation.errors import BadInput, NotFound
 from worker_automation.limits import INT32_MAX, INT32_MIN
-from worker_automation.models import CELERY_STATE, Cliente, Job, JobStatus
+from worker_automation.models import CELERY_STATE, Job, JobStatus
+from worker_automation.models.base import UtcDateTime
 from worker_automation.models.database import Database
-from worker_automation.models.folding import fold, fold_text
 from worker_automation.resolvers.counts import bucketed_seek, count_matching, counted_total, counters
+from worker_automation.resolvers.job_order import JobOrder, after_condition, order_clauses, sort_key
+from worker_automation.resolvers.job_text import text_parameters, text_search
 from worker_automation.resolvers.job_views import (
     RUN_ORDER,
     RUNNING_ORDER,
@@ -26,7 +29,7 @@ from worker_automation.resolvers.job_views import (
     rest_items_of,
     views_of,
 )
-from worker_automation.resolvers.pagination import Page, PageRequest
+from worker_automation.resolvers.pagination import Page, PageRequest, cursor_of, ordered_cursor_of
 from worker_automation.shapes import Doc
 
 # How a list statement finds its page: skipping rows, skipping whole buckets of ids by their
@@ -72,12 +75,17 @@ class JobFilter:
     usuario_id: int | None = None
     task_id: str | None = None
     q: str | None = None
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+    finished_from: datetime | None = None
+    finished_to: datetime | None = None
 
     @property
     def only_status_or_queue(self) -> bool:
         """True when the counters can give the total (no other filter narrows it)."""
         return not (
             self.automation_type
+            or self.ranges()
             or self.cliente_id is not None
             or self.usuario_id is not None
             or self.task_id
@@ -110,29 +118,47 @@ class JobFilter:
         """The free-text search, if any."""
         return self.q.strip() if self.q and self.q.strip() else None
 
-
-def _text_search() -> ColumnElement[bool]:
-    """Free text, ignoring case and accents: task id, client, error message, or an automation
-    whose key or name matches (parameters from :func:`_text_parameters`)."""
-    clients = select(Cliente.id).where(fold(Cliente.razao_social).like(bindparam("text_pattern")))
-    return or_(
-        Job.task_id == bindparam("text_exact"),
-        Job.cliente_id.in_(clients),
-        fold(Job.mensagem_erro).like(bindparam("text_pattern")),
-        Job.automation_type.in_(bindparam("text_automations", expanding=True)),
-    )
+    def ranges(self) -> dict[str, datetime]:
+        """The time bounds that are set, by name (``created_from``...); a ``from`` after its
+        ``to`` is BadInput naming the ``from``."""
+        found = {name: value for name in RANGES if (value := getattr(self, name)) is not None}
+        for start, end in (("created_from", "created_to"), ("finished_from", "finished_to")):
+            if start in found and end in found and found[start] > found[end]:
+                raise BadInput(start, f"{start} ({found[start].isoformat()}) e depois de {end}")
+        return found
 
 
-def _text_parameters(q: str) -> dict[str, Any]:
-    from worker_automation.catalog.registry import AUTOMATION_REGISTRY
+# The time bounds of the job list: name -> (column, whether it is the inclusive lower bound;
+# the upper bound is exclusive, so consecutive ranges never share a job).
+RANGES: dict[str, tuple[str, bool]] = {
+    "created_from": ("created_at", True),
+    "created_to": ("created_at", False),
+    "finished_from": ("data_fim", True),
+    "finished_to": ("data_fim", False),
+}
 
-    needle = fold_text(q)
-    keys = [
-        a.key
-        for a in AUTOMATION_REGISTRY.values()
-        if needle in fold_text(a.display_name) or needle in fold_text(a.key)
-    ]
-    return {"text_exact": q, "text_pattern": f"%{needle}%", "text_automations": keys}
+
+def _range_conditions(names: Sequence[str]) -> list[ColumnElement[bool]]:
+    """The conditions of the bounds ``names`` (parameters ``range_<name>``)."""
+    conds: list[ColumnElement[bool]] = []
+    for name in names:
+        column_name, lower = RANGES[name]
+        column = getattr(Job, column_name)
+        bound = bindparam(f"range_{name}", type_=UtcDateTime())
+        conds.append(column >= bound if lower else column < bound)
+    return conds
+
+
+def _parameters(filters: JobFilter, queues: dict[str, int]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The equality filters that are set (validated) and every parameter of the statement's
+    conditions: the filters', the bounds' and the text search's."""
+    values = filters.values(queues)
+    parameters: dict[str, Any] = {f"filter_{name}": value for name, value in values.items()}
+    parameters.update({f"range_{name}": value for name, value in filters.ranges().items()})
+    text = filters.text
+    if text is not None:
+        parameters.update(text_parameters(text))
+    return values, parameters
 
 
 async def list_jobs(
@@ -174,30 +200,45 @@ async def list_page(
     build: Callable[[Sequence[Sequence[Any]]], list[T]],
     *,
     documents: bool,
+    order: JobOrder | None = None,
 ) -> Page[T]:
     """The page of :func:`list_jobs` with its items built by ``build`` from the rows of
-    :func:`enriched_select` (a transport's own items, without views in between)."""
+    :func:`enriched_select` (a transport's own items, without views in between), sorted by
+    ``order`` (newest first when None)."""
     request = PageRequest.of(page, per_page, default_per_page=20)
-    values = filters.values(queues)
-    text = filters.text
+    values, parameters = _parameters(filters, queues)
     from_counters = filters.only_status_or_queue
+    bucketed = from_counters and order is None and request.offset >= BUCKETED_FROM
     rows_q, count_q = _list_statements(
         tuple(values),
-        with_text=text is not None,
+        with_text=filters.text is not None,
         from_counters=from_counters,
-        seek="bucketed" if from_counters and request.offset >= BUCKETED_FROM else "offset",
+        seek="bucketed" if bucketed else "offset",
         documents=documents,
         fetch=fetch_size(request.per_page),
+        ranges=tuple(filters.ranges()),
+        order=order,
     )
-    parameters: dict[str, Any] = {f"filter_{name}": value for name, value in values.items()}
     parameters.update(page_offset=request.offset)
-    if text is not None:
-        parameters.update(_text_parameters(text))
     # Every list page of every screen runs this: on the driver's fast path (see Database.rows).
     rows = (await db.rows(rows_q, parameters))[: request.per_page]
     # Past the last page no row carries the total: it is asked for alone.
     total = int(rows[0][-1]) if rows else await _count(db, count_q, parameters)
-    return Page(build(rows), total, request.page, request.per_page)
+    start, end = _cursors(rows, order)
+    return Page(build(rows), total, request.page, request.per_page, start, end)
+
+
+def _cursors(rows: Sequence[Sequence[Any]], order: JobOrder | None) -> tuple[str | None, str | None]:
+    """The cursors of the first and last of ``rows`` (ordered rows carry their sort key just
+    before the total)."""
+    if not rows:
+        return None, None
+    if order is None:
+        return cursor_of(rows[0][0]), cursor_of(rows[-1][0])
+    return (
+        ordered_cursor_of(order, rows[0][-2], rows[0][0]),
+        ordered_cursor_of(order, rows[-1][-2], rows[-1][0]),
+    )
 
 
 async def _count(db: Database, count_q: Select[Any], parameters: dict[str, Any]) -> int:
@@ -219,6 +260,8 @@ def _list_statements(
     seek: Seek = "offset",
     documents: bool = True,
     fetch: int = 20,
+    ranges: tuple[str, ...] = (),
+    order: JobOrder | None = None,
 ) -> tuple[Select[Any], Select[Any]]:
     """The page and count statements for one combination of filters, built once (parameters
     ``filter_<column>``, the text search's when asked, and ``page_offset`` for offset and
@@ -228,19 +271,30 @@ def _list_statements(
     context and result (see :func:`enriched_select`).
 
     Each page row carries the total as its last column. Filtered by status and queue alone, the
-    total is read off the trigger-maintained counters; otherwise it is counted.
+    total is read off the trigger-maintained counters; otherwise it is counted. The bounds
+    ``ranges`` (parameters ``range_<name>``) narrow it by time. Sorted by ``order``, the page
+    is that order's (``after_key`` and ``after_id`` after a cursor) and each row carries its
+    sort key just before the total.
     """
     conds: list[ColumnElement[bool]] = [
         getattr(Job, name) == bindparam(f"filter_{name}") for name in filtered
     ]
+    conds.extend(_range_conditions(ranges))
     if with_text:
-        conds.append(_text_search())
+        conds.append(text_search())
     # The page's ids first (an index-only scan skips ``offset`` entries without visiting their
     # rows), then only the page's rows are read and joined: a deep page no longer reads every row
     # it skips. Bucketed, the entries skipped are only those of the page's own bucket of ids. After
     # a cursor the same index is entered at the cursor's id: nothing is skipped.
-    page_ids = select(Job.id).where(*conds).order_by(Job.id.desc()).limit(literal_column(str(fetch), Integer))
-    if seek == "offset":
+    page_ids = (
+        select(Job.id)
+        .where(*conds)
+        .order_by(*order_clauses(order))
+        .limit(literal_column(str(fetch), Integer))
+    )
+    if seek == "after" and order is not None:
+        page_ids = page_ids.where(after_condition(order))
+    elif seek == "offset":
         page_ids = page_ids.offset(bindparam("page_offset"))
     elif seek == "bucketed":
         below, skip = bucketed_seek(filtered, "filter_", "page_offset")
@@ -252,22 +306,27 @@ def _list_statements(
         if from_counters
         else select(func.count()).select_from(Job).where(*conds)
     )
+    rows_q = enriched_select(documents=documents)
+    if order is not None:
+        rows_q = rows_q.add_columns(sort_key(order).label("sort_key"))
     rows_q = (
-        enriched_select(documents=documents)
-        .add_columns(count_q.correlate(None).scalar_subquery().label("total"))
+        rows_q.add_columns(count_q.correlate(None).scalar_subquery().label("total"))
         .where(Job.id.in_(page_ids.correlate(None)))
-        .order_by(Job.id.desc())
+        .order_by(*order_clauses(order))
     )
     return rows_q, count_q
 
 
 @dataclass(frozen=True)
 class Slice(Generic[T]):
-    """Jobs after a cursor (newest first), whether more follow, and how many match in all."""
+    """Jobs after a cursor, whether more follow, how many match in all, and the cursors of the
+    first and last of them."""
 
     items: list[T]
     has_next: bool
     total: int
+    start_cursor: str | None = None
+    end_cursor: str | None = None
 
 
 async def list_jobs_after(
@@ -297,28 +356,32 @@ async def slice_after(
     build: Callable[[Sequence[Sequence[Any]]], list[T]],
     *,
     documents: bool,
+    order: JobOrder | None = None,
+    after_key: Any = None,
 ) -> Slice[T]:
     """The slice of :func:`list_jobs_after` with its items built by ``build`` from the rows of
-    :func:`enriched_select`."""
-    values = filters.values(queues)
-    text = filters.text
+    :func:`enriched_select`, sorted by ``order`` (newest first when None; then ``after_key`` is
+    the sort key of the job ``after``, both read from a cursor of that order)."""
+    values, parameters = _parameters(filters, queues)
     # One row more than asked for says whether another slice follows.
     rows_q, count_q = _list_statements(
         tuple(values),
-        with_text=text is not None,
+        with_text=filters.text is not None,
         from_counters=filters.only_status_or_queue,
         seek="after" if after is not None else "first",
         documents=documents,
         fetch=fetch_size(first + 1),
+        ranges=tuple(filters.ranges()),
+        order=order,
     )
-    parameters: dict[str, Any] = {f"filter_{name}": value for name, value in values.items()}
     if after is not None:
         parameters["after_id"] = after
-    if text is not None:
-        parameters.update(_text_parameters(text))
+        if order is not None:
+            parameters["after_key"] = after_key
     rows = (await db.rows(rows_q, parameters))[: first + 1]
     total = int(rows[0][-1]) if rows else await _count(db, count_q, parameters)
-    return Slice(build(rows[:first]), len(rows) > first, total)
+    start, end = _cursors(rows[:first], order)
+    return Slice(build(rows[:first]), len(rows) > first, total, start, end)
 
 
 async def get_job(db: Database, job_id: int) -> JobView:
@@ -474,11 +537,9 @@ def filter_conditions(
 ) -> tuple[list[ColumnElement[bool]], dict[str, Any]]:
     """The conditions the job list applies for ``filters`` (validated: BadInput names the field)
     and their parameters, for operations over the same jobs the list shows (bulk actions)."""
-    values = filters.values(queues)
+    values, parameters = _parameters(filters, queues)
     conds: list[ColumnElement[bool]] = [getattr(Job, name) == bindparam(f"filter_{name}") for name in values]
-    parameters: dict[str, Any] = {f"filter_{name}": value for name, value in values.items()}
-    text = filters.text
-    if text is not None:
-        conds.append(_text_search())
-        parameters.update(_text_parameters(text))
+    conds.extend(_range_conditions(tuple(filters.ranges())))
+    if filters.text is not None:
+        conds.append(text_search())
     return conds, parameters

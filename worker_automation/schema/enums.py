@@ -7,10 +7,20 @@ from enum import Enum
 import strawberry
 
 from worker_automation.models import JobStatus, MachineStatus
+from worker_automation.resolvers.job_order import Direction, OrderField
 from worker_automation.resolvers.maintenance import ClearScope
 from worker_automation.vocabulary import EventKind
 
-__all__ = ["ChangeKind", "ClearScope", "EventKind", "JobStatus", "MachineStatus", "change_of"]
+__all__ = [
+    "ChangeKind",
+    "ClearScope",
+    "Direction",
+    "EventKind",
+    "JobStatus",
+    "MachineStatus",
+    "OrderField",
+    "change_of",
+]
 
 # The domain enums themselves are registered (one list of states for every transport); import them
 # from here so the registration has happened before a schema uses them.
@@ -43,6 +53,19 @@ strawberry.enum(
     name="MachineStatus",
     description="Whether a registered machine may claim jobs; changed only by turnMachineOn/turnMachineOff.",
 )
+
+
+strawberry.enum(
+    OrderField,
+    name="WorkerOrderField",
+    description=(
+        "What the job list is sorted by: CREATED_AT, FINISHED_AT, DURATION (end minus start) or "
+        "PRIORITY, then by id in the same direction. Jobs without the value (unfinished jobs for "
+        "FINISHED_AT and DURATION) come last in both directions."
+    ),
+)
+
+strawberry.enum(Direction, name="OrderDirection", description="ASC (smallest first) or DESC (largest first).")
 
 
 @strawberry.enum(description="How an event changes a list of jobs kept by a client.")

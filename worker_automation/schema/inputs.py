@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import strawberry
 
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 from worker_automation.errors import BadInput
+from worker_automation.resolvers.job_order import JobOrder
 from worker_automation.resolvers.reads import JobFilter, check_queue
-from worker_automation.schema.enums import JobStatus
-from worker_automation.schema.scalars import JSON
+from worker_automation.schema.enums import Direction, JobStatus, OrderField
+from worker_automation.schema.operator_types import instant
+from worker_automation.schema.scalars import JSON, DateTime
+
+_UTC = ZoneInfo("UTC")
 
 
 @strawberry.input(
@@ -27,11 +32,30 @@ class JobFilterInput:
     usuario_id: int | None = strawberry.field(default=None, description="Only this user's jobs.")
     task_id: str | None = strawberry.field(default=None, description="The job with this task id.")
     q: str | None = strawberry.field(
-        default=None, description="Free text: task id, automation key or name, client name, error message."
+        default=None,
+        description=(
+            "Free text: task id, automation key or name, client name, error message, or any value "
+            "of the job's context (a CNPJ, a protocol number), ignoring case and accents."
+        ),
+    )
+    created_from: DateTime | None = strawberry.field(
+        default=None,
+        description="Only jobs created at or after this instant (no offset: the service's zone).",
+    )
+    created_to: DateTime | None = strawberry.field(
+        default=None, description="Only jobs created before this instant (exclusive)."
+    )
+    finished_from: DateTime | None = strawberry.field(
+        default=None,
+        description="Only jobs that ended at or after this instant (unfinished jobs never match).",
+    )
+    finished_to: DateTime | None = strawberry.field(
+        default=None, description="Only jobs that ended before this instant (exclusive)."
     )
 
-    def to_filter(self) -> JobFilter:
-        """The resolver's filter (values are validated there)."""
+    def to_filter(self, tz: ZoneInfo = _UTC) -> JobFilter:
+        """The resolver's filter (values are validated there); instants without an offset are
+        read in ``tz``."""
         return JobFilter(
             status=self.status.value if self.status is not None else None,
             queue=self.queue,
@@ -40,7 +64,22 @@ class JobFilterInput:
             usuario_id=self.usuario_id,
             task_id=self.task_id,
             q=self.q,
+            created_from=instant(self.created_from, tz),
+            created_to=instant(self.created_to, tz),
+            finished_from=instant(self.finished_from, tz),
+            finished_to=instant(self.finished_to, tz),
         )
+
+
+@strawberry.input(name="WorkerOrder", description="How the job list is sorted.")
+class JobOrderInput:
+    """One key and a direction; a cursor of one order is refused by any other."""
+
+    field: OrderField = strawberry.field(description="The key.")
+    direction: Direction = strawberry.field(default=Direction.DESC, description="DESC unless said.")
+
+    def to_order(self) -> JobOrder:
+        return JobOrder(self.field, self.direction)
 
 
 @strawberry.input(description="A new job: which automation, for which client, with which input.")

@@ -13,13 +13,13 @@ from worker_automation.resolvers import live, reads
 from worker_automation.resolvers.automations import all_effective
 from worker_automation.resolvers.clientes import list_clientes
 from worker_automation.resolvers.machines import list_machines
-from worker_automation.resolvers.pagination import id_of_cursor, slice_size
+from worker_automation.resolvers.pagination import Page, position_of_cursor, slice_size
 from worker_automation.resolvers.processes import list_processes
 from worker_automation.resolvers.search import search_automations
 from worker_automation.schema.catalog import Automation, AutomationSearch
 from worker_automation.schema.context import Info, selects
 from worker_automation.schema.fields import field
-from worker_automation.schema.inputs import JobFilterInput
+from worker_automation.schema.inputs import JobFilterInput, JobOrderInput
 from worker_automation.schema.monitoring import (
     BrokerStatus,
     Dashboard,
@@ -31,7 +31,7 @@ from worker_automation.schema.monitoring import (
 from worker_automation.schema.operator_query import OperatorQuery
 from worker_automation.schema.permissions import read
 from worker_automation.schema.process_types import WorkerProcess, processes_of
-from worker_automation.schema.types import Cliente, Job, JobPage, Machine, jobs_of, jobs_of_rows
+from worker_automation.schema.types import Cliente, Job, JobPage, Machine, PageInfo, jobs_of, jobs_of_rows
 from worker_automation.schema.viewer import Viewer
 
 # Asking for these fields of QueueState means loading the jobs of every queue, not only counts.
@@ -47,15 +47,27 @@ async def load_queue_status(info: Info) -> QueueLiveStatus:
     return QueueLiveStatus.build(states, summary, services.settings.tz)
 
 
+def _with_cursors(page: JobPage, found: Page[Job] | reads.Slice[Job]) -> JobPage:
+    """``page`` with the cursors the resolver made (an ordered list's carry its sort keys)."""
+    info = page.page_info
+    page.page_info = PageInfo(
+        start_cursor=found.start_cursor,
+        end_cursor=found.end_cursor,
+        has_next_page=info.has_next_page,
+        has_previous_page=info.has_previous_page,
+    )
+    return page
+
+
 @strawberry.type(description="Reads. Every field needs an API key with worker_automation:read.")
 class Query(OperatorQuery):
     """Read-only entry points."""
 
     @field(
         description=(
-            "Jobs, newest first, filtered and paginated: by page number (page, perPage), or by cursor "
-            "with first (how many) and after (a pageInfo.endCursor), which stays stable while jobs "
-            "are created and costs the same at any depth."
+            "Jobs, newest first unless orderBy says otherwise, filtered and paginated: by page number "
+            "(page, perPage), or by cursor with first (how many) and after (a pageInfo.endCursor of "
+            "the same order), which stays stable while jobs are created and costs the same at any depth."
         ),
         extensions=read(),
     )
@@ -67,9 +79,11 @@ class Query(OperatorQuery):
         per_page: int = 20,
         first: int | None = None,
         after: str | None = None,
+        order_by: JobOrderInput | None = None,
     ) -> JobPage:
         services = info.context.services
-        chosen = (filter or JobFilterInput()).to_filter()
+        chosen = (filter or JobFilterInput()).to_filter(services.settings.tz)
+        order = order_by.to_order() if order_by is not None else None
         # The JSON documents are read only when the selection shows them; the workers are built
         # straight from the rows.
         documents = selects(info, *DOCUMENT_FIELDS)
@@ -80,17 +94,32 @@ class Query(OperatorQuery):
 
         if first is None and after is None:
             found = await reads.list_page(
-                services.db, services.settings.queues, chosen, page, per_page, build, documents=documents
+                services.db,
+                services.settings.queues,
+                chosen,
+                page,
+                per_page,
+                build,
+                documents=documents,
+                order=order,
             )
-            return JobPage.of_jobs(found)
+            return _with_cursors(JobPage.of_jobs(found), found)
         if page != 1:
             raise BadInput("page", "page nao se combina com first/after: use um ou outro")
         size = slice_size(first, per_page)
-        after_id = id_of_cursor(after) if after is not None else None
+        after_key, after_id = position_of_cursor(after, order) if after is not None else (None, None)
         part = await reads.slice_after(
-            services.db, services.settings.queues, chosen, size, after_id, build, documents=documents
+            services.db,
+            services.settings.queues,
+            chosen,
+            size,
+            after_id,
+            build,
+            documents=documents,
+            order=order,
+            after_key=after_key,
         )
-        return JobPage.from_slice(part, size, after=after is not None)
+        return _with_cursors(JobPage.from_slice(part, size, after=after is not None), part)
 
     @field(description="One job by id (NOT_FOUND when there is none).", extensions=read())
     async def worker(self, info: Info, id: int) -> Job | None:

@@ -1,0 +1,210 @@
+"""The job list's time ranges, explicit orders (pages and cursor slices) and search over context
+values, on SQLite and real PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from tests.integration.test_read_resolvers import QUEUES, T0, db, insert_rows, job
+from worker_automation.errors import BadInput
+from worker_automation.models.database import Database
+from worker_automation.resolvers.job_order import Direction, JobOrder, OrderField
+from worker_automation.resolvers.job_views import views_of
+from worker_automation.resolvers.pagination import cursor_of, position_of_cursor
+from worker_automation.resolvers.reads import JobFilter, list_jobs, list_page, slice_after
+
+__all__ = ["db"]
+
+ROWS = 13
+
+
+def _spec(n: int) -> dict[str, Any]:
+    """Row ``n`` of a set where every order differs from the order of ids: priorities repeat,
+    some jobs never ended (and so have no duration) and durations do not follow creation."""
+    created = T0 + timedelta(minutes=(n * 7) % ROWS)
+    row = job(n, created_at=created, updated_at=created, priority=n % 3)
+    if n % 4 != 0:
+        start = created + timedelta(seconds=5)
+        row.update(
+            status="CONCLUIDO",
+            data_inicio=start,
+            data_fim=start + timedelta(seconds=(n * 37) % 11 + 1),
+        )
+    return row
+
+
+@pytest.fixture
+async def spread(db: Database) -> list[dict[str, Any]]:
+    """The rows of :func:`_spec`, each with its id."""
+    rows = [_spec(n) for n in range(ROWS)]
+    ids = await insert_rows(db, rows)
+    return [{**row, "id": job_id} for row, job_id in zip(rows, ids, strict=True)]
+
+
+def expected(rows: list[dict[str, Any]], order: JobOrder) -> list[int]:
+    """The ids of ``rows`` in ``order`` worked out in Python: the key, then the id in the same
+    direction, rows without the key last either way."""
+
+    def key(row: dict[str, Any]) -> Any:
+        if order.field is OrderField.CREATED_AT:
+            return row["created_at"]
+        if order.field is OrderField.PRIORITY:
+            return row["priority"]
+        if row["data_fim"] is None:
+            return None
+        if order.field is OrderField.FINISHED_AT:
+            return row["data_fim"]
+        return row["data_fim"] - row["data_inicio"]
+
+    present = [r for r in rows if key(r) is not None]
+    missing = [r for r in rows if key(r) is None]
+    reverse = order.descending
+    present.sort(key=lambda r: (key(r), r["id"]), reverse=reverse)
+    missing.sort(key=lambda r: r["id"], reverse=reverse)
+    return [r["id"] for r in present + missing]
+
+
+ORDERS = [JobOrder(field, direction) for field in OrderField for direction in Direction]
+
+
+def _names(order: JobOrder) -> str:
+    return order.name
+
+
+@pytest.mark.parametrize("order", ORDERS, ids=_names)
+async def test_pages_in_every_order(db: Database, spread: list[dict[str, Any]], order: JobOrder) -> None:
+    seen: list[int] = []
+    for page in (1, 2, 3, 4):
+        found = await list_page(db, QUEUES, JobFilter(), page, 4, views_of, documents=False, order=order)
+        assert found.total == ROWS
+        seen.extend(v.id for v in found.items)
+    assert seen == expected(spread, order)
+
+
+@pytest.mark.parametrize("order", ORDERS, ids=_names)
+async def test_cursor_slices_in_every_order(
+    db: Database, spread: list[dict[str, Any]], order: JobOrder
+) -> None:
+    seen: list[int] = []
+    after: str | None = None
+    for _ in range(ROWS):
+        key, after_id = position_of_cursor(after, order) if after is not None else (None, None)
+        part = await slice_after(
+            db, QUEUES, JobFilter(), 3, after_id, views_of, documents=False, order=order, after_key=key
+        )
+        seen.extend(v.id for v in part.items)
+        after = part.end_cursor
+        if not part.has_next:
+            break
+    assert seen == expected(spread, order)
+
+
+@pytest.mark.parametrize("order", ORDERS, ids=_names)
+async def test_ordered_slices_with_a_filter(
+    db: Database, spread: list[dict[str, Any]], order: JobOrder
+) -> None:
+    done = [r for r in spread if r["status"] == "CONCLUIDO"]
+    first = await slice_after(
+        db, QUEUES, JobFilter(status="CONCLUIDO"), 4, None, views_of, documents=False, order=order
+    )
+    assert first.end_cursor is not None
+    key, after_id = position_of_cursor(first.end_cursor, order)
+    rest = await slice_after(
+        db,
+        QUEUES,
+        JobFilter(status="CONCLUIDO"),
+        50,
+        after_id,
+        views_of,
+        documents=False,
+        order=order,
+        after_key=key,
+    )
+    assert first.total == rest.total == len(done)
+    assert [v.id for v in first.items + rest.items] == expected(done, order)
+
+
+async def test_a_cursor_of_another_order_is_bad_input(db: Database, spread: list[dict[str, Any]]) -> None:
+    by_priority = JobOrder(OrderField.PRIORITY, Direction.ASC)
+    part = await slice_after(db, QUEUES, JobFilter(), 2, None, views_of, documents=False, order=by_priority)
+    assert part.end_cursor is not None
+    for other in (None, JobOrder(OrderField.PRIORITY, Direction.DESC), JobOrder(OrderField.DURATION)):
+        with pytest.raises(BadInput) as refused:
+            position_of_cursor(part.end_cursor, other)
+        assert refused.value.field == "after"
+    with pytest.raises(BadInput):
+        position_of_cursor(cursor_of(spread[0]["id"]), by_priority)
+    assert position_of_cursor(cursor_of(7), None) == (None, 7)
+
+
+@pytest.mark.parametrize(
+    ("bounds", "wanted"),
+    [
+        ({"created_from": T0 + timedelta(minutes=3)}, lambda r: r["created_at"] >= T0 + timedelta(minutes=3)),
+        ({"created_to": T0 + timedelta(minutes=3)}, lambda r: r["created_at"] < T0 + timedelta(minutes=3)),
+        (
+            {"created_from": T0 + timedelta(minutes=2), "created_to": T0 + timedelta(minutes=5)},
+            lambda r: T0 + timedelta(minutes=2) <= r["created_at"] < T0 + timedelta(minutes=5),
+        ),
+        (
+            {"finished_from": T0 + timedelta(minutes=6)},
+            lambda r: r["data_fim"] is not None and r["data_fim"] >= T0 + timedelta(minutes=6),
+        ),
+        (
+            {"finished_to": T0 + timedelta(minutes=6)},
+            lambda r: r["data_fim"] is not None and r["data_fim"] < T0 + timedelta(minutes=6),
+        ),
+    ],
+    ids=["created_from", "created_to", "created_range", "finished_from", "finished_to"],
+)
+async def test_time_ranges(
+    db: Database,
+    spread: list[dict[str, Any]],
+    bounds: dict[str, Any],
+    wanted: Callable[[dict[str, Any]], bool],
+) -> None:
+    found = await list_jobs(db, QUEUES, JobFilter(**bounds), per_page=100)
+    matching = sorted((r["id"] for r in spread if wanted(r)), reverse=True)
+    assert 0 < len(matching) < ROWS
+    assert [v.id for v in found.items] == matching
+    assert found.total == len(matching)
+
+
+async def test_a_range_bound_equal_on_both_sides_is_empty_and_reversed_is_bad_input(
+    db: Database, spread: list[dict[str, Any]]
+) -> None:
+    moment = T0 + timedelta(minutes=4)
+    empty = await list_jobs(db, QUEUES, JobFilter(created_from=moment, created_to=moment))
+    assert (empty.total, empty.items) == (0, [])
+    for start, end in (("created_from", "created_to"), ("finished_from", "finished_to")):
+        reversed_bounds: dict[str, Any] = {start: moment, end: moment - timedelta(seconds=1)}
+        with pytest.raises(BadInput) as refused:
+            await list_jobs(db, QUEUES, JobFilter(**reversed_bounds))
+        assert refused.value.field == start
+
+
+async def test_q_matches_context_values_not_keys(db: Database) -> None:
+    ids = await insert_rows(
+        db,
+        [
+            job(0, context={"cnpj": "11222333000181", "ano": 2024}),
+            job(1, context={"razao": "Metalúrgica Aço Forte", "itens": [{"protocolo": "AB-77"}]}),
+            job(2, context={"aviso": 'diz "sim"'}),
+            job(3, context=None),
+        ],
+    )
+
+    async def matching(q: str) -> list[int]:
+        return [v.id for v in (await list_jobs(db, QUEUES, JobFilter(q=q))).items]
+
+    assert await matching("22233300") == [ids[0]]
+    assert await matching("2024") == [ids[0]]
+    assert await matching("metalurgica aco") == [ids[1]]
+    assert await matching("ab-77") == [ids[1]]
+    assert await matching('"sim"') == [ids[2]]
+    assert await matching("cnpj") == []
+    assert await matching("protocolo") == []

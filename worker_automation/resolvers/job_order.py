@@ -1,0 +1,168 @@
+"""The orders the job list can be read in, and the sort key each one pages by.
+
+Without an order the list is newest first by id (the seed's order, served by the primary key).
+An explicit order sorts by one key and then by id in the same direction, so equal keys still
+come in a fixed order and a cursor (key, id) names one place in the list.
+
+Unfinished jobs have no finish time nor duration; they come last in both directions. The key
+a page is sorted and sought by is the column with such NULLs replaced by a value past every
+real one on the side the direction ends on, so paging after a cursor is one row comparison
+``(key, id) < (cursor key, cursor id)`` (``>`` ascending) on both databases, with no NULL cases.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import Enum
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    Float,
+    Integer,
+    TypeDecorator,
+    UnaryExpression,
+    bindparam,
+    func,
+    literal,
+    tuple_,
+)
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import FunctionElement
+
+from worker_automation.errors import BadInput
+from worker_automation.models import Job
+from worker_automation.models.base import UtcDateTime
+
+
+class OrderField(Enum):
+    """What the job list is sorted by."""
+
+    CREATED_AT = "CREATED_AT"
+    FINISHED_AT = "FINISHED_AT"
+    DURATION = "DURATION"
+    PRIORITY = "PRIORITY"
+
+
+class Direction(Enum):
+    """Ascending or descending."""
+
+    ASC = "ASC"
+    DESC = "DESC"
+
+
+@dataclass(frozen=True)
+class JobOrder:
+    """One explicit order of the job list (None stands for the default, newest first by id)."""
+
+    field: OrderField
+    direction: Direction = Direction.DESC
+
+    @property
+    def descending(self) -> bool:
+        return self.direction is Direction.DESC
+
+    @property
+    def name(self) -> str:
+        """``field:direction`` in lower case, as the command line writes it."""
+        return f"{self.field.value.lower()}:{self.direction.value.lower()}"
+
+    @classmethod
+    def parse(cls, text: str, field: str = "order_by") -> JobOrder:
+        """``created_at``, ``duration:asc``, ``PRIORITY:DESC`` (descending when not said)."""
+        name, _, direction = text.strip().partition(":")
+        try:
+            return cls(OrderField(name.strip().upper()), Direction((direction.strip() or "desc").upper()))
+        except ValueError:
+            fields = ", ".join(f.value.lower() for f in OrderField)
+            raise BadInput(field, f"{field} invalido: {text!r} (use {fields}, com :asc ou :desc)") from None
+
+
+# Sentinels that stand for NULL in a sort key: before every real value (descending orders end on
+# them) or after every real one (ascending orders end on them).
+_FIRST_TIME = datetime(1, 1, 1, tzinfo=UTC)
+_LAST_TIME = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
+_FIRST_SECONDS = -1e18
+_LAST_SECONDS = 1e18
+
+
+class duration_seconds(FunctionElement[float]):
+    """Seconds between a job's start and end (NULL unless both are set), as a float on both
+    databases so a cursor carries the value the database compares."""
+
+    type = Float()
+    inherit_cache = True
+
+
+@compiles(duration_seconds)
+def _duration_sqlite(element: duration_seconds, compiler: SQLCompiler, **kw: Any) -> str:
+    end, start = (compiler.process(c, **kw) for c in element.clauses)
+    return f"((julianday({end}) - julianday({start})) * 86400.0)"
+
+
+@compiles(duration_seconds, "postgresql")
+def _duration_postgresql(element: duration_seconds, compiler: SQLCompiler, **kw: Any) -> str:
+    end, start = (compiler.process(c, **kw) for c in element.clauses)
+    return f"CAST(EXTRACT(EPOCH FROM ({end} - {start})) AS DOUBLE PRECISION)"
+
+
+def _key_type(field: OrderField) -> TypeDecorator[Any] | Integer | Float[float]:
+    if field in (OrderField.CREATED_AT, OrderField.FINISHED_AT):
+        return UtcDateTime()
+    return Integer() if field is OrderField.PRIORITY else Float()
+
+
+def sort_key(order: JobOrder) -> ColumnElement[Any]:
+    """The value ``order`` sorts by, NULLs replaced as the module says."""
+    columns = Job.__table__.c
+    if order.field is OrderField.CREATED_AT:
+        return columns.created_at
+    if order.field is OrderField.PRIORITY:
+        return columns.priority
+    if order.field is OrderField.FINISHED_AT:
+        missing = _FIRST_TIME if order.descending else _LAST_TIME
+        return func.coalesce(Job.data_fim, literal(missing, UtcDateTime()), type_=UtcDateTime())
+    missing_seconds = _FIRST_SECONDS if order.descending else _LAST_SECONDS
+    return func.coalesce(
+        duration_seconds(Job.data_fim, Job.data_inicio), literal(missing_seconds, Float()), type_=Float()
+    )
+
+
+def order_clauses(order: JobOrder | None) -> list[UnaryExpression[Any]]:
+    """ORDER BY for ``order`` (newest first by id for None)."""
+    if order is None:
+        return [Job.id.desc()]
+    if order.descending:
+        return [sort_key(order).desc(), Job.id.desc()]
+    return [sort_key(order).asc(), Job.id.asc()]
+
+
+def after_condition(order: JobOrder) -> ColumnElement[bool]:
+    """Rows after the cursor ``(after_key, after_id)`` in ``order``."""
+    row = tuple_(sort_key(order), Job.id)
+    cursor = tuple_(bindparam("after_key", type_=_key_type(order.field)), bindparam("after_id"))
+    return row < cursor if order.descending else row > cursor
+
+
+def key_text(order: JobOrder, value: Any) -> str:
+    """A sort key read from a row, written into a cursor."""
+    if isinstance(value, datetime):
+        # Read back naive where the driver drops the zone of a computed value: UTC by construction.
+        return (value if value.tzinfo is not None else value.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
+    if order.field is OrderField.PRIORITY:
+        return str(int(value))
+    return repr(float(value))
+
+
+def key_value(order: JobOrder, text: str) -> Any:
+    """The sort key of a cursor written by :func:`key_text` (ValueError when it is not one)."""
+    if order.field in (OrderField.CREATED_AT, OrderField.FINISHED_AT):
+        moment = datetime.fromisoformat(text)
+        if moment.tzinfo is None:
+            raise ValueError(text)
+        return moment
+    if order.field is OrderField.PRIORITY:
+        return int(text)
+    return float(text)
