@@ -21,12 +21,14 @@ from tests.integration.test_console_browser import (
     JOB_STEP,
     SHOTS,
     System,
+    browser,
     embedded_system,
     open_console,
 )
-from tests.integration.test_graphiql_browser import CHROMIUM, CHROMIUM_ARGS, require_browser
+from tests.integration.test_graphiql_browser import require_browser
 
 pytestmark = pytest.mark.browser
+__all__ = ["browser"]
 
 HEALTH = 'query { automationHealth(automationType: "demo.echo") { day completed failed cancelled } }'
 
@@ -39,20 +41,6 @@ def system(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     workdir.mkdir()
     with managed_processes(base / "logs", request.session) as procs, embedded_system(procs, workdir) as built:
         yield built
-
-
-@pytest.fixture(scope="module")
-def browser(system: System) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
-        )
-        try:
-            yield launched
-        finally:
-            launched.close()
 
 
 def _history(workdir: Path) -> int:
