@@ -12,7 +12,9 @@ import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo
 
 from worker_automation.cli.connect import broker_settings, iso, json_option, run_db
 from worker_automation.settings import Settings
@@ -53,7 +55,7 @@ def _run_services(fn: Callable[[Services], Awaitable[int]]) -> int:
     return asyncio.run(run())
 
 
-def _filter_of(args: argparse.Namespace) -> JobFilter:
+def _filter_of(args: argparse.Namespace, tz: ZoneInfo | None = None) -> JobFilter:
     from worker_automation.resolvers.reads import JobFilter
 
     return JobFilter(
@@ -64,7 +66,22 @@ def _filter_of(args: argparse.Namespace) -> JobFilter:
         usuario_id=args.usuario,
         task_id=args.task_id,
         q=args.q,
+        created_from=_instant(getattr(args, "created_from", None), "--created-from", tz),
+        created_to=_instant(getattr(args, "created_to", None), "--created-to", tz),
     )
+
+
+def _instant(text: str | None, option: str, tz: ZoneInfo | None) -> datetime | None:
+    """An ISO 8601 option as an aware instant (one without an offset is read in ``tz``)."""
+    from worker_automation.errors import BadInput
+
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise BadInput(option, f"{option} invalido: {text!r} (use ISO 8601, ex. 2026-03-02T09:00)") from None
+    return moment if moment.tzinfo is not None or tz is None else moment.replace(tzinfo=tz)
 
 
 def _has_filter(args: argparse.Namespace) -> bool:
@@ -73,15 +90,24 @@ def _has_filter(args: argparse.Namespace) -> bool:
 
 
 def cmd_jobs_list(args: argparse.Namespace) -> int:
-    from worker_automation.resolvers.reads import list_jobs
+
+    from worker_automation.resolvers.job_order import JobOrder
+    from worker_automation.resolvers.job_views import views_of
+    from worker_automation.resolvers.reads import list_page
+
+    order = JobOrder.parse(args.order_by, "--order-by") if args.order_by else None
 
     async def run(db: Database, settings: Settings) -> int:
-        page = await list_jobs(db, settings.queues, _filter_of(args), args.page, args.per_page)
+        filters = _filter_of(args, settings.tz)
+        page = await list_page(
+            db, settings.queues, filters, args.page, args.per_page, views_of, documents=False, order=order
+        )
         for v in page.items:
             error = (v.mensagem_erro or "")[:60]
+            finished = f" finished={iso(v.data_fim, settings.tz)}" if v.data_fim is not None else ""
             print(
-                f"{v.id:>8} {v.status:<10} {v.queue:<13} {v.automation_type:<28} retries={v.retry_count} "
-                f"created={iso(v.created_at, settings.tz)} {error}".rstrip()
+                f"{v.id:>8} {v.status:<10} {v.queue:<13} {v.automation_type:<28} priority={v.priority} "
+                f"retries={v.retry_count} created={iso(v.created_at, settings.tz)}{finished} {error}".rstrip()
             )
         print(f"page {page.page}/{page.pages}, {page.total} job(s)")
         return 0

@@ -218,7 +218,9 @@ def _add_filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cliente", type=int, help="only this client's jobs (id)")
     parser.add_argument("--usuario", type=int, help="only this user's jobs (id)")
     parser.add_argument("--task-id", help="the job with this task id")
-    parser.add_argument("--q", help="free text: task id, automation, client name, error message")
+    parser.add_argument(
+        "--q", help="free text: task id, automation, client name, error message, a value of the context"
+    )
 
 
 def _add_operator_commands(sub: Any) -> None:
@@ -229,6 +231,16 @@ def _add_operator_commands(sub: Any) -> None:
     _add_filters(listing)
     listing.add_argument("--page", type=int, default=1, help="page number (from 1)")
     listing.add_argument("--per-page", type=int, default=20, help="jobs per page (at most 100)")
+    listing.add_argument(
+        "--created-from", help="only jobs created at or after this ISO 8601 instant (no offset: WA_TIMEZONE)"
+    )
+    listing.add_argument("--created-to", help="only jobs created before this instant (exclusive)")
+    listing.add_argument(
+        "--order-by",
+        metavar="FIELD[:asc|desc]",
+        help="sort by created_at, finished_at, duration or priority (descending unless :asc; "
+        "unfinished jobs last either way); default: newest first",
+    )
     listing.set_defaults(fn=Command("operator", "cmd_jobs_list"))
     show = jobs_sub.add_parser("show", help="one job with its attempts")
     show.add_argument("id", type=int, help="job id")
