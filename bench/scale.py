@@ -21,6 +21,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.common import (
@@ -61,6 +62,15 @@ QUEUE_LIVE_QUERY = (
 # History over the last 24 hours (the default range), hourly buckets; run times of one automation.
 THROUGHPUT_QUERY = "{ throughput(bucketMinutes: 60) { bucketStart completed failed cancelled } }"
 DURATIONS_QUERY = '{ durations(automationType: "cnd_federal") { count p50Ms p95Ms p99Ms maxMs } }'
+HEALTH_QUERY = (
+    '{ automationHealth(automationType: "cnd_federal", days: 30) '
+    "{ day completed failed cancelled successRate p50Ms p95Ms } }"
+)
+# 90 days by day, from the rollups: the since of a run's start (the same text in every request).
+THROUGHPUT_90D_QUERY = (
+    f'{{ throughput(since: "{(datetime.now(UTC) - timedelta(days=90)).isoformat()}", bucketMinutes: 1440) '
+    "{ bucketStart completed failed cancelled } }"
+)
 
 # The loaded rows stand for a busy day, not for runs in progress: EXECUTANDO rows have no process
 # and AGENDADO rows no message. The reconciler of ``serve`` would set about them (sending
@@ -158,6 +168,8 @@ ENDPOINTS = (
     Endpoint("GraphQL queueLiveStatus", "/graphql", AGGREGATE_TARGET_MS, QUEUE_LIVE_QUERY),
     Endpoint("GraphQL throughput", "/graphql", AGGREGATE_TARGET_MS, THROUGHPUT_QUERY),
     Endpoint("GraphQL durations", "/graphql", AGGREGATE_TARGET_MS, DURATIONS_QUERY),
+    Endpoint("GraphQL automationHealth 30 d", "/graphql", AGGREGATE_TARGET_MS, HEALTH_QUERY),
+    Endpoint("GraphQL throughput 90 d by day", "/graphql", AGGREGATE_TARGET_MS, THROUGHPUT_90D_QUERY),
     Endpoint("REST list CONCLUIDO+scan p1", f"{REST}/?status=CONCLUIDO&queue=scan&page=1", LIST_TARGET_MS),
     Endpoint(
         "REST list CONCLUIDO+scan p500", f"{REST}/?status=CONCLUIDO&queue=scan&page=500", LIST_TARGET_MS
