@@ -255,6 +255,14 @@ def _add_operator_commands(sub: Any) -> None:
         act.add_argument("--limit", type=int, default=None, help="at most this many jobs, newest first")
         act.set_defaults(fn=Command("operator", f"cmd_jobs_{action}"))
 
+    processes = sub.add_parser(
+        "processes",
+        help="which processes run jobs: Celery pool workers (they answer inspect) and dedicated "
+        "machines (their subscription is open), ONLINE, SILENT or GONE",
+    )
+    processes.add_argument("--json", action="store_true", help="a JSON list (the API's processes fields)")
+    processes.set_defaults(fn=Command("process_list", "cmd_processes"))
+
     queues = sub.add_parser("queues", help="pause and resume queues")
     queues_sub = queues.add_subparsers(dest="queues_command", required=True)
     for action, what in (("pause", "accept the queue's jobs but run none"), ("resume", "run them again")):
