@@ -80,26 +80,74 @@ function isMissingField(error) {
   ) && (error?.extensions?.code ?? "GRAPHQL_VALIDATION_FAILED") === "GRAPHQL_VALIDATION_FAILED";
 }
 
-/** Run one GraphQL document; the data, or an ApiError with the API's own message. */
-export async function gql(query, variables = {}, key = storedKey()) {
+// --- automatic persisted queries ------------------------------------------------------------
+// A request is sent as the SHA-256 of its document; the document itself goes only when the service
+// does not know that hash yet (after its restart, say), and from then on the hash is enough.
+// crypto.subtle exists only in secure contexts (https, localhost): elsewhere documents are sent.
+
+const documentHashes = new Map();
+let persistedQueries = Boolean(globalThis.crypto?.subtle);
+
+async function documentHash(query) {
+  if (!persistedQueries) return null;
+  let hash = documentHashes.get(query);
+  if (hash === undefined) {
+    try {
+      const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(query));
+      hash = Array.from(new Uint8Array(digest), (byte) => byte.toString(16).padStart(2, "0")).join("");
+    } catch {
+      hash = null;
+    }
+    if (documentHashes.size >= 500) documentHashes.clear(); // documents built from input vary
+    documentHashes.set(query, hash);
+  }
+  return hash;
+}
+
+/** Whether an answer to a hash alone asks for the document (or the service has no such thing). */
+function wantsDocument(status, body) {
+  const first = body?.errors?.[0];
+  const code = first?.extensions?.code;
+  if (code === "PERSISTED_QUERY_NOT_FOUND") return true;
+  if (code === "PERSISTED_QUERY_NOT_SUPPORTED" || (status === 400 && /No GraphQL query/.test(first?.message || ""))) {
+    persistedQueries = false; // an older service: send documents from now on
+    return true;
+  }
+  return false;
+}
+
+async function post(payload, key) {
   let response;
   try {
     response = await fetch(GRAPHQL_PATH, {
       method: "POST",
       headers: { "Content-Type": "application/json", "X-API-Key": key || "" },
-      body: JSON.stringify({ query, variables }),
+      body: JSON.stringify(payload),
     });
   } catch {
     if (!connection.httpDown) setConnection({ httpDown: true });
     throw new ApiError("A API não respondeu. Tentando de novo quando ela voltar.", "NETWORK");
   }
   if (connection.httpDown) setConnection({ httpDown: false });
-  let body;
   try {
-    body = await response.json();
+    return { status: response.status, body: await response.json() };
   } catch {
     throw new ApiError(`A API respondeu ${response.status} sem um corpo legível.`, "HTTP");
   }
+}
+
+/** Run one GraphQL document; the data, or an ApiError with the API's own message. */
+export async function gql(query, variables = {}, key = storedKey()) {
+  const hash = await documentHash(query);
+  let answer;
+  if (hash) {
+    const extensions = { persistedQuery: { version: 1, sha256Hash: hash } };
+    answer = await post({ extensions, variables }, key);
+    if (wantsDocument(answer.status, answer.body)) answer = await post({ query, variables, extensions }, key);
+  } else {
+    answer = await post({ query, variables }, key);
+  }
+  const { body } = answer;
   if (body.errors?.length) {
     const first = body.errors[0];
     if (isMissingField(first)) throw new Unavailable(first.message, "UNAVAILABLE");
