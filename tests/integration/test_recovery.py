@@ -272,3 +272,42 @@ async def test_a_claim_whose_answer_never_arrived_is_queued_again(services: Serv
     # demo.sleep is not safe to run again, but this run never began: it simply waits again.
     assert (row.status, row.retry_count, row.machine_id) == ("AGENDADO", 0, None)
     assert row.task_id not in (None, "t-1") and row.task_id in await _waiting(services)
+
+
+async def test_the_workers_are_asked_only_when_the_rows_leave_a_doubt(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[int] = []
+    inspect = services.broker.inspect
+
+    async def counted() -> Any:
+        asked.append(1)
+        return await inspect()
+
+    monkeypatch.setattr(services.broker, "inspect", counted)
+    reconciler = Reconciler()
+    # Nothing at all, then a queued job whose message waits in its queue: nothing to ask about.
+    assert (await reconciler.run_pass(services)).broker_checked
+    queued = await dispatch(services, CLI_ACTOR, automation_type="demo.echo", cliente_id=None, context={})
+    await _age(services, queued.id)
+    report = await reconciler.run_pass(services)
+    assert report.broker_checked and report.total == 0 and asked == []
+
+    # A run on a pool machine, even one that started a moment ago: only its worker can tell.
+    pool = await register_machine(services.db, CLI_ACTOR, services.settings.queues, name="pool", queue="scan")
+    running = await running_job(services, "demo.sleep", pool.machine.id, "t-running")
+    async with services.db.session() as session:
+        await session.execute(update(Job).where(Job.id == running).values(updated_at=utcnow()))
+    await reconciler.run_pass(services)
+    assert len(asked) == 1
+    async with services.db.session() as session:
+        await session.execute(update(Job).where(Job.id == running).values(status="CONCLUIDO"))
+    await reconciler.run_pass(services)
+    assert len(asked) == 1
+
+    # A queued job whose message is in no queue: a worker may hold it.
+    redis = services.broker.redis
+    for key in queues.priority_keys("scan"):
+        await redis.delete(key)
+    await reconciler.run_pass(services)
+    assert len(asked) == 2

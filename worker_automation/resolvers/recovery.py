@@ -19,6 +19,10 @@ workers hold:
   (its presence, ``resolvers.presence``) closed and did not come back within the window has the
   runs it held ended ``machine_lost``.
 
+The workers are asked only when the rows leave a doubt the queues do not settle: a run on a pool
+machine, or a queued job whose message is in no queue. An idle service (every queued message in
+its queue, nothing running) asks nothing: a broadcast to every worker costs them all CPU.
+
 Evidence is a snapshot taken while things move, so a job is acted on only when it was found
 unaccounted for in two passes in a row with the same status and task, and its row had not
 changed for a while before the first. A broker that cannot be read gives no evidence: nothing is
@@ -61,6 +65,7 @@ from worker_automation.resolvers.machines import MachineView
 from worker_automation.resolvers.presence import Absences
 from worker_automation.resolvers.reads import MSG_JOB_NOT_FOUND
 from worker_automation.resolvers.resending import resend_all
+from worker_automation.resolvers.retries import after_failure, due
 from worker_automation.resolvers.rows import view_in
 from worker_automation.services import Services
 from worker_automation.settings import Settings
@@ -185,6 +190,14 @@ class Reconciler:
         except Unavailable as exc:
             log.info("recovery: broker unreadable, nothing decided this pass (%s)", exc.details.get("reason"))
             return report
+        rows = await _settled_rows(services)
+        if not _in_doubt(rows, waiting):
+            # Every queued job's message is in a queue and no pool machine runs anything: there
+            # is nothing to ask the workers about, and an idle service asks nothing.
+            self._suspects = set()
+            self._ran_on = {}
+            report.broker_checked = True
+            return report
         inspected = await services.broker.inspect()
         held, running = _held_by_workers(inspected)
         # A run whose end a live worker's machine keeps (unanswered, in its outbox) is carried
@@ -198,7 +211,7 @@ class Reconciler:
         running |= {task_id for task_ids in kept.values() for task_id in task_ids}
         report.broker_checked = True
         may_run = self._silent_workers_may_run(inspected, kept, services.settings)
-        unaccounted = await _unaccounted(services, waiting | held, running)
+        unaccounted = _unaccounted(rows, waiting | held, running)
         open_runs = {key[1] for key in unaccounted if key[2] == JobStatus.EXECUTANDO}
         # Only the runs still open are worth remembering.
         self._ran_on = {
@@ -271,36 +284,58 @@ async def reconcile(services: Services, actor: Actor) -> ReconcileReport:
     return report
 
 
-async def _unaccounted(services: Services, held: set[str], running: set[str]) -> list[Key]:
-    """Jobs (settled for a while) whose task no queue and no live worker holds."""
+@dataclass(frozen=True)
+class SettledRows:
+    """(job id, task id) of the jobs the reconciler looks at: unchanged for a while (a dispatch
+    or claim in flight is left alone), AGENDADO, and EXECUTANDO on a pool machine."""
+
+    queued: list[tuple[int, str | None]]
+    running: list[tuple[int, str | None]]
+    # Whether a pool machine runs any job at all, settled or not: a run seen on its worker now
+    # is told from a lost one later by the worker it was seen on.
+    any_running: bool
+
+
+async def _settled_rows(services: Services) -> SettledRows:
     before = utcnow() - _settle_age(services.settings)
     queued = (
         select(Job.id, Job.task_id)
-        .where(Job.status == JobStatus.AGENDADO.value, Job.updated_at < before)
+        .where(Job.status == JobStatus.AGENDADO.value, Job.updated_at < before, due())
         .order_by(Job.id)
         .limit(SCAN_LIMIT)
     )
     # Only pool machines (a queue, not one automation) run their jobs as Celery tasks.
-    executing = (
+    on_pool = (
         select(Job.id, Job.task_id)
         .join(Machine, Machine.id == Job.machine_id)
-        .where(
-            Job.status == JobStatus.EXECUTANDO.value,
-            Job.updated_at < before,
-            Machine.queue.is_not(None),
-        )
-        .order_by(Job.id)
-        .limit(SCAN_LIMIT)
+        .where(Job.status == JobStatus.EXECUTANDO.value, Machine.queue.is_not(None))
     )
+    executing = on_pool.where(Job.updated_at < before).order_by(Job.id).limit(SCAN_LIMIT)
     async with services.db.reader() as session:
         waiting_rows = (await session.execute(queued)).all()
         running_rows = (await session.execute(executing)).all()
+        any_running = bool(running_rows) or (await session.execute(on_pool.limit(1))).first() is not None
+    return SettledRows(
+        [(job_id, task_id) for job_id, task_id in waiting_rows],
+        [(job_id, task_id) for job_id, task_id in running_rows],
+        any_running,
+    )
+
+
+def _in_doubt(rows: SettledRows, waiting: set[str]) -> bool:
+    """Whether only the workers can tell where some job stands: a run on a pool machine, or a
+    queued job whose message is in no queue (a worker may have taken it, or nobody has it)."""
+    return rows.any_running or any(task_id not in waiting for _job_id, task_id in rows.queued)
+
+
+def _unaccounted(rows: SettledRows, held: set[str], running: set[str]) -> list[Key]:
+    """Jobs whose task no queue and no live worker holds."""
     found: list[Key] = [
-        (job_id, task_id, JobStatus.AGENDADO.value) for job_id, task_id in waiting_rows if task_id not in held
+        (job_id, task_id, JobStatus.AGENDADO.value) for job_id, task_id in rows.queued if task_id not in held
     ]
     found += [
         (job_id, task_id, JobStatus.EXECUTANDO.value)
-        for job_id, task_id in running_rows
+        for job_id, task_id in rows.running
         if task_id is None or task_id not in running
     ]
     return found
@@ -354,7 +389,13 @@ async def end_lost_run(
     log.warning("recovery: job %s %s (%s), its run %s was lost", job_id, outcome, fault.value, task_id)
     if outcome == "failed":
         await announce(services, EventKind.FAILED, [view])
-        return view
+        # A lost run is one attempt: the automation's retry policy applies to it, and a retry
+        # must not overlap the run should it be alive after all.
+        retried = await after_failure(services, view, exc_type)
+        if retried.status == JobStatus.AGENDADO and task_id:
+            with contextlib.suppress(Unavailable):
+                await services.broker.revoke(task_id, terminate=True)
+        return retried
     await announce(services, EventKind.CREATED, [view])
     if task_id:
         # Should the run be alive after all, it must not overlap the next one.
@@ -399,7 +440,7 @@ async def recover_after_restart(services: Services, machine_ids: Iterable[int]) 
         queued = (
             await session.execute(
                 select(Job.id, Job.task_id)
-                .where(Job.status == JobStatus.AGENDADO.value)
+                .where(Job.status == JobStatus.AGENDADO.value, due())
                 .order_by(Job.priority, Job.created_at, Job.id)
             )
         ).all()
