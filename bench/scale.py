@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
+import hashlib
 import signal
 import subprocess
 import sys
@@ -105,6 +107,9 @@ class Endpoint:
     spread: bool = False
     # GraphQL by cursor: the page's ``after`` cursor, from ``cursors`` (found once per run).
     by_cursor: bool = False
+    # GraphQL as an automatic persisted query: the document's hash alone, the document itself
+    # only when the service answers PERSISTED_QUERY_NOT_FOUND (as Apollo's clients and the console).
+    persisted: bool = False
 
     def page_for(self, client: int, sent: int, clients: int) -> int:
         if self.spread:
@@ -129,6 +134,8 @@ class Endpoint:
                 body["variables"] = {"after": (cursors or [None])[(page - 1) % len(cursors or [None])]}
             elif paged:
                 body["variables"] = {"page": page}
+            if self.persisted:
+                return await persisted_call(conn, self.path, body)
             return await conn.request("POST", self.path, json_body=body)
         if paged:
             return await conn.request("GET", f"{self.path}&page={page}")
@@ -148,6 +155,21 @@ class Endpoint:
         if self.path == HEALTH:
             return reply.content == b'{"status":"ok"}'
         return reply.content.startswith(b'{"status":"success"')
+
+
+async def persisted_call(conn: HttpClient, path: str, body: dict[str, object]) -> HttpReply:
+    """``body`` sent as its document's hash; with the document too if the service asks for it."""
+    query = str(body.pop("query"))
+    body["extensions"] = {"persistedQuery": {"version": 1, "sha256Hash": document_hash(query)}}
+    reply = await conn.request("POST", path, json_body=body)
+    if reply.status_code == 200 and b"PERSISTED_QUERY_NOT_FOUND" in reply.content[:200]:
+        reply = await conn.request("POST", path, json_body={**body, "query": query})
+    return reply
+
+
+@functools.cache
+def document_hash(query: str) -> str:
+    return hashlib.sha256(query.encode()).hexdigest()
 
 
 SCAN_DONE = f"{REST}/?status=CONCLUIDO&queue=scan"
@@ -188,6 +210,19 @@ ENDPOINTS = (
         GRAPHQL_CURSOR_QUERY,
         spread=True,
         by_cursor=True,
+    ),
+    # The same page of its own per client, with the document in every body and as an automatic
+    # persisted query (its hash alone), side by side.
+    Endpoint(
+        "GraphQL workers p1-32, one per client", "/graphql", LIST_TARGET_MS, GRAPHQL_PAGE_QUERY, first_page=1
+    ),
+    Endpoint(
+        "GraphQL workers p1-32, one per client, APQ hash",
+        "/graphql",
+        LIST_TARGET_MS,
+        GRAPHQL_PAGE_QUERY,
+        first_page=1,
+        persisted=True,
     ),
 )
 
