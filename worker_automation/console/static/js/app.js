@@ -102,18 +102,36 @@ function SignIn({ onSignedIn, initialError }) {
   </main>`;
 }
 
+/** Focus the page's main heading (focusable by script only), or the main region without one. */
+function focusHeading(main) {
+  if (!main) return;
+  const heading = main.querySelector("h1");
+  const target = heading || main;
+  if (heading && !heading.hasAttribute("tabindex")) heading.setAttribute("tabindex", "-1");
+  target.focus({ preventScroll: false });
+}
+
 function Shell({ session, onSignOut }) {
   const route = useRoute();
   const [first = "", second] = route.parts;
   const page = PAGES.find((p) => p.path === first) || PAGES[0];
   const View = first === "trabalhos" && second ? JobPage : first === "automacoes" && second ? AutomationHealthPage : page.view;
   const { viewer } = session;
-  const titleRef = useRef(null);
+  const path = route.parts.join("/");
+  const mainRef = useRef(null);
   useEffect(() => {
     document.title = `${page.label} — Console de operação`;
   }, [page]);
+  // A new page leaves focus on a link that may be gone or on <body>: screen readers and keyboard
+  // users land on the new page's heading instead (a filter change on the same page keeps focus).
+  useEffect(() => focusHeading(mainRef.current), [path]);
+  // The skip link must not change the hash: here the hash is the route.
+  const skip = (event) => {
+    event.preventDefault();
+    focusHeading(mainRef.current);
+  };
   return html`<div class="layout">
-    <a class="skip" href="#conteudo">Ir para o conteúdo</a>
+    <a class="skip" href="#conteudo" onClick=${skip}>Ir para o conteúdo</a>
     <header class="top">
       <p class="brand">worker-automation <span>console</span></p>
       <nav aria-label="Páginas" class="nav">
@@ -125,8 +143,8 @@ function Shell({ session, onSignOut }) {
         <button type="button" class="btn" onClick=${onSignOut}>Sair</button>
       </div>
     </header>
-    <main id="conteudo" ref=${titleRef} tabindex="-1" data-route=${route.parts.join("/")}>
-      <${View} key=${route.parts.join("/")} session=${session} route=${route} id=${second} />
+    <main id="conteudo" ref=${mainRef} tabindex="-1" data-route=${path}>
+      <${View} key=${path} session=${session} route=${route} id=${second} />
     </main>
     <footer class="foot">Horários em ${timeZone()}.</footer>
     <${Notices} />

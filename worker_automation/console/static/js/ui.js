@@ -1,6 +1,7 @@
 // Small shared pieces of the console's screens.
 import { html, useEffect, useState } from "./html.js";
 import { Unavailable } from "./api.js";
+import { NOT_NEEDED, NOT_SENT, WILL_RESEND, apiAnswers, unreached } from "./resend.js";
 import { STATUS_LABELS, formatNumber, prettyJson } from "./format.js";
 
 // --- notices (one polite live region for the whole console) ----------------------------------
@@ -78,28 +79,61 @@ export function Section({ title, children, actions, id }) {
 /**
  * A button that runs one API action; the API's message is shown when it refuses. ``confirm``
  * asks first (a plain yes/no); ``run`` returns a promise whose value ``done`` receives.
+ *
+ * When the API cannot be reached, ``resend`` says what happens: ``true`` (the server refuses or
+ * ignores a repeat) sends the action again once the API answers; a function is asked first,
+ * then, whether the action is still wanted (false: what it would change already changed); left
+ * out, the operator is told it may not have been done and is offered a button to try again.
  */
-export function ActionButton({ label, run, done, confirm, kind = "", disabled = false, title, name }) {
+export function ActionButton({ label, run, done, confirm, kind = "", disabled = false, title, name, resend = null }) {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState(null);
-  const click = async () => {
-    if (confirm && !window.confirm(confirm)) return;
+  const [waiting, setWaiting] = useState(false);
+  const [offerAgain, setOfferAgain] = useState(false);
+  const attempt = async () => {
     setBusy(true);
     setError(null);
+    setOfferAgain(false);
     try {
-      const value = await run();
-      done?.(value);
+      for (;;) {
+        try {
+          const value = await run();
+          done?.(value);
+          return;
+        } catch (failure) {
+          if (!unreached(failure)) throw failure;
+          if (!resend) {
+            setOfferAgain(true);
+            throw new Error(NOT_SENT);
+          }
+        }
+        setWaiting(true);
+        notify(WILL_RESEND, "error");
+        await apiAnswers();
+        setWaiting(false);
+        if (typeof resend === "function" && !(await resend())) {
+          notify(NOT_NEEDED, "error");
+          return;
+        }
+      }
     } catch (failure) {
       setError(failure);
       notify(failure.message, "error");
     } finally {
+      setWaiting(false);
       setBusy(false);
     }
   };
+  const click = () => {
+    if (confirm && !window.confirm(confirm)) return;
+    attempt();
+  };
   return html`<span class="action">
     <button type="button" class=${`btn ${kind}`} onClick=${click} disabled=${busy || disabled} aria-busy=${busy}
-      title=${title} data-action=${name || label}>${busy ? "Aguarde…" : label}</button>
+      title=${title} data-action=${name || label}>${waiting ? "Aguardando a API…" : busy ? "Aguarde…" : label}</button>
+    ${waiting ? html`<span class="muted inline" data-waiting="1">${WILL_RESEND}</span>` : null}
     ${error ? html`<span class="error inline" role="alert">${error.message}</span>` : null}
+    ${offerAgain && !busy ? html`<button type="button" class="btn" data-action=${`${name || label}-de-novo`} onClick=${attempt}>Tentar de novo</button>` : null}
   </span>`;
 }
 

@@ -37,7 +37,7 @@ function Settings({ automation, onSaved }) {
     <label>Limite <input type="number" min="1" class="narrow" value=${limit} onInput=${(e) => setLimit(e.target.value)} /></label>
     <label><input type="checkbox" checked=${dev} onChange=${(e) => setDev(e.target.checked)} /> Em desenvolvimento</label>
     <label><input type="checkbox" checked=${enabled} onChange=${(e) => setEnabled(e.target.checked)} /> Habilitada</label>
-    <${ActionButton} label="Salvar" name=${`salvar-${automation.key}`} run=${run} />
+    <${ActionButton} label="Salvar" name=${`salvar-${automation.key}`} run=${run} resend=${true} />
   </span>`;
 }
 

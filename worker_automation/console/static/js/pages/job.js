@@ -10,6 +10,7 @@ const FIELDS = `id taskId status automationType displayName clientName clienteId
   progress retryCount createdAt updatedAt dataInicio dataFim mensagemErro metadataJson context result machineId
   machine { id name }`;
 const JOB = `query Job($id: Int!) { worker(id: $id) { ${FIELDS} } }`;
+const STATE = "query JobState($id: Int!) { worker(id: $id) { status queue retryCount } }";
 const EVENTS = `subscription JobLive($id: Int!) { workerEvents(filter: { id: $id }) { kind change worker { ${FIELDS} } } }`;
 const ATTEMPTS = `query Attempts($id: Int!) { worker(id: $id) { id attempts { number machineId machineName taskId startedAt endedAt outcome error } } }`;
 const AUDIT_FIELDS = "id at actor perfil action target result detail";
@@ -83,20 +84,27 @@ function Actions({ job, choices, answered }) {
     notify(message);
     apply(Object.values(data)[0]);
   };
+  // After an outage an action is sent again only while the job is still in the same run and in a
+  // state the action applies to: had the first send arrived, the job would have moved on.
+  const still = (wanted) => async () => {
+    const now = (await gql(STATE, { id: job.id })).worker;
+    return Boolean(now) && now.retryCount === job.retryCount && wanted(now);
+  };
   return html`<div class="job-actions" role="group" aria-label="Ações no trabalho">
     ${OPEN.includes(job.status) ? html`<${ActionButton} label="Cancelar" kind="danger" confirm=${`Cancelar o trabalho ${job.id}?`}
+      resend=${still((now) => OPEN.includes(now.status))}
       run=${act(`mutation($id: Int!) { cancelWorker(id: $id) { ${FIELDS} } }`, { id: job.id }, "Trabalho cancelado.")} />` : null}
-    ${RETRYABLE.includes(job.status) ? html`<${ActionButton} label="Retentar"
+    ${RETRYABLE.includes(job.status) ? html`<${ActionButton} label="Retentar" resend=${still((now) => RETRYABLE.includes(now.status))}
       run=${act(`mutation($id: Int!) { retryWorker(id: $id) { ${FIELDS} } }`, { id: job.id }, "Trabalho enviado de novo.")} />` : null}
     ${OPEN.includes(job.status) ? html`<span class="inline-form">
       <label>Mover para <select value=${target} onChange=${(e) => setTarget(e.target.value)}>
         <option value="">escolha a fila</option>${queues.map((q) => html`<option value=${q}>${q}</option>`)}</select></label>
-      <${ActionButton} label="Mover" disabled=${!target}
+      <${ActionButton} label="Mover" disabled=${!target} resend=${still((now) => OPEN.includes(now.status) && now.queue !== target)}
         run=${act(`mutation($id: Int!, $q: String!) { moveWorker(id: $id, targetQueue: $q) { ${FIELDS} } }`, { id: job.id, q: target }, `Trabalho movido para ${target}.`)} />
     </span>` : null}
     ${job.status === "AGENDADO" ? html`<span class="inline-form">
       <label>Prioridade (0 a 9, menor roda antes) <input type="number" min="0" max="9" value=${priority} onInput=${(e) => setPriority(e.target.value)} /></label>
-      <${ActionButton} label="Mudar prioridade" name="prioridade"
+      <${ActionButton} label="Mudar prioridade" name="prioridade" resend=${true}
         run=${act(`mutation($id: Int!, $p: Int!) { reorderWorker(id: $id, newPriority: $p) { ${FIELDS} } }`, { id: job.id, p: Number(priority) }, "Prioridade alterada.")} />
     </span>` : null}
   </div>`;

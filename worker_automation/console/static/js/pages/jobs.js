@@ -40,16 +40,42 @@ function filterFrom(params) {
   return filter;
 }
 
+function sameFilter(a, b) {
+  const canonical = (filter) => JSON.stringify(Object.entries(filter).map(([k, v]) => [k, String(v)]).sort());
+  return canonical(a) === canonical(b);
+}
+
 function matches(filter, job) {
   return ["status", "queue", "automationType", "clienteId", "usuarioId", "taskId"].every(
     (name) => filter[name] == null || filter[name] === job[name],
   );
 }
 
+// Kinds of event after which a job may be in a filtered list it was not in before.
+const CHANGES_STATUS = ["CLAIMED", "COMPLETED", "FAILED", "CANCELLED", "MOVED"];
+
 /**
- * ``workers`` (a page of the list) with ``events`` applied in order: rows changed or deleted in
- * place, new rows matching the filter put first on the first page; ``added`` counts those that
- * belong elsewhere (the "new jobs" button).
+ * Whether ``event`` may have brought its job into the set ``filter`` selects: a new job, or one
+ * whose status (or queue) just changed while the filter names one. A job updated in any other way
+ * was already in the set, on some other page.
+ */
+function entered(filter, event) {
+  const job = event.worker;
+  if (event.change === "CREATED" && !job.retryCount) return true;
+  const statusChanged = event.change === "CREATED" || CHANGES_STATUS.includes(event.kind);
+  return (statusChanged && filter.status != null) || (event.kind === "MOVED" && filter.queue != null);
+}
+
+/** Whether ``job`` comes before ``row`` in the list's order (newest first). */
+function sortsBefore(job, row) {
+  return job.id > row.id;
+}
+
+/**
+ * ``workers`` (a page of the list) with ``events`` applied in order: rows changed in place, rows
+ * deleted or no longer matching the filter taken out, jobs that came to match it put in their
+ * place when it is on this page; ``added`` counts those that belong on an earlier page (the
+ * "new jobs" button) or whose match the page cannot tell (a text search).
  */
 function applyEvents(workers, events, filter, page) {
   let items = workers.items;
@@ -59,16 +85,25 @@ function applyEvents(workers, events, filter, page) {
     const job = event.worker;
     if (!job) continue;
     const at = items.findIndex((row) => row.id === job.id);
-    if (event.change === "DELETED") {
-      if (at >= 0) { items = items.filter((row) => row.id !== job.id); total -= 1; }
-    } else if (at >= 0) {
+    const belongs = event.change !== "DELETED" && matches(filter, job);
+    if (at >= 0) {
       items = items.slice();
-      items[at] = job;
-    } else if (event.change === "CREATED" && matches(filter, job)) {
-      if (page === 1 && !filter.q) {
-        items = [job, ...items].slice(0, PER_PAGE);
+      if (belongs) items[at] = job;
+      else {
+        items.splice(at, 1);
+        total -= 1;
+      }
+    } else if (belongs && entered(filter, event)) {
+      const place = items.findIndex((row) => sortsBefore(job, row));
+      if (filter.q || (place === 0 && page > 1)) added += 1;
+      else {
         total += 1;
-      } else added += 1;
+        if (place >= 0 || items.length < PER_PAGE) {
+          items = items.slice();
+          items.splice(place >= 0 ? place : items.length, 0, job);
+          items = items.slice(0, PER_PAGE);
+        }
+      }
     }
   }
   if (items === workers.items && total === workers.total) return { workers, added };
@@ -88,6 +123,7 @@ async function bulk(action, ids) {
 
 function Filters({ filter, choices, onApply }) {
   const [draft, setDraft] = useState(filter);
+  useEffect(() => setDraft(filter), [filter]);
   const set = (name) => (event) => setDraft({ ...draft, [name]: event.target.value });
   const submit = (event) => {
     event.preventDefault();
@@ -144,6 +180,16 @@ export function JobsPage({ session, route }) {
     setSelected(new Set());
     setFresh(0);
   }, [filter, page]);
+
+  // The address is the page's state: a hash typed, or reached by going back or forward, applies.
+  const shownRoute = useRef(route);
+  useEffect(() => {
+    if (route === shownRoute.current) return;
+    shownRoute.current = route;
+    const next = filterFrom(route.params);
+    setFilter((old) => (sameFilter(old, next) ? old : next));
+    setPage(Number(route.params.get("page")) || 1);
+  }, [route]);
 
   // Events arrive in bursts: apply them once per animation frame, not one render each.
   const flush = () => {

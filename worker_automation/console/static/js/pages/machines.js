@@ -97,7 +97,7 @@ export function MachinesPage({ session }) {
           <td><span class=${`badge ${m.isOn ? "badge-CONCLUIDO" : "badge-CANCELADO"}`}>${m.isOn ? "Ligada" : "Desligada"}</span></td>
           <td data-field="connection">${presence(m)}</td>
           <td>${formatDate(m.createdAt)}</td><td>${formatDate(m.lastClaimAt)}</td>
-          ${viewer.canManage ? html`<td><${ActionButton} label=${m.isOn ? "Desligar" : "Ligar"} name=${`${m.isOn ? "desligar" : "ligar"}-${m.name}`}
+          ${viewer.canManage ? html`<td><${ActionButton} resend=${true} label=${m.isOn ? "Desligar" : "Ligar"} name=${`${m.isOn ? "desligar" : "ligar"}-${m.name}`}
             confirm=${m.isOn ? `Desligar ${m.name}? Ela deixa de pegar trabalhos.` : null} run=${toggle(m)} /></td>` : null}
         </tr>`)}</tbody>
       </table></div>`}

@@ -75,7 +75,7 @@ export function QueuesPage({ session }) {
         </dl>
         <${ProgressBar} value=${Math.round(q.loadPercent)} label=${`Carga da fila ${q.queueName}`} />
         ${viewer.canManage ? html`<div class="queue-actions" role="group" aria-label=${`Ações na fila ${q.queueName}`}>
-          ${features.paused ? html`<${ActionButton} label=${q.paused ? "Retomar" : "Pausar"} name=${`${q.paused ? "retomar" : "pausar"}-${q.queueName}`} run=${pause(q.queueName, q.paused)} />` : null}
+          ${features.paused ? html`<${ActionButton} resend=${true} label=${q.paused ? "Retomar" : "Pausar"} name=${`${q.paused ? "retomar" : "pausar"}-${q.queueName}`} run=${pause(q.queueName, q.paused)} />` : null}
           <${ClearForm} queue=${q.queueName} onDone=${() => brokerState.reload()} />
           <${TypedConfirm} label=${`Esvaziar no broker`} word=${q.queueName} prompt=${`Digite ${q.queueName} para apagar as mensagens desta fila no broker:`}
             run=${async () => {

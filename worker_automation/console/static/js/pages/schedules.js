@@ -83,7 +83,7 @@ export function SchedulesPage({ session }) {
               notify(`Trabalho #${data.runScheduleNow.id} criado.`);
               list.reload();
             }} />
-            <${ActionButton} label=${s.enabled ? "Pausar" : "Ativar"} name=${`alternar-${s.id}`}
+            <${ActionButton} label=${s.enabled ? "Pausar" : "Ativar"} name=${`alternar-${s.id}`} resend=${true}
               run=${act(`mutation($id: Int!) { updateSchedule(id: $id, input: { enabled: ${!s.enabled} }) { id } }`,
                 { id: s.id }, s.enabled ? "Agendamento pausado." : "Agendamento ativado.")} />
             <${ActionButton} label="Excluir" kind="danger" name=${`excluir-${s.id}`} confirm=${`Excluir o agendamento ${s.id}?`}
