@@ -86,7 +86,8 @@ def _queues_of(replies: Any) -> tuple[str, ...]:
 def _concurrency_of(stats: Any) -> int | None:
     pool = stats.get("pool") if isinstance(stats, dict) else None
     value = pool.get("max-concurrency") if isinstance(pool, dict) else None
-    return value if isinstance(value, int) else None
+    # A pool that starts its processes on demand (the embedded serve's) reports 0: unknown.
+    return value if isinstance(value, int) and value > 0 else None
 
 
 def _task_ids_of(active: Any) -> tuple[str, ...]:

@@ -8,6 +8,7 @@ import { JobsPage } from "./pages/jobs.js";
 import { JobPage } from "./pages/job.js";
 import { QueuesPage } from "./pages/queues.js";
 import { MachinesPage } from "./pages/machines.js";
+import { ProcessesPage } from "./pages/processes.js";
 import { AutomationsPage } from "./pages/automations.js";
 import { AutomationHealthPage } from "./pages/health.js";
 import { SchedulesPage } from "./pages/schedules.js";
@@ -20,6 +21,7 @@ const PAGES = [
   { path: "trabalhos", label: "Trabalhos", view: JobsPage },
   { path: "filas", label: "Filas", view: QueuesPage },
   { path: "maquinas", label: "Máquinas", view: MachinesPage },
+  { path: "processos", label: "Processos", view: ProcessesPage },
   { path: "automacoes", label: "Automações", view: AutomationsPage },
   { path: "agendamentos", label: "Agendamentos", view: SchedulesPage },
   { path: "auditoria", label: "Auditoria", view: AuditPage },

@@ -5,6 +5,7 @@ import { eventLog, gql, useQuery, useSubscription } from "../api.js";
 import { OUTCOME_LABELS, formatDate, formatDuration, formatMs } from "../format.js";
 import { ActionButton, ErrorNote, JsonBlock, Loading, ProgressBar, Section, StatusBadge, UnavailableNote, notify } from "../ui.js";
 import { CHOICES } from "./jobs.js";
+import { WaitingNote } from "../waiting.js";
 
 const FIELDS = `id taskId status automationType displayName clientName clienteId usuarioId pathFile queue priority
   progress retryCount createdAt updatedAt dataInicio dataFim mensagemErro metadataJson context result machineId
@@ -149,6 +150,7 @@ export function JobPage({ session, id }) {
         <${StatusBadge} status=${w.status} />
         <${ProgressBar} value=${w.progress} label="Progresso do trabalho" />
         ${w.metadataJson?.message ? html`<span class="muted">${w.metadataJson.message}</span>` : null}
+        <${WaitingNote} job=${w} />
       </div>
       ${session.viewer.canWrite ? html`<${Actions} key=${`${w.status}-${w.priority}`} job=${w} choices=${choices.data} answered=${() => {
         // The row as the mutation left it, unless a live event came first: the job may have run on.
