@@ -1,16 +1,36 @@
 // Jobs: every filter of `workers`, pages, rows kept live by `workerEvents`, bulk cancel / retry.
 import { html, useEffect, useMemo, useRef, useState } from "../html.js";
 import { eventLog, gql, gqlPartial, useQuery, useSubscription } from "../api.js";
-import { STATUSES, STATUS_LABELS, formatDate, formatNumber } from "../format.js";
+import { STATUSES, STATUS_LABELS, formatDate, formatDuration, formatNumber } from "../format.js";
 import { ActionButton, ErrorNote, Loading, Pager, ProgressBar, StatusBadge, notify } from "../ui.js";
 
 const PER_PAGE = 25;
 const ROW = "id taskId status automationType displayName clientName clienteId usuarioId queue priority progress retryCount createdAt dataInicio dataFim mensagemErro";
 const listQuery = (filter) => `query Jobs($page: Int!, $perPage: Int!) {
-  workers(filter: ${filterLiteral(filter)}, page: $page, perPage: $perPage) { total page perPage pages items { ${ROW} } } }`;
+  workers(filter: ${filterLiteral(filter)}${orderLiteral(filter.orderBy)}, page: $page, perPage: $perPage) { total page perPage pages items { ${ROW} } } }`;
 const EVENTS = `subscription JobEvents { workerEvents { id kind change worker { ${ROW} } } }`;
 export const CHOICES = "query Choices { automations { key displayName queue } queueLiveStatus { queues { queueName } } }";
-const FILTER_FIELDS = ["status", "queue", "automationType", "clienteId", "usuarioId", "taskId", "q"];
+const FILTER_FIELDS = ["status", "queue", "automationType", "clienteId", "usuarioId", "taskId", "q", "createdFrom", "createdTo"];
+// The sortable columns: the list's order travels with the filter as ``orderBy`` ("duration:asc"),
+// so the address, the form and the live updates carry it like any filter.
+const SORTS = { created: "CREATED_AT", finished: "FINISHED_AT", duration: "DURATION", priority: "PRIORITY" };
+
+/** ``, orderBy: {...}`` for an order such as "duration:asc" (nothing for the default order). */
+function orderLiteral(order) {
+  const [name, direction] = String(order || "").split(":");
+  if (!SORTS[name]) return "";
+  return `, orderBy: { field: ${SORTS[name]}, direction: ${direction === "asc" ? "ASC" : "DESC"} }`;
+}
+
+/** A header that sorts the list by its column: descending first, then ascending. */
+function SortHeader({ label, name, filter, onSort, className }) {
+  const [current, direction] = String(filter.orderBy || "").split(":");
+  const active = current === name;
+  const sort = active ? (direction === "asc" ? "ascending" : "descending") : "none";
+  const next = active && direction !== "asc" ? `${name}:asc` : `${name}:desc`;
+  return html`<th scope="col" class=${className} aria-sort=${sort}>
+    <button class="sort" type="button" data-sort=${name} onClick=${() => onSort(next)}>${label}${active ? (direction === "asc" ? " ▲" : " ▼") : ""}</button></th>`;
+}
 // Aliased mutations per request: well under the API's alias limit.
 const CHUNK = 20;
 
@@ -33,7 +53,7 @@ export function filterLiteral(filter) {
 
 function filterFrom(params) {
   const filter = {};
-  for (const name of FILTER_FIELDS) {
+  for (const name of [...FILTER_FIELDS, "orderBy"]) {
     const value = params.get(name);
     if (value) filter[name] = name === "clienteId" || name === "usuarioId" ? Number(value) : value;
   }
@@ -95,7 +115,7 @@ function applyEvents(workers, events, filter, page) {
       }
     } else if (belongs && entered(filter, event)) {
       const place = items.findIndex((row) => sortsBefore(job, row));
-      if (filter.q || (place === 0 && page > 1)) added += 1;
+      if (filter.q || filter.orderBy || (place === 0 && page > 1)) added += 1;
       else {
         total += 1;
         if (place >= 0 || items.length < PER_PAGE) {
@@ -143,7 +163,9 @@ function Filters({ filter, choices, onApply }) {
     <label>Cliente (id) <input name="clienteId" type="number" min="1" value=${draft.clienteId ?? ""} onInput=${set("clienteId")} /></label>
     <label>Usuário (id) <input name="usuarioId" type="number" min="1" value=${draft.usuarioId ?? ""} onInput=${set("usuarioId")} /></label>
     <label>Task id <input name="taskId" value=${draft.taskId || ""} onInput=${set("taskId")} /></label>
-    <label class="grow">Busca <input name="q" type="search" placeholder="task id, automação, cliente, erro" value=${draft.q || ""} onInput=${set("q")} /></label>
+    <label>Criado de <input name="createdFrom" type="datetime-local" value=${draft.createdFrom || ""} onInput=${set("createdFrom")} /></label>
+    <label>Criado até <input name="createdTo" type="datetime-local" value=${draft.createdTo || ""} onInput=${set("createdTo")} /></label>
+    <label class="grow">Busca <input name="q" type="search" placeholder="task id, automação, cliente, erro, dado do contexto" value=${draft.q || ""} onInput=${set("q")} /></label>
     <button class="btn primary" type="submit">Filtrar</button>
     <button class="btn" type="button" onClick=${() => { setDraft({}); onApply({}); }}>Limpar filtros</button>
   </form>`;
@@ -235,6 +257,7 @@ export function JobsPage({ session, route }) {
     notify(`${done} trabalho(s) ${verb}.${failures.length ? ` ${failures.length} recusado(s): ${failures[0].message}` : ""}`, failures.length ? "error" : "ok");
     setSelected(new Set());
   };
+  const sortBy = (order) => { setFilter({ ...filter, orderBy: order }); setPage(1); };
   const runFiltered = (action, verb) => async () => {
     const data = await gql(`mutation Bulk { r: ${action}(filter: ${filterLiteral(filter)}) { matched changed } }`);
     notify(`${data.r.changed} de ${data.r.matched} trabalho(s) ${verb}.`);
@@ -262,8 +285,12 @@ export function JobsPage({ session, route }) {
           ${canWrite ? html`<th scope="col"><input type="checkbox" aria-label="Selecionar todos desta página" checked=${allChosen}
             onChange=${() => setSelected(allChosen ? new Set() : new Set(ids))} /></th>` : null}
           <th scope="col">#</th><th scope="col">Automação</th><th scope="col">Cliente</th><th scope="col">Situação</th>
-          <th scope="col">Progresso</th><th scope="col">Fila</th><th scope="col" class="n">Prior.</th>
-          <th scope="col">Criado em</th><th scope="col">Fim</th><th scope="col">Erro</th>
+          <th scope="col">Progresso</th><th scope="col">Fila</th>
+          <${SortHeader} label="Prior." name="priority" className="n" filter=${filter} onSort=${sortBy} />
+          <${SortHeader} label="Criado em" name="created" filter=${filter} onSort=${sortBy} />
+          <${SortHeader} label="Fim" name="finished" filter=${filter} onSort=${sortBy} />
+          <${SortHeader} label="Duração" name="duration" filter=${filter} onSort=${sortBy} />
+          <th scope="col">Erro</th>
         </tr></thead>
         <tbody>${workers.items.map((w) => html`<tr key=${w.id} data-id=${w.id} data-status=${w.status}>
           ${canWrite ? html`<td><input type="checkbox" aria-label=${`Selecionar o trabalho ${w.id}`} checked=${selected.has(w.id)} onChange=${() => toggle(w.id)} /></td>` : null}
@@ -274,6 +301,7 @@ export function JobsPage({ session, route }) {
           <td><${ProgressBar} value=${w.progress} label=${`Progresso do trabalho ${w.id}`} /></td>
           <td>${w.queue}</td><td class="n">${w.priority}</td>
           <td>${formatDate(w.createdAt)}</td><td>${formatDate(w.dataFim)}</td>
+          <td>${w.dataFim ? formatDuration(w.dataInicio, w.dataFim) : "—"}</td>
           <td class="err-cell" title=${w.mensagemErro || ""}>${w.mensagemErro || ""}</td>
         </tr>`)}</tbody>
       </table></div>
