@@ -1,4 +1,4 @@
-"""Recovery from single faults at a few hundred jobs (DESIGN.md 8.1, R1, and 8.5 "recovery").
+"""Recovery from single faults at a few hundred jobs (the §8.5 "recovery" target, bench/README.md).
 
 Each row starts a fresh set-up on a PostgreSQL cluster and a ``redis-server`` of the benchmark's
 own (free ports, temporary directories: the faults stop and restart them), queues ``--jobs`` jobs
