@@ -30,15 +30,17 @@ ENDED = "('CONCLUIDO', 'FALHA', 'CANCELADO')"
 TRIGGER_NAMES = ["automation_rollups_insert", "automation_rollups_update"]
 
 
-def _bucket(ms: str) -> str:
-    """The histogram bucket of a run of ``ms`` milliseconds (-1: cancelled or never started)."""
+def _bucket(ms: str, postgres: bool) -> str:
+    """The histogram bucket of a run of ``ms`` milliseconds: how many bounds it reaches."""
+    if postgres:
+        return f"width_bucket({ms}, ARRAY{list(BOUNDS)}::double precision[])"
     steps = " ".join(f"WHEN {ms} < {bound} THEN {i}" for i, bound in enumerate(BOUNDS))
     return f"CASE {steps} ELSE {len(BOUNDS)} END"
 
 
-def _measured(row: str, slot: str, ms: str) -> str:
-    """The columns of one finished row: key, status, bucket (``row`` is a table or alias)."""
-    bucket = _bucket(ms)
+def _measured(row: str, slot: str, ms: str, postgres: bool) -> str:
+    """The columns of one finished row: key, status, bucket (-1: cancelled or never started)."""
+    bucket = _bucket(ms, postgres)
     return (
         f"{row}.automation_type AS automation_type, {slot} AS slot, {row}.queue AS queue, "
         f"{row}.status AS status, CASE WHEN {row}.status = 'CANCELADO' OR {row}.data_inicio IS NULL "
@@ -46,15 +48,18 @@ def _measured(row: str, slot: str, ms: str) -> str:
     )
 
 
-def _pivot(changes: str) -> str:
-    """One row per key from ``changes`` (key, status, bucket, d): d summed into each column."""
+def _pivot(changes: str, fence: str = "") -> str:
+    """One row per key from ``changes`` (key, status, bucket, d): d summed into each column.
+    ``fence`` keeps the planner from inlining ``changes``, which would compute a row's bucket once
+    per column instead of once."""
     counts = [
         f"sum(CASE WHEN status = '{status}' THEN d ELSE 0 END)"
         for status in ("CONCLUIDO", "FALHA", "CANCELADO")
     ]
     histogram = [f"sum(CASE WHEN bucket = {i} THEN d ELSE 0 END)" for i in range(len(HISTOGRAM))]
+    sums = ", ".join(counts + histogram)
     return (
-        f"SELECT automation_type, slot, queue, {', '.join(counts + histogram)} FROM ({changes}) AS changes "
+        f"SELECT automation_type, slot, queue, {sums} FROM ({changes}{fence}) AS changes "
         "GROUP BY automation_type, slot, queue"
     )
 
@@ -64,27 +69,28 @@ def _upsert(table: str) -> str:
 
 
 # PostgreSQL: timestamps are timestamptz.
+PG_FENCE = " OFFSET 0"
 PG_SLOT = "floor(date_part('epoch', {r}.data_fim) / 900)::integer"
 PG_MS = "date_part('epoch', {r}.data_fim - {r}.data_inicio) * 1000"
 
 
-def _ended_rows(r: str, slot: str, ms: str, d: int, *, source: bool = True) -> str:
+def _ended_rows(r: str, slot: str, ms: str, d: int, *, source: bool = True, postgres: bool = False) -> str:
     """Each finished row of ``r`` (a table; or, without ``source``, a trigger's NEW or OLD) with
     its sign ``d``. The WHERE also tells SQLite's parser that an upsert's ON CONFLICT is not a join's."""
     found = f" FROM {r}" if source else ""
     return (
-        f"SELECT {_measured(r, slot.format(r=r), ms.format(r=r))}, {d} AS d{found} "
+        f"SELECT {_measured(r, slot.format(r=r), ms.format(r=r), postgres)}, {d} AS d{found} "
         f"WHERE {r}.status IN {ENDED} AND {r}.data_fim IS NOT NULL"
     )
 
 
 def _pg_rows(table: str, d: int) -> str:
-    return _ended_rows(table, PG_SLOT, PG_MS, d)
+    return _ended_rows(table, PG_SLOT, PG_MS, d, postgres=True)
 
 
 def _pg_apply(changes: str) -> str:
     return (
-        f"INSERT INTO automation_rollups AS r ({', '.join(COLUMNS)}) {_pivot(changes)} "
+        f"INSERT INTO automation_rollups AS r ({', '.join(COLUMNS)}) {_pivot(changes, PG_FENCE)} "
         f"ORDER BY automation_type, slot, queue ON CONFLICT ({', '.join(KEY)}) DO UPDATE SET {_upsert('r.')};"
     )
 
@@ -157,7 +163,8 @@ def upgrade() -> None:
         existing = _pg_rows("workers", 1)
     else:
         existing = _ended_rows("workers", SQLITE_SLOT, SQLITE_MS, 1)
-    op.execute(f"INSERT INTO automation_rollups ({', '.join(COLUMNS)}) {_pivot(existing)}")
+    fence = PG_FENCE if postgres else " LIMIT -1 OFFSET 0"
+    op.execute(f"INSERT INTO automation_rollups ({', '.join(COLUMNS)}) {_pivot(existing, fence)}")
     if postgres:
         op.execute(PG_FUNCTION)
         for statement in PG_TRIGGERS:
