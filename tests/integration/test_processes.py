@@ -8,9 +8,11 @@ another test's workers on the shared one would answer too.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,11 +20,40 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.harness import Processes, Stack, cli_command, wait_until
+from tests.integration.harness import Processes, Stack, clean_env, cli_command, wait_until
 from tests.integration.private_services import PrivateRedis
 
 PROCESSES = "{ processes { name kind queues concurrency runningJobIds status lastSeenAt machineId } }"
 WAITING = "query($id: Int!) { worker(id: $id) { status waitingReason queuePosition } }"
+
+
+@contextlib.contextmanager
+def _stack(
+    processes: Processes,
+    database_url: str,
+    redis: PrivateRedis,
+    prefix: str,
+    tmp_path: Path,
+    **serve_env: str,
+) -> Iterator[Stack]:
+    redis.start()
+    redis.flushall()
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    built = Stack(
+        processes,
+        database_url=database_url,
+        redis_url=redis.url(),
+        redis_prefix=prefix,
+        workdir=workdir,
+        serve_env=serve_env,
+    )
+    try:
+        built.serve()
+        yield built
+    finally:
+        processes.close()
+        built.close()
 
 
 @pytest.fixture
@@ -33,23 +64,8 @@ def own_stack(
     redis_prefix: str,
     tmp_path: Path,
 ) -> Iterator[Stack]:
-    private_redis_server.start()
-    private_redis_server.flushall()
-    workdir = tmp_path / "work"
-    workdir.mkdir()
-    built = Stack(
-        processes,
-        database_url=pg_database_url,
-        redis_url=private_redis_server.url(),
-        redis_prefix=redis_prefix,
-        workdir=workdir,
-    )
-    try:
-        built.serve()
+    with _stack(processes, pg_database_url, private_redis_server, redis_prefix, tmp_path) as built:
         yield built
-    finally:
-        processes.close()
-        built.close()
 
 
 def _graphql(stack: Stack, query: str, variables: dict[str, Any] | None = None) -> Any:
@@ -155,3 +171,37 @@ def test_processes_and_why_jobs_wait_with_real_workers(own_stack: Stack) -> None
 def test_processes_need_a_read_key(own_stack: Stack) -> None:
     response = httpx.post(f"{own_stack.api_url}/graphql", json={"query": PROCESSES}, timeout=15.0)
     assert "errors" in response.json()
+
+
+def test_with_task_events_a_stopped_worker_is_gone_at_once(
+    processes: Processes,
+    pg_database_url: str,
+    private_redis_server: PrivateRedis,
+    redis_prefix: str,
+    tmp_path: Path,
+) -> None:
+    """Task events on: workers beat and say when they stop (worker-offline), so a worker shut
+    down is GONE at once instead of SILENT for half a minute."""
+    with _stack(
+        processes, pg_database_url, private_redis_server, redis_prefix, tmp_path, WA_TASK_EVENTS="true"
+    ) as stack:
+        node = f"beats-scan-{stack.port}@test"
+        env = clean_env(
+            WA_REDIS_URL=stack.redis_url,
+            WA_API_URL=stack.api_url,
+            WA_WORKER_API_KEY=stack.register_machine(queue="scan"),
+            WA_TASK_EVENTS="true",
+        )
+        worker = stack.procs.start(
+            "worker-scan", [*cli_command(), "worker", "-Q", "scan", "-c", "1", "-n", node], env, stack.workdir
+        )
+        worker.wait_for_output(" ready.")
+        wait_until(
+            lambda: _process(stack, node, "ONLINE", queues=["scan"]), 20, lambda: "worker never ONLINE"
+        )
+        # The receiver listens from the first question on; the worker beats every 2 s.
+        worker.send(signal.SIGTERM)
+        assert worker.wait(30) is not None
+        stopped = time.monotonic()
+        wait_until(lambda: _process(stack, node, "GONE"), 20, lambda: "worker never GONE")
+        assert time.monotonic() - stopped < 20

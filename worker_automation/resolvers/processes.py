@@ -5,8 +5,10 @@ would consume them), so Celery sends no worker events to listen to. What is alwa
 ``inspect``: a ping, then ``active_queues``, ``stats`` and ``active`` of the workers that
 answered. A worker that stops answering is SILENT at first (a busy broker or a slow reply looks
 the same) and GONE once it has not answered for :data:`GONE_AFTER_SECONDS`; a failed inspection
-(the broker away) makes nobody GONE. Dedicated machines send nothing at all: their open
-``jobCreated`` subscription is their presence, kept in their rows (see ``presence``).
+(the broker away) makes nobody GONE. With task events on, workers also beat and say when they
+stop (``worker_heartbeats``): one that beats is ONLINE, one that said it stopped is GONE.
+Dedicated machines send nothing at all: their open ``jobCreated`` subscription is their
+presence, kept in their rows (see ``presence``).
 
 An inspection waits its whole timeout when no worker answers, so it is never made per request:
 one :class:`ProcessWatch` per API process keeps the last snapshot for :data:`FRESH_SECONDS`, every
@@ -27,6 +29,7 @@ from typing import Any, Final
 from sqlalchemy import select
 
 from worker_automation.broker.inspect import InspectResult, inspect_workers
+from worker_automation.broker.worker_heartbeats import BEATING_SECONDS, Heard, WorkerHeartbeats
 from worker_automation.models import Job, JobStatus, Machine, utcnow
 from worker_automation.resolvers.presence import is_connected
 from worker_automation.services import Services
@@ -121,6 +124,7 @@ class ProcessWatch:
         self._lock = asyncio.Lock()
         self._listeners: set[asyncio.Queue[list[ProcessView]]] = set()
         self._poller: asyncio.Task[None] | None = None
+        self._heartbeats: WorkerHeartbeats | None = None
 
     async def snapshot(self, services: Services) -> list[ProcessView]:
         """Every known process, at most :data:`FRESH_SECONDS` old."""
@@ -169,7 +173,27 @@ class ProcessWatch:
         inspected = await asyncio.to_thread(inspect_workers, services.broker.app, timeout)
         now = utcnow()
         self._remember(inspected, now)
-        return await _views(services, self._heard, inspected, now)
+        return await _views(services, self._heard, inspected, now, self._beats(services, now))
+
+    def _beats(self, services: Services, now: datetime) -> dict[str, bool]:
+        """With task events on, Celery's worker events: which workers beat now (True) or said
+        they went (False)."""
+        if not services.settings.task_events:
+            return {}
+        if self._heartbeats is None:
+            self._heartbeats = WorkerHeartbeats(services.broker.app)
+        beats: dict[str, bool] = {}
+        for host, heard in self._heartbeats.heard().items():
+            beating = _beating(heard, now)
+            if beating:
+                known = self._heard.get(host)
+                if known is None:
+                    self._heard[host] = _Heard((), None, (), heard.at)
+                elif heard.at > known.seen:
+                    known.seen = heard.at
+            if beating or heard.offline:
+                beats[host] = beating
+        return beats
 
     def _remember(self, inspected: InspectResult, now: datetime) -> None:
         for host in inspected.ping:
@@ -184,8 +208,16 @@ class ProcessWatch:
             del self._heard[host]
 
 
+def _beating(heard: Heard, now: datetime) -> bool:
+    return not heard.offline and now - heard.at <= timedelta(seconds=BEATING_SECONDS)
+
+
 async def _views(
-    services: Services, heard: dict[str, _Heard], inspected: InspectResult, now: datetime
+    services: Services,
+    heard: dict[str, _Heard],
+    inspected: InspectResult,
+    now: datetime,
+    beats: dict[str, bool],
 ) -> list[ProcessView]:
     task_ids = sorted({t for h in heard.values() for t in h.task_ids})
     settings = services.settings
@@ -215,9 +247,11 @@ async def _views(
     for host in sorted(heard):
         h = heard[host]
         # A failed inspection is no evidence that a worker went: it stays SILENT.
-        answered = host in inspected.ping
+        answered = host in inspected.ping or beats.get(host) is True
         status = pool_status(h.seen, now, answered)
-        if status == GONE and not inspected.available:
+        if beats.get(host) is False and host not in inspected.ping:
+            status = GONE  # it said so itself (worker-offline)
+        elif status == GONE and not inspected.available:
             status = SILENT
         ids = [by_task[t] for t in h.task_ids if t in by_task] if answered else []
         views.append(
