@@ -11,6 +11,11 @@ as a percentage of one core over ``--idle-seconds`` of idling, then the CPU and 
 burst of ``--jobs`` no-op jobs (``serve``: ``demo.echo`` through ``POST /api/v1/jobs/batch``,
 waited for in its SQLite file; Celery: a no-op task, waited for through its results).
 
+``serve``'s pool workers fork their pool processes only while they have jobs, so two more
+figures of ``serve``: how long one job takes from its ``POST`` to its end on the idle tree (the
+first job after idle pays for starting a pool process), and the tree's processes and PSS
+``--after-burst-seconds`` after the burst (the pool processes are gone again once idle).
+
 ``serve`` runs its broker inside its own process, so its figures include the broker's work; the
 plain Celery worker's do not include the machine's ``redis-server`` (shared with everything else
 on the machine). Celery uses its own Redis database (``--redis-db``, default 14), flushed before
@@ -83,6 +88,8 @@ class Side:
     burst_cpu_s: float | None = None
     burst_wall_s: float | None = None
     burst_failed: int = 0
+    first_job_s: float | None = None
+    after_burst: list[tuple[int, str, float]] = field(default_factory=list)
     note: str = ""
 
     @property
@@ -193,15 +200,24 @@ def measure_serve(args: argparse.Namespace) -> Side:
         if args.jobs:
             key = operator_key(env, workdir)
             database = workdir / "worker_automation.db"
+            first0 = time.monotonic()
+            asyncio.run(dispatch_all(url, key, 1, in_flight=1))
+            while finished_jobs(database)[0] < 1 and time.monotonic() - first0 < BURST_TIMEOUT:
+                time.sleep(0.02)
+            side.first_job_s = time.monotonic() - first0
+            done_before, _ = finished_jobs(database)
             cpu0, wall0 = cpu_seconds(proc.pid, with_children=True), time.monotonic()
             asyncio.run(dispatch_all(url, key, args.jobs, in_flight=2, batch=100))
             ended, failed = 0, 0
             while ended < args.jobs and time.monotonic() - wall0 < BURST_TIMEOUT:
                 time.sleep(0.05)
                 ended, failed = finished_jobs(database)
+                ended -= done_before
             side.burst_wall_s = time.monotonic() - wall0
             side.burst_cpu_s = cpu_seconds(proc.pid, with_children=True) - cpu0
             side.burst_failed = failed + (args.jobs - ended)
+            time.sleep(args.after_burst_seconds)
+            side.after_burst = snapshot(proc.pid)
     finally:
         procs.close()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -311,6 +327,15 @@ def report(sides: list[Side], args: argparse.Namespace) -> None:
         row(f"{burst}: CPU s", lambda s: fmt(s.burst_cpu_s, 2)),
         row(f"{burst}: wall s", lambda s: fmt(s.burst_wall_s, 2)),
         row(f"{burst}: not done", lambda s: s.burst_failed if s.burst_wall_s is not None else "-"),
+        row("one job on the idle tree, s", lambda s: fmt(s.first_job_s, 2)),
+        row(
+            f"{args.after_burst_seconds:.0f} s after the burst: processes",
+            lambda s: len(s.after_burst) or "-",
+        ),
+        row(
+            f"{args.after_burst_seconds:.0f} s after the burst: PSS MiB",
+            lambda s: fmt(sum(pss for _p, _l, pss in s.after_burst)) if s.after_burst else "-",
+        ),
         row("start to ready, s", lambda s: fmt(s.ready_s)),
     ]
     print(table(headers, rows))
@@ -325,6 +350,9 @@ def main() -> None:
     )
     parser.add_argument("--idle-seconds", type=float, default=60.0)
     parser.add_argument("--jobs", type=int, default=200, help="jobs in the burst (0: no burst)")
+    parser.add_argument(
+        "--after-burst-seconds", type=float, default=45.0, help="serve: idle wait before the last look"
+    )
     parser.add_argument("--source", help="run serve from this copy of the package")
     parser.add_argument("--redis-db", type=int, default=14, help="the plain Celery's Redis database")
     parser.add_argument("--celery-concurrency", type=int, default=EMBEDDED_POOL_SIZE)

@@ -3,6 +3,8 @@
 They get the settings of ``serve`` that a pool worker reads (log format, result limit, queues...),
 so that, for instance, ``WA_LOG_FORMAT=json`` holds for every line ``serve`` and its workers write;
 and ``serve`` counts as ready only once every one of them answers a ping through the broker.
+Each forks its pool processes only while it has jobs (``pool_on_demand``): seven pool processes
+waiting for work were a third of what an idle ``serve`` held.
 """
 
 from __future__ import annotations
@@ -126,6 +128,8 @@ class EmbeddedPool:
                 # Killed with serve, however serve ends (kill -9 included): a worker outliving
                 # it would go on with jobs the next serve marks failed and runs again.
                 WA_EXIT_WITH_PARENT=str(os.getpid()),
+                # Pool processes only while there is work: most of an idle serve's memory.
+                WA_POOL_ON_DEMAND="true",
             )
             command = pool_worker_command(queue, count)
             # A session of its own: Ctrl-C in the terminal reaches serve, which stops them in order.

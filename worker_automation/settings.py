@@ -92,6 +92,9 @@ class Settings(BaseSettings):
     task_events: bool = False
     # A pool worker started by an embedded `serve` gets serve's pid here: it ends when serve does.
     exit_with_parent: int | None = None
+    # A pool worker keeps no pool process while it has no job, and forks them as jobs arrive (up
+    # to its queue's count): an embedded `serve` sets it, so that an idle one holds little memory.
+    pool_on_demand: bool = False
 
     @field_validator("database_url")
     @classmethod

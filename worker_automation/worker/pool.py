@@ -65,6 +65,7 @@ from worker_automation.worker.held import HeldJobs, drop_left_behind
 from worker_automation.worker.http import ApiTimeout, ApiUnreachable, HttpClient
 from worker_automation.worker.implementations import load_implementations
 from worker_automation.worker.lifetime import exit_with_parent
+from worker_automation.worker.on_demand import AUTOSCALER_PATH, AUTOSCALER_SETTING, OnDemandAutoscaler
 from worker_automation.worker.outbox import Outbox, kept_in
 from worker_automation.worker.owners import machine_directory
 from worker_automation.worker.patience import Stopped
@@ -358,6 +359,9 @@ def run_pool_worker(settings: Settings, *, queue: str, concurrency: int | None, 
     outbox = machine_directory("outbox", settings.worker_api_key)
     register_command(lambda: kept_in(outbox))
     workers = concurrency or settings.queues[queue]
+    if settings.pool_on_demand:
+        OnDemandAutoscaler.outbox = outbox
+        app.conf[AUTOSCALER_SETTING] = AUTOSCALER_PATH
     _report_lost_jobs(settings)
     quiet_celery_logging(settings.log_format)
     pool_of: dict[str, Any] = {}
@@ -380,8 +384,7 @@ def run_pool_worker(settings: Settings, *, queue: str, concurrency: int | None, 
         "worker",
         "-Q",
         queue,
-        "-c",
-        str(workers),
+        *(["--autoscale", f"{workers},0"] if settings.pool_on_demand else ["-c", str(workers)]),
         "-P",
         "prefork",
         "-n",
