@@ -14,6 +14,7 @@ from worker_automation.models import Job, utcnow
 from worker_automation.models.database import make_engine
 from worker_automation.models.migrate import migrate
 from worker_automation.models.rollup import DURATION_BOUNDS_MS, automation_rollups
+from worker_automation.resolvers.health import _read_days, day_slots
 from worker_automation.resolvers.history import percentile
 from worker_automation.resolvers.retention import delete_finished
 from worker_automation.services import Services
@@ -178,3 +179,17 @@ async def test_throughput_by_day_over_90_days_counts_pruned_jobs(any_services: S
     for minutes in (1, 15):
         buckets = (await api.ok(query, {"s": recent, "m": minutes}))["throughput"]
         assert sum(b["cancelled"] for b in buckets) == 1, minutes
+
+
+async def test_days_of_unequal_length_are_read_by_ranges(any_services: Services) -> None:
+    """A window with a change of offset (days of 23 or 25 hours) joins slots to day ranges: both
+    ways of reading give the same days."""
+    services = any_services
+    async with services.db.session() as session:
+        await session.execute(insert(Job), [_row(_ended(services, n), "CONCLUIDO", 40 * n) for n in range(6)])
+    tz = services.settings.tz
+    first = utcnow().astimezone(tz).date() - timedelta(days=5)
+    bounds = day_slots(first, 6, tz)
+    by_division = await _read_days(services, "demo.echo", bounds, by_ranges=False)
+    assert sorted(by_division) == list(range(6))
+    assert await _read_days(services, "demo.echo", bounds, by_ranges=True) == by_division

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
+from itertools import pairwise
 from typing import Annotated, Final
 from zoneinfo import ZoneInfo
 
@@ -117,22 +118,39 @@ async def automation_health(services: Services, automation_type: str, days: int 
     return answer
 
 
-async def _read_days(services: Services, automation: str, bounds: list[int]) -> dict[int, list[int]]:
-    """Summed counts and histogram per day index, for the days with any rollup."""
-    days = (
-        values(sql_column("i", Integer), sql_column("lo", Integer), sql_column("hi", Integer), name="days")
-        .data([(i, bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)])
-        .cte("days")
-    )
+async def _read_days(
+    services: Services, automation: str, bounds: list[int], *, by_ranges: bool | None = None
+) -> dict[int, list[int]]:
+    """Summed counts and histogram per day index, for the days with any rollup. Days of one length
+    (no change of offset in the window) are a division of the slot; otherwise each slot is joined
+    to its day's range."""
     r = automation_rollups.c
     summed = [func.sum(r[name]) for name in ("completed", "failed", "cancelled", *DURATION_COLUMNS)]
-    statement = (
-        select(days.c.i, *summed)
-        .select_from(days)
-        .join(automation_rollups, and_(r.slot >= days.c.lo, r.slot < days.c.hi))
-        .where(r.automation_type == automation)
-        .group_by(days.c.i)
-    )
+    lengths = {high - low for low, high in pairwise(bounds)}
+    if by_ranges is None:
+        by_ranges = len(lengths) != 1
+    if not by_ranges:
+        index = ((r.slot - bounds[0]) // lengths.pop()).label("i")
+        statement = (
+            select(index, *summed)
+            .where(r.automation_type == automation, r.slot >= bounds[0], r.slot < bounds[-1])
+            .group_by(index)
+        )
+    else:
+        days = (
+            values(
+                sql_column("i", Integer), sql_column("lo", Integer), sql_column("hi", Integer), name="days"
+            )
+            .data([(i, low, high) for i, (low, high) in enumerate(pairwise(bounds))])
+            .cte("days")
+        )
+        statement = (
+            select(days.c.i, *summed)
+            .select_from(days)
+            .join(automation_rollups, and_(r.slot >= days.c.lo, r.slot < days.c.hi))
+            .where(r.automation_type == automation)
+            .group_by(days.c.i)
+        )
     async with services.db.reader() as session:
         rows = (await session.execute(statement)).all()
     return {int(row[0]): [int(n or 0) for n in row[1:]] for row in rows}
