@@ -39,6 +39,11 @@ class Automation:
     # Safe to run again from the start when a run was lost half-way (its process died): such a
     # job is queued again; any other lost run ends FALHA naming the fault.
     idempotent: bool = False
+    # Automatic retries: runs in all (1: none), the backoff's base and cap in seconds (exponential
+    # from the base with full jitter).
+    max_attempts: int = 1
+    retry_backoff_seconds: int = 10
+    retry_backoff_max_seconds: int = 600
 
 
 # Reusable fields: most automations act on one company (CNPJ) in one state or city.

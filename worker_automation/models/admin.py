@@ -12,7 +12,8 @@ from worker_automation.models.base import Base, JSONType, UtcDateTime, utcnow
 
 
 class AutomationSetting(Base):
-    """Overrides of the registry's ``max_concurrent_jobs``, ``dev_mode`` and ``enabled``.
+    """Overrides of the registry's ``max_concurrent_jobs``, ``dev_mode``, ``enabled`` and retry
+    policy.
 
     Claims lock this row, which serialises concurrent claims of one automation.
     """
@@ -23,6 +24,10 @@ class AutomationSetting(Base):
     max_concurrent_jobs: Mapped[int] = mapped_column(Integer)
     dev_mode: Mapped[bool] = mapped_column(Boolean, default=False)
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    # Retry policy overrides (null: the registry's default).
+    max_attempts: Mapped[int | None] = mapped_column(Integer)
+    retry_backoff_seconds: Mapped[int | None] = mapped_column(Integer)
+    retry_backoff_max_seconds: Mapped[int | None] = mapped_column(Integer)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
     updated_by: Mapped[str | None] = mapped_column(String(120))
 

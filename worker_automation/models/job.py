@@ -46,6 +46,8 @@ class Job(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
     machine_id: Mapped[int | None] = mapped_column(Integer)
+    # An automatic retry waiting for its backoff: no claim before it (null: no wait).
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
 
     __table_args__ = (
         # The queued view: AGENDADO ordered by priority, then age.

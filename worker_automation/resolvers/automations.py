@@ -30,21 +30,41 @@ def apply_setting(
     automation: Automation, setting: AutomationSetting | Row[*tuple[Any, ...]] | None
 ) -> Automation:
     """``automation`` with the overrides of ``setting`` (a settings row, or any row carrying
-    ``max_concurrent_jobs``, ``dev_mode`` and ``enabled``)."""
+    ``max_concurrent_jobs``, ``dev_mode`` and ``enabled``; the retry policy's columns when the row
+    has them and they are set)."""
     if setting is None:
         return automation
+    retry_policy = {
+        name: value for name in RETRY_FIELDS if (value := getattr(setting, name, None)) is not None
+    }
     return dataclasses.replace(
         automation,
         max_concurrent_jobs=setting.max_concurrent_jobs,
         dev_mode=setting.dev_mode,
         enabled=setting.enabled,
+        **retry_policy,
     )
+
+
+# The retry policy's settings: the registry's default unless overridden (a null column).
+RETRY_FIELDS = ("max_attempts", "retry_backoff_seconds", "retry_backoff_max_seconds")
+# Their bounds when set by an admin.
+_RETRY_BOUNDS = {
+    "max_attempts": (1, 100),
+    "retry_backoff_seconds": (0, 86400),
+    "retry_backoff_max_seconds": (0, 86400),
+}
 
 
 # Read on every dispatch and claim: plain columns (an ORM object would cost more than the query),
 # in statements built once.
 _SETTING = select(
-    AutomationSetting.max_concurrent_jobs, AutomationSetting.dev_mode, AutomationSetting.enabled
+    AutomationSetting.max_concurrent_jobs,
+    AutomationSetting.dev_mode,
+    AutomationSetting.enabled,
+    AutomationSetting.max_attempts,
+    AutomationSetting.retry_backoff_seconds,
+    AutomationSetting.retry_backoff_max_seconds,
 ).where(AutomationSetting.key == bindparam("key"))
 _SETTING_LOCKED = _SETTING.with_for_update()
 
@@ -92,8 +112,11 @@ async def update_settings(
     max_concurrent_jobs: int | None = None,
     dev_mode: bool | None = None,
     enabled: bool | None = None,
+    retry_policy: dict[str, int | None] | None = None,
 ) -> Automation:
-    """Change an automation's limits at run time (admin operation, audited)."""
+    """Change an automation's limits at run time (admin operation, audited). ``retry_policy``:
+    values of :data:`RETRY_FIELDS` to set."""
+    policy = {name: value for name, value in (retry_policy or {}).items() if value is not None}
     async with audited(db, actor, "update_automation_settings", f"automation:{key}") as note:
         note.detail = {
             name: value
@@ -101,10 +124,11 @@ async def update_settings(
                 ("max_concurrent_jobs", max_concurrent_jobs),
                 ("dev_mode", dev_mode),
                 ("enabled", enabled),
+                *policy.items(),
             )
             if value is not None
         }
-        return await _update_settings(db, key, actor.label, max_concurrent_jobs, dev_mode, enabled)
+        return await _update_settings(db, key, actor.label, max_concurrent_jobs, dev_mode, enabled, policy)
 
 
 async def _update_settings(
@@ -114,11 +138,16 @@ async def _update_settings(
     max_concurrent_jobs: int | None,
     dev_mode: bool | None,
     enabled: bool | None,
+    policy: dict[str, int],
 ) -> Automation:
     if key not in AUTOMATION_REGISTRY:
         raise NotFound(f"Automacao '{key}' nao encontrada.")
     if max_concurrent_jobs is not None and not 1 <= max_concurrent_jobs <= 1000:
         raise BadInput("max_concurrent_jobs", "max_concurrent_jobs deve estar entre 1 e 1000")
+    for name, value in policy.items():
+        low, high = _RETRY_BOUNDS[name]
+        if not low <= value <= high:
+            raise BadInput(name, f"{name} deve estar entre {low} e {high}")
     async with db.session() as session:
         setting = await session.get(AutomationSetting, key, with_for_update=True)
         base = AUTOMATION_REGISTRY[key]
@@ -136,6 +165,8 @@ async def _update_settings(
             setting.dev_mode = dev_mode
         if enabled is not None:
             setting.enabled = enabled
+        for name, value in policy.items():
+            setattr(setting, name, value)
         setting.updated_by = actor
         await session.flush()
         return apply_setting(base, setting)

@@ -10,7 +10,7 @@ from datetime import timedelta
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Row, Update, and_, bindparam, func, select, update
+from sqlalchemy import Row, Update, and_, bindparam, func, or_, select, update
 from sqlalchemy.orm import aliased
 
 from worker_automation.errors import BadInput, Conflict, DomainError, NotFound
@@ -30,6 +30,7 @@ from worker_automation.resolvers.machines import (
     machine_in,
 )
 from worker_automation.resolvers.reads import MSG_JOB_NOT_FOUND
+from worker_automation.resolvers.retries import after_failure, due
 from worker_automation.resolvers.rows import VIEW_RETURNING, lock_job, returned_view, view_in
 from worker_automation.services import Services
 from worker_automation.vocabulary import EventKind, Refusal
@@ -95,8 +96,14 @@ def _claim_statement(*, with_task: bool) -> Update:
         )
         .scalar_subquery()
     )
-    # A paused queue's jobs are not claimed (a primary-key probe inside the same statement).
-    conds = [Job.id == bindparam("job_id"), Job.status == JobStatus.AGENDADO.value, ~_QUEUE_PAUSED]
+    # A paused queue's jobs are not claimed (a primary-key probe inside the same statement), nor
+    # a retry before its next attempt is due.
+    conds = [
+        Job.id == bindparam("job_id"),
+        Job.status == JobStatus.AGENDADO.value,
+        ~_QUEUE_PAUSED,
+        or_(Job.next_attempt_at.is_(None), Job.next_attempt_at <= bindparam("claimed_at")),
+    ]
     if with_task:
         conds.append(Job.task_id == bindparam("job_task"))
     # RETURNING the whole row and its client's name: the claimed job comes back without
@@ -163,7 +170,7 @@ async def pending_jobs(
     """AGENDADO jobs this machine may claim, in run order (for the start-up sweep). A paused
     queue's jobs are left out: a machine would only be refused them, sweep after sweep."""
     key = automation or machine.automation
-    conds = [Job.status == JobStatus.AGENDADO.value, ~_QUEUE_PAUSED]
+    conds = [Job.status == JobStatus.AGENDADO.value, ~_QUEUE_PAUSED, due()]
     if key is not None:
         if machine.automation is not None and key != machine.automation:
             raise BadInput("automation", f"Esta maquina atende apenas {machine.automation!r}")
@@ -238,11 +245,15 @@ async def claim(services: Services, machine: MachineRef, job_id: int, task_id: s
 
 async def _refusal_for(conn: Executor, job_id: int, task_id: str | None) -> DomainError:
     paused = _QUEUE_PAUSED.label("paused")
-    current = (await conn.execute(select(Job.status, Job.task_id, paused).where(Job.id == job_id))).first()
+    current = (
+        await conn.execute(
+            select(Job.status, Job.task_id, paused, Job.next_attempt_at).where(Job.id == job_id)
+        )
+    ).first()
     if current is None:
         # Removed since the claim began (cleanup, a move): nothing left to claim.
         return NotFound(MSG_JOB_NOT_FOUND, worker_id=job_id)
-    status, stored_task, queue_paused = current
+    status, stored_task, queue_paused, next_attempt_at = current
     if status == JobStatus.EXECUTANDO.value:
         return refused(Refusal.ALREADY_CLAIMED, status=status)
     if status != JobStatus.AGENDADO.value:
@@ -252,6 +263,9 @@ async def _refusal_for(conn: Executor, job_id: int, task_id: str | None) -> Doma
         return refused(Refusal.NOT_CLAIMABLE, status=status, stale_task=True)
     if queue_paused:
         return refused(Refusal.QUEUE_PAUSED, status=status)
+    if next_attempt_at is not None and next_attempt_at > utcnow():
+        # A retry whose backoff is not over: its message is sent when it is due.
+        return refused(Refusal.NOT_CLAIMABLE, status=status, next_attempt_at=next_attempt_at.isoformat())
     return refused(Refusal.CONCURRENCY_LIMIT, status=status)
 
 
@@ -383,4 +397,4 @@ async def fail(
         task_id,
     )
     await announce(services, EventKind.FAILED, [view])
-    return view
+    return await after_failure(services, view, exc_type)

@@ -32,10 +32,11 @@ def require(row: Job, action: Action) -> None:
     require_status(row, set(ALLOWED_FROM[action]), _VERBS[action])
 
 
-def back_in_queue(row: Job, task_id: str) -> None:
-    """The job waits again under a new task: not started, no machine, no progress (nor the last
-    progress message of the run that is over)."""
+def back_in_queue(row: Job, task_id: str | None) -> None:
+    """The job waits again under a new task (None: sent later): not started, no machine, no
+    progress (nor the last progress message of the run that is over), no backoff to wait for."""
     row.task_id = task_id
+    row.next_attempt_at = None
     row.status = JobStatus.AGENDADO.value
     row.progress = 0
     row.data_inicio = None
@@ -52,7 +53,7 @@ def mark_cancelled(row: Job, message: str = CANCEL_MESSAGE) -> None:
     row.mensagem_erro = message
 
 
-def mark_retried(row: Job, task_id: str) -> None:
+def mark_retried(row: Job, task_id: str | None) -> None:
     """A failed or cancelled job queued again under ``task_id``, ``retry_count`` + 1."""
     back_in_queue(row, task_id)
     row.retry_count += 1

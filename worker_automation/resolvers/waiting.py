@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from sqlalchemy import func, select, tuple_
+from sqlalchemy import func, select
 from sqlalchemy.orm import aliased
 
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
@@ -41,6 +41,8 @@ class Waiting:
 
     reason: str
     position: int
+    # When its automatic retry is due (None: it waits for none).
+    next_attempt_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -57,17 +59,21 @@ class _Row:
 
 
 def _statement(ids: Sequence[int]) -> Any:
-    ahead = aliased(Job)
     running = aliased(Job)
-    position = (
-        select(func.count())
-        .select_from(ahead)
-        .where(
-            ahead.status == JobStatus.AGENDADO.value,
-            ahead.queue == Job.queue,
-            tuple_(ahead.priority, ahead.created_at, ahead.id) < tuple_(Job.priority, Job.created_at, Job.id),
+    # The queued jobs of the page's queues ranked once in claim order (one pass over each queue's
+    # backlog for the whole page, instead of a count of the jobs ahead for each job).
+    ranked = (
+        select(
+            Job.id.label("ranked_id"),
+            func.row_number()
+            .over(partition_by=Job.queue, order_by=(Job.priority, Job.created_at, Job.id))
+            .label("position"),
         )
-        .scalar_subquery()
+        .where(
+            Job.status == JobStatus.AGENDADO.value,
+            Job.queue.in_(select(Job.queue).where(Job.id.in_(list(ids))).scalar_subquery()),
+        )
+        .subquery()
     )
     running_count = (
         select(func.count())
@@ -80,7 +86,7 @@ def _statement(ids: Sequence[int]) -> Any:
         Job.id,
         Job.queue,
         Job.automation_type,
-        position + 1,
+        ranked.c.position,
         running_count,
         paused,
         AutomationSetting.enabled,
@@ -90,6 +96,7 @@ def _statement(ids: Sequence[int]) -> Any:
         columns.append(_NEXT_ATTEMPT)
     return (
         select(*columns)
+        .join(ranked, ranked.c.ranked_id == Job.id)
         .outerjoin(AutomationSetting, AutomationSetting.key == Job.automation_type)
         .where(Job.id.in_(list(ids)), Job.status == JobStatus.AGENDADO.value)
     )
@@ -131,4 +138,6 @@ async def waiting_of(
     now = utcnow()
     undecided = any(_reason(row, now, None) in (QUEUED, CONCURRENCY_LIMIT) for row in found)
     consumers = online_consumers(await processes()) if undecided else None
-    return {row.id: Waiting(_reason(row, now, consumers), int(row.position)) for row in found}
+    return {
+        row.id: Waiting(_reason(row, now, consumers), int(row.position), row.next_attempt_at) for row in found
+    }

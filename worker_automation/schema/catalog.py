@@ -25,6 +25,13 @@ class Automation:
     dev_mode: bool = strawberry.field(description="In development: its jobs are not claimed.")
     enabled: bool = strawberry.field(description="Disabled automations cannot be dispatched.")
     description: str = strawberry.field(description="What it does.")
+    max_attempts: int = strawberry.field(
+        description="Runs a job gets in all: a failed run with attempts left is retried (1: no retry)."
+    )
+    retry_backoff_seconds: int = strawberry.field(
+        description="Base of the wait before a retry: exponential from it, full jitter."
+    )
+    retry_backoff_max_seconds: int = strawberry.field(description="Cap of the wait before a retry.")
     form: JSON = strawberry.field(
         description="The fields its dispatch context must carry: {allow_extra, fields: [{name, type, ...}]}."
     )
@@ -43,6 +50,9 @@ class Automation:
             dev_mode=automation.dev_mode,
             enabled=automation.enabled,
             description=automation.description,
+            max_attempts=automation.max_attempts,
+            retry_backoff_seconds=automation.retry_backoff_seconds,
+            retry_backoff_max_seconds=automation.retry_backoff_max_seconds,
             form=JSON(form_schema(automation.form)),
         )
 

@@ -181,6 +181,9 @@ class Mutation(OperatorMutation):
         max_concurrent_jobs: int | None = None,
         dev_mode: bool | None = None,
         enabled: bool | None = None,
+        max_attempts: int | None = None,
+        retry_backoff_seconds: int | None = None,
+        retry_backoff_max_seconds: int | None = None,
     ) -> Automation:
         principal = await info.context.principal()
         updated = await update_settings(
@@ -190,5 +193,10 @@ class Mutation(OperatorMutation):
             max_concurrent_jobs=max_concurrent_jobs,
             dev_mode=dev_mode,
             enabled=enabled,
+            retry_policy={
+                "max_attempts": max_attempts,
+                "retry_backoff_seconds": retry_backoff_seconds,
+                "retry_backoff_max_seconds": retry_backoff_max_seconds,
+            },
         )
         return Automation.from_definition(updated)

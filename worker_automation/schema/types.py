@@ -162,6 +162,16 @@ class Job:
         waiting = await self._waiting(info)
         return waiting.position if waiting is not None else None
 
+    @field(
+        description="When a queued automatic retry may run: no claim before it (null unless the "
+        "job is AGENDADO as an automatic retry; batched per operation)."
+    )
+    async def next_attempt_at(self, info: Info) -> DateTime | None:
+        waiting = await self._waiting(info)
+        if waiting is None or waiting.next_attempt_at is None:
+            return None
+        return _at(waiting.next_attempt_at, info.context.tz)
+
     @classmethod
     def from_view(cls, view: JobView, tz: ZoneInfo) -> Job:
         """Build from a resolver's view, timestamps in ``tz`` (the same values as

@@ -16,3 +16,8 @@ class AutomationError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class PermanentError(AutomationError):
+    """A failure that running again cannot mend (bad input, a closed account): the job ends FALHA
+    now, whatever attempts its automation has left."""

@@ -19,7 +19,7 @@ from typing import Any
 
 from worker_automation.cancelling import cancel_and_wait
 from worker_automation.worker.client import ApiError, Claim, WorkerApiClient
-from worker_automation.worker.contract import AutomationFn
+from worker_automation.worker.contract import AutomationFn, PermanentError
 from worker_automation.worker.held import HeldJobs
 from worker_automation.worker.http import ApiTimeout, ApiUnreachable
 from worker_automation.worker.implementations import MissingImplementation
@@ -320,7 +320,9 @@ class JobPipeline:
     async def _failed(self, job_id: int, exc: BaseException, task_id: str | None) -> RunResult:
         message = str(exc) or type(exc).__name__
         summary = "".join(tb.format_exception(exc)[-6:])
-        await self._report_failure(job_id, message, type(exc).__name__, summary, task_id)
+        # Any PermanentError, subclasses too, is reported by that name: the API skips retries.
+        exc_type = PermanentError.__name__ if isinstance(exc, PermanentError) else type(exc).__name__
+        await self._report_failure(job_id, message, exc_type, summary, task_id)
         return RunResult(Outcome.FAILED, message)
 
     async def report_failure(

@@ -1,0 +1,151 @@
+"""Automatic retries: a failed run with attempts left waits AGENDADO for its backoff (claims refuse
+it before ``nextAttemptAt``), is sent when due under a new task id, and the last one ends FALHA
+with ``retries_exhausted``; ``PermanentError`` skips them; a paused queue holds a due retry."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timedelta
+
+import pytest
+from sqlalchemy import update
+
+from tests.integration.operator_support import any_services, pool_machine
+from tests.unit.graphql_support import Api, make_api
+from worker_automation.catalog.registry import AUTOMATION_REGISTRY
+from worker_automation.errors import Conflict
+from worker_automation.models import Job, utcnow
+from worker_automation.resolvers import claims
+from worker_automation.resolvers.machines import MachineView
+from worker_automation.resolvers.retries import backoff_seconds, send_due
+from worker_automation.services import Services
+
+__all__ = ["any_services"]
+
+JOB = (
+    "query($id: Int!) { worker(id: $id) { status taskId retryCount nextAttemptAt waitingReason "
+    "mensagemErro attempts { number outcome error taskId } } }"
+)
+SETTINGS = (
+    "mutation($key: String!, $n: Int, $base: Int, $cap: Int) { updateAutomationSettings(key: $key, "
+    "maxAttempts: $n, retryBackoffSeconds: $base, retryBackoffMaxSeconds: $cap) "
+    "{ maxAttempts retryBackoffSeconds retryBackoffMaxSeconds } }"
+)
+
+
+async def _policy(api: Api, n: int, base: int = 60, cap: int = 600) -> dict[str, int]:
+    data = await api.ok(SETTINGS, {"key": "demo.echo", "n": n, "base": base, "cap": cap})
+    return dict(data["updateAutomationSettings"])
+
+
+async def _job(api: Api, job_id: int) -> dict[str, object]:
+    return dict((await api.ok(JOB, {"id": job_id}))["worker"])
+
+
+async def _failed_once(services: Services, api: Api, error: str) -> tuple[MachineView, int]:
+    """A pool machine, and a demo.echo job whose first run it failed with ``error`` (attempts: 2)."""
+    await _policy(api, 2)
+    machine = await pool_machine(services)
+    job = await api.dispatch("demo.echo")
+    await claims.claim(services, machine, job["id"], job["taskId"])
+    await claims.fail(services, machine, job["id"], error)
+    return machine, job["id"]
+
+
+async def _make_due(services: Services, job_id: int) -> None:
+    async with services.db.session() as session:
+        await session.execute(update(Job).where(Job.id == job_id).values(next_attempt_at=utcnow()))
+
+
+def test_backoff_is_exponential_capped_and_fully_jittered() -> None:
+    automation = AUTOMATION_REGISTRY["demo.echo"]
+    policy = dataclasses.replace(automation, retry_backoff_seconds=10, retry_backoff_max_seconds=60)
+    assert [backoff_seconds(policy, n, lambda: 1.0) for n in range(4)] == [10, 20, 40, 60]
+    assert backoff_seconds(policy, 2, lambda: 0.5) == 20
+    assert backoff_seconds(policy, 9, lambda: 0.0) == 0
+
+
+async def test_a_failed_run_waits_its_backoff_then_runs_under_a_new_task(any_services: Services) -> None:
+    services = any_services
+    api = await make_api(services)
+    policy = await _policy(api, 3)
+    assert policy == {"maxAttempts": 3, "retryBackoffSeconds": 60, "retryBackoffMaxSeconds": 600}
+    machine = await pool_machine(services)
+    job = await api.dispatch("demo.echo")
+    await claims.claim(services, machine, job["id"], job["taskId"])
+    failed_at = utcnow()
+    view = await claims.fail(services, machine, job["id"], "portal fora do ar")
+    assert view.status == "AGENDADO" and view.retry_count == 1 and view.task_id is None
+
+    data = await _job(api, job["id"])
+    assert data["status"] == "AGENDADO" and data["waitingReason"] == "RETRY_BACKOFF"
+    due_at = datetime.fromisoformat(str(data["nextAttemptAt"]))
+    assert (
+        failed_at.replace(microsecond=0) <= due_at <= failed_at.replace(microsecond=0) + timedelta(seconds=61)
+    )
+    attempts = data["attempts"]
+    assert isinstance(attempts, list) and [(a["outcome"], a["error"]) for a in attempts] == [
+        ("FALHA", "portal fora do ar")
+    ]
+    # Not due: nothing sends it, and a claim is refused.
+    assert not await send_due(services, job["id"])
+    with pytest.raises(Conflict) as refused:
+        await claims.claim(services, machine, job["id"])
+    assert refused.value.details.get("next_attempt_at")
+    assert [j.id for j in await claims.pending_jobs(services, machine, None)] == []
+
+    await _make_due(services, job["id"])
+    assert await send_due(services, job["id"])
+    data = await _job(api, job["id"])
+    new_task = data["taskId"]
+    assert isinstance(new_task, str) and new_task != job["taskId"]
+    assert data["waitingReason"] != "RETRY_BACKOFF" and data["nextAttemptAt"] is not None
+    assert not await send_due(services, job["id"])  # sent once
+    await claims.claim(services, machine, job["id"], new_task)
+    await claims.complete(services, machine, job["id"], {"ok": True}, new_task)
+    data = await _job(api, job["id"])
+    assert data["status"] == "CONCLUIDO" and data["retryCount"] == 1
+
+
+async def test_exhausted_and_permanent_failures_end_falha(any_services: Services) -> None:
+    services = any_services
+    api = await make_api(services)
+    machine, job_id = await _failed_once(services, api, "primeira")
+    await _make_due(services, job_id)
+    assert await send_due(services, job_id)
+    task = (await _job(api, job_id))["taskId"]
+    await claims.claim(services, machine, job_id, str(task))
+    view = await claims.fail(services, machine, job_id, "segunda", task_id=str(task))
+    assert view.status == "FALHA" and view.mensagem_erro == "retries_exhausted: segunda"
+    data = await _job(api, job_id)
+    attempts = data["attempts"]
+    assert isinstance(attempts, list)
+    assert [(a["outcome"], a["error"]) for a in attempts] == [
+        ("FALHA", "primeira"),
+        ("FALHA", "retries_exhausted: segunda"),
+    ]
+
+    permanent = await api.dispatch("demo.echo")
+    await claims.claim(services, machine, permanent["id"], permanent["taskId"])
+    view = await claims.fail(services, machine, permanent["id"], "CNPJ invalido", exc_type="PermanentError")
+    assert view.status == "FALHA" and view.retry_count == 0 and view.mensagem_erro == "CNPJ invalido"
+
+
+async def test_a_paused_queue_holds_a_due_retry_and_bad_settings_are_refused(any_services: Services) -> None:
+    services = any_services
+    api = await make_api(services)
+    machine, job_id = await _failed_once(services, api, "fora do ar")
+    await api.ok('mutation { pauseQueue(queue: "scan") { queue } }')
+    await _make_due(services, job_id)
+    assert await send_due(services, job_id)
+    data = await _job(api, job_id)
+    assert data["waitingReason"] == "QUEUE_PAUSED"
+    with pytest.raises(Conflict) as refused:
+        await claims.claim(services, machine, job_id, str(data["taskId"]))
+    assert refused.value.details.get("reason") == "queue_paused"
+    await api.ok('mutation { resumeQueue(queue: "scan") { queue } }')
+    claimed = await claims.claim(services, machine, job_id, str(data["taskId"]))
+    assert claimed.status == "EXECUTANDO"
+
+    error = await api.fails(SETTINGS, {"key": "demo.echo", "n": 0})
+    assert (error.extensions or {}).get("field") == "max_attempts"

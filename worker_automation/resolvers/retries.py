@@ -1,0 +1,137 @@
+"""Automatic retries: a failed run whose automation has attempts left goes back to AGENDADO.
+
+The job row is the truth. A retry waits AGENDADO with no task id and ``next_attempt_at`` set, and
+claims refuse it before then, whoever sends it. When it is due, the process that queued it sends
+it under a new task id (a timer); should that process stop first, the reconciler finds a due job
+with no message and sends it (it leaves jobs that are not due alone), so a retry survives a
+restart. A paused queue holds a retry like any queued job, and a retry counts toward its
+automation's concurrency limit only once claimed: it is an ordinary AGENDADO job by then.
+
+Attempts keep each failed run (the attempts triggers end the run FALHA first); the last run of an
+automation that retries ends FALHA with ``retries_exhausted`` in its error and in its attempt.
+An automation raising ``PermanentError`` skips its retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, Final
+
+from sqlalchemy import ColumnElement, func, or_, select, update
+
+from worker_automation.catalog.registry import AUTOMATION_REGISTRY, Automation
+from worker_automation.metrics import count_retry
+from worker_automation.models import Attempt, Job, JobStatus, utcnow
+from worker_automation.resolvers.announce import announce
+from worker_automation.resolvers.automations import effective
+from worker_automation.resolvers.dispatch import Send, send_all
+from worker_automation.resolvers.job_views import JobView
+from worker_automation.resolvers.rows import lock_job, view_in
+from worker_automation.resolvers.transitions import mark_retried
+from worker_automation.services import Services
+from worker_automation.vocabulary import EventKind
+
+log = logging.getLogger(__name__)
+
+RETRIES_EXHAUSTED: Final = "retries_exhausted"
+# The exception type (its class name, as workers report it) that skips an automation's retries.
+PERMANENT_ERROR: Final = "PermanentError"
+
+# Timers of this process sending retries when due (kept so they are not collected early).
+_PENDING: set[asyncio.Task[None]] = set()
+
+
+def due() -> ColumnElement[bool]:
+    """A job whose next attempt is due (or that waits for none)."""
+    return or_(Job.next_attempt_at.is_(None), Job.next_attempt_at <= utcnow())
+
+
+def backoff_seconds(
+    automation: Automation, retry_count: int, draw: Callable[[], float] = random.random
+) -> float:
+    """The wait before retry number ``retry_count`` + 1: exponential from the base, capped, then
+    full jitter (uniform between 0 and that)."""
+    ceiling = min(automation.retry_backoff_max_seconds, automation.retry_backoff_seconds * 2.0**retry_count)
+    return draw() * max(0.0, ceiling)
+
+
+async def after_failure(services: Services, view: JobView, exc_type: str | None) -> JobView:
+    """Apply the retry policy to a run that just ended FALHA (``view``): queued again when its
+    automation has attempts left, else marked ``retries_exhausted`` when the automation retries.
+    Only while the job is still FALHA under the task that failed (an operator or a late report
+    acting meanwhile wins). The job's view as it stands."""
+    if view.status != JobStatus.FALHA.value or view.automation_type not in AUTOMATION_REGISTRY:
+        return view
+    async with services.db.session() as session:
+        automation = await effective(session, view.automation_type)
+        if automation.max_attempts <= 1 or exc_type == PERMANENT_ERROR:
+            return view
+        row = await lock_job(session, view.id)
+        if row.status != JobStatus.FALHA.value or row.task_id != view.task_id:
+            return view
+        retried = row.retry_count + 1 < automation.max_attempts
+        if retried:
+            wait = backoff_seconds(automation, row.retry_count)
+            mark_retried(row, None)
+            row.next_attempt_at = utcnow() + timedelta(seconds=wait)
+        else:
+            row.mensagem_erro = f"{RETRIES_EXHAUSTED}: {row.mensagem_erro or ''}".rstrip()
+            await session.execute(_last_attempt_error(row.id, row.mensagem_erro))
+        await session.flush()
+        current = await view_in(session, row)
+        next_attempt_at = row.next_attempt_at
+    if not retried:
+        return current
+    count_retry(current.automation_type)
+    log.info(
+        "retry: job %s queued again (retry %s), due at %s", current.id, current.retry_count, next_attempt_at
+    )
+    await announce(services, EventKind.MOVED, [current])
+    assert next_attempt_at is not None
+    schedule_send(services, current.id, max(0.0, (next_attempt_at - utcnow()).total_seconds()))
+    return current
+
+
+def _last_attempt_error(job_id: int, error: str) -> Any:
+    last = select(func.max(Attempt.number)).where(Attempt.worker_id == job_id).scalar_subquery()
+    return update(Attempt).where(Attempt.worker_id == job_id, Attempt.number == last).values(error=error)
+
+
+def schedule_send(services: Services, job_id: int, delay: float) -> None:
+    """Send the retry of ``job_id`` in ``delay`` seconds from this process."""
+
+    async def later() -> None:
+        await asyncio.sleep(delay)
+        try:
+            await send_due(services, job_id)
+        except Exception:  # the reconciler sends it instead
+            log.warning("retry: job %s not sent when due; recovery will send it", job_id, exc_info=True)
+
+    task = asyncio.get_running_loop().create_task(later())
+    _PENDING.add(task)
+    task.add_done_callback(_PENDING.discard)
+
+
+async def send_due(services: Services, job_id: int) -> bool:
+    """Send a waiting retry that is due under a new task id; False when it is not (yet) one."""
+    new_task = str(uuid.uuid4())
+    statement = (
+        update(Job)
+        .where(Job.id == job_id, Job.status == JobStatus.AGENDADO.value, Job.task_id.is_(None), due())
+        .values(task_id=new_task, updated_at=utcnow())
+        .returning(Job.id)
+    )
+    async with services.db.session() as session:
+        if (await session.execute(statement)).first() is None:
+            return False
+        row = await lock_job(session, job_id)
+        view = await view_in(session, row)
+    automation = AUTOMATION_REGISTRY[view.automation_type]
+    await announce(services, EventKind.CREATED, [view])
+    await send_all(services, [Send(job_id, new_task, automation.task_name, view.queue, view.priority)])
+    return True
