@@ -6,7 +6,10 @@ ONLINE pool worker consumes its queue and no ONLINE machine serves its automatio
 automation already runs as many jobs as it may; otherwise it is simply queued behind others.
 
 Its position counts the queued jobs of its queue claimed before it (claim order: priority, then
-age), plus one. A page of jobs is answered in one statement, whatever its size.
+age), plus one. A page of jobs is answered in one statement, whatever its size, which ranks the
+backlog of the page's queues once: its cost grows with that backlog (measured on a shared
+2-core machine: 100,000 queued jobs in one queue, 0.6 s for a page of 20; a count of the jobs
+ahead of each job took 1.4 s).
 """
 
 from __future__ import annotations
