@@ -30,7 +30,7 @@ from worker_automation.resolvers.machines import (
     machine_in,
 )
 from worker_automation.resolvers.reads import MSG_JOB_NOT_FOUND
-from worker_automation.resolvers.retries import after_failure, due
+from worker_automation.resolvers.retries import after_failure, due, fail_by_policy
 from worker_automation.resolvers.rows import VIEW_RETURNING, lock_job, returned_view, view_in
 from worker_automation.services import Services
 from worker_automation.vocabulary import EventKind, Refusal
@@ -389,12 +389,11 @@ async def fail(
         "exc_message": error[:4000],
         "traceback": traceback[-4000:] if traceback else None,
     }
-    view = await _finish(
-        services,
-        machine,
-        job_id,
-        {"status": JobStatus.FALHA.value, "mensagem_erro": error[:4000], "result": failure},
-        task_id,
-    )
+    values = {"status": JobStatus.FALHA.value, "mensagem_erro": error[:4000], "result": failure}
+    ended = await fail_by_policy(services, machine, job_id, values, task_id, exc_type)
+    if ended is not None:
+        return ended
+    view = await _finish(services, machine, job_id, values, task_id)
     await announce(services, EventKind.FAILED, [view])
+    # A report that replaced a lost run: the retry policy applies to it now.
     return await after_failure(services, view, exc_type)

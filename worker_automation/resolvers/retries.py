@@ -19,7 +19,7 @@ import logging
 import random
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from sqlalchemy import ColumnElement, func, or_, select, update
@@ -31,6 +31,7 @@ from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.automations import effective
 from worker_automation.resolvers.dispatch import Send, send_all
 from worker_automation.resolvers.job_views import JobView
+from worker_automation.resolvers.machines import MachineRef, MachineView, machine_in
 from worker_automation.resolvers.rows import lock_job, view_in
 from worker_automation.resolvers.transitions import mark_retried
 from worker_automation.services import Services
@@ -60,11 +61,56 @@ def backoff_seconds(
     return draw() * max(0.0, ceiling)
 
 
+async def fail_by_policy(
+    services: Services,
+    machine: MachineRef,
+    job_id: int,
+    values: dict[str, Any],
+    task_id: str | None,
+    exc_type: str | None,
+) -> JobView | None:
+    """A run ``machine`` holds failed with ``values`` (FALHA), its automation retrying: with
+    attempts left, end the run FALHA and queue the job again in one transaction (nobody sees it
+    FALHA in between); without, end it FALHA with ``retries_exhausted``. Its view; None when the
+    automation does not retry or the run is not this machine's (the caller ends it, or says why
+    not)."""
+    if exc_type == PERMANENT_ERROR:
+        return None
+    async with services.db.session() as session:
+        row = await lock_job(session, job_id)
+        if row.status != JobStatus.EXECUTANDO.value or (task_id is not None and row.task_id != task_id):
+            return None
+        holder = machine if isinstance(machine, MachineView) else await machine_in(session, machine)
+        if row.machine_id != holder.id or row.automation_type not in AUTOMATION_REGISTRY:
+            return None
+        automation = await effective(session, row.automation_type)
+        if automation.max_attempts <= 1:
+            return None
+        retried = row.retry_count + 1 < automation.max_attempts
+        for name, value in values.items():
+            setattr(row, name, value)
+        if not retried:
+            row.mensagem_erro = f"{RETRIES_EXHAUSTED}: {row.mensagem_erro or ''}".rstrip()
+        row.data_fim = utcnow()
+        # The run ends FALHA first: the attempts triggers record its failure.
+        await session.flush()
+        if retried:
+            _queue_again(row, automation)
+            await session.flush()
+        view = await view_in(session, row)
+        next_attempt_at = row.next_attempt_at
+    if retried:
+        await _retried(services, view, next_attempt_at)
+    else:
+        await announce(services, EventKind.FAILED, [view])
+    return view
+
+
 async def after_failure(services: Services, view: JobView, exc_type: str | None) -> JobView:
-    """Apply the retry policy to a run that just ended FALHA (``view``): queued again when its
-    automation has attempts left, else marked ``retries_exhausted`` when the automation retries.
-    Only while the job is still FALHA under the task that failed (an operator or a late report
-    acting meanwhile wins). The job's view as it stands."""
+    """Apply the retry policy to a run that already ended FALHA (``view``, a lost run, say):
+    queued again when its automation has attempts left, else marked ``retries_exhausted`` when
+    the automation retries. Only while the job is still FALHA under the task that failed (an
+    operator or a late report acting meanwhile wins). The job's view as it stands."""
     if view.status != JobStatus.FALHA.value or view.automation_type not in AUTOMATION_REGISTRY:
         return view
     async with services.db.session() as session:
@@ -76,25 +122,31 @@ async def after_failure(services: Services, view: JobView, exc_type: str | None)
             return view
         retried = row.retry_count + 1 < automation.max_attempts
         if retried:
-            wait = backoff_seconds(automation, row.retry_count)
-            mark_retried(row, None)
-            row.next_attempt_at = utcnow() + timedelta(seconds=wait)
+            _queue_again(row, automation)
         else:
             row.mensagem_erro = f"{RETRIES_EXHAUSTED}: {row.mensagem_erro or ''}".rstrip()
             await session.execute(_last_attempt_error(row.id, row.mensagem_erro))
         await session.flush()
         current = await view_in(session, row)
         next_attempt_at = row.next_attempt_at
-    if not retried:
-        return current
-    count_retry(current.automation_type)
-    log.info(
-        "retry: job %s queued again (retry %s), due at %s", current.id, current.retry_count, next_attempt_at
-    )
-    await announce(services, EventKind.MOVED, [current])
-    assert next_attempt_at is not None
-    schedule_send(services, current.id, max(0.0, (next_attempt_at - utcnow()).total_seconds()))
+    if retried:
+        await _retried(services, current, next_attempt_at)
     return current
+
+
+def _queue_again(row: Job, automation: Automation) -> None:
+    """The failed job back in the queue, waiting out its backoff, with no task until it is due."""
+    wait = backoff_seconds(automation, row.retry_count)
+    mark_retried(row, None)
+    row.next_attempt_at = utcnow() + timedelta(seconds=wait)
+
+
+async def _retried(services: Services, view: JobView, next_attempt_at: datetime | None) -> None:
+    count_retry(view.automation_type)
+    log.info("retry: job %s queued again (retry %s), due at %s", view.id, view.retry_count, next_attempt_at)
+    await announce(services, EventKind.MOVED, [view])
+    assert next_attempt_at is not None
+    schedule_send(services, view.id, max(0.0, (next_attempt_at - utcnow()).total_seconds()))
 
 
 def _last_attempt_error(job_id: int, error: str) -> Any:
