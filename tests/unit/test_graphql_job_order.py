@@ -112,3 +112,14 @@ async def test_a_from_after_its_to_names_the_field(api: Api) -> None:
         error = await api.fails(LIST, {"f": bounds})
         assert code(error) == "BAD_USER_INPUT"
         assert (error.extensions or {}).get("field") in (start, start.replace("F", "_f")), error.formatted
+
+
+async def test_bulk_actions_take_the_time_ranges(api: Api) -> None:
+    bounds = '{status: AGENDADO, createdTo: "2026-03-02T12:05:00+00:00"}'
+    listed = (await api.ok(f"{{ workers(filter: {bounds}) {{ total }} }}"))["workers"]["total"]
+    done = (await api.ok(f"mutation {{ cancelWorkers(filter: {bounds}) {{ matched changed }} }}"))[
+        "cancelWorkers"
+    ]
+    assert listed == done["matched"] == done["changed"] == 3
+    left = (await api.ok("{ workers(filter: {status: AGENDADO}) { total } }"))["workers"]["total"]
+    assert left == 1
