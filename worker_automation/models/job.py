@@ -58,6 +58,9 @@ class Job(Base):
         # Claims count running jobs per automation; the automation filter.
         Index("ix_workers_automation_status", "automation_type", "status"),
         Index("ix_workers_cliente_id", "cliente_id"),
+        # The job list sorted by creation time or by priority (see resolvers.job_order).
+        Index("ix_workers_created_at_id", "created_at", "id"),
+        Index("ix_workers_priority_id", "priority", "id"),
         Index("ix_workers_usuario_id", "usuario_id"),
         # "Today" counts and the history of terminal rows.
         Index("ix_workers_status_data_fim", "status", "data_fim"),
