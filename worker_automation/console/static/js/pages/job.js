@@ -1,6 +1,6 @@
 // One job: every field, context and result, error and traceback, live progress, attempts, audit,
 // and the actions on it.
-import { html, useRef, useState } from "../html.js";
+import { html, useEffect, useRef, useState } from "../html.js";
 import { eventLog, gql, useQuery, useSubscription } from "../api.js";
 import { OUTCOME_LABELS, formatDate, formatDuration, formatMs } from "../format.js";
 import { ActionButton, ErrorNote, JsonBlock, Loading, ProgressBar, Section, StatusBadge, UnavailableNote, notify } from "../ui.js";
@@ -14,6 +14,7 @@ const JOB = `query Job($id: Int!) { worker(id: $id) { ${FIELDS} } }`;
 const STATE = "query JobState($id: Int!) { worker(id: $id) { status queue retryCount } }";
 const EVENTS = `subscription JobLive($id: Int!) { workerEvents(filter: { id: $id }) { kind change worker { ${FIELDS} } } }`;
 const ATTEMPTS = `query Attempts($id: Int!) { worker(id: $id) { id attempts { number machineId machineName taskId startedAt endedAt outcome error } } }`;
+const NEXT_ATTEMPT = "query NextAttempt($id: Int!) { worker(id: $id) { id nextAttemptAt } }";
 const AUDIT_FIELDS = "id at actor perfil action target result detail";
 const AUDIT = `query JobAudit($target: String!) { auditLog(filter: { target: $target }, perPage: 100) { total items { ${AUDIT_FIELDS} } } }`;
 // A service from before the target filter: its latest entries, this job's picked out of them.
@@ -40,6 +41,23 @@ function jobDuration(w) {
 
 function Field({ name, children }) {
   return html`<div class="field" data-field=${name}><dt>${name}</dt><dd>${children ?? "—"}</dd></div>`;
+}
+
+/** An automatic retry waiting out its backoff: when it may run, counting down each second. */
+function NextAttempt({ id, status, retryCount }) {
+  const queued = status === "AGENDADO" && retryCount > 0;
+  const next = useQuery(queued ? NEXT_ATTEMPT : null, { id: Number(id) }, [status, retryCount]);
+  const [now, setNow] = useState(Date.now());
+  const at = queued ? next.data?.worker?.nextAttemptAt : null;
+  const due = at ? Date.parse(at) : NaN;
+  useEffect(() => {
+    if (!(due > Date.now())) return undefined;
+    const timer = setInterval(() => setNow(Date.now()), 1000);
+    return () => clearInterval(timer);
+  }, [due]);
+  if (!at) return null;
+  const left = Math.ceil((due - now) / 1000);
+  return html`${formatDate(at)} <span class="muted" data-countdown>${left > 0 ? `(em ${left} s)` : "(já pode rodar)"}</span>`;
 }
 
 function Attempts({ id, features, resync }) {
@@ -166,6 +184,7 @@ export function JobPage({ session, id }) {
             <${Field} name="Fila">${w.queue}<//>
             <${Field} name="Prioridade">${w.priority}<//>
             <${Field} name="Tentativas repetidas">${w.retryCount}<//>
+            ${w.status === "AGENDADO" && w.retryCount > 0 ? html`<${Field} name="Próxima tentativa"><${NextAttempt} id=${jobId} status=${w.status} retryCount=${w.retryCount} /><//>` : null}
             <${Field} name="Task id"><span class="mono">${w.taskId}</span><//>
             <${Field} name="Máquina">${w.machine ? `${w.machine.name} (#${w.machine.id})` : w.machineId}<//>
             <${Field} name="Criado em">${formatDate(w.createdAt)}<//>
