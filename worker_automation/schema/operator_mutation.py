@@ -35,7 +35,7 @@ async def _acting(info: Info) -> tuple[Services, Actor]:
 
 async def _bulk(info: Info, action: BulkAction, filter: JobFilterInput, limit: int | None) -> BulkResult:
     services, actor = await _acting(info)
-    return BulkResult.from_view(await action(services, actor, filter.to_filter(), limit))
+    return BulkResult.from_view(await action(services, actor, filter.to_filter(services.settings.tz), limit))
 
 
 @strawberry.type
