@@ -146,6 +146,7 @@ async def test_migrate_creates_every_column(database_url: str) -> None:
         "created_at",
         "updated_at",
         "machine_id",
+        "next_attempt_at",
     } == found["workers"]
 
 

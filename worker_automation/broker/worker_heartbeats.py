@@ -14,12 +14,10 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from celery import Celery
-
-from worker_automation.models import utcnow
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +59,7 @@ class WorkerHeartbeats:
         host = event.get("hostname")
         if isinstance(host, str):
             with self._lock:
-                self._heard[host] = Heard(utcnow(), event.get("type") == "worker-offline")
+                self._heard[host] = Heard(datetime.now(UTC), event.get("type") == "worker-offline")
 
     def _wanted(self) -> bool:
         with self._lock:
