@@ -28,7 +28,7 @@ from typing import Any, Final
 
 from sqlalchemy import select
 
-from worker_automation.broker.inspect import InspectResult, inspect_workers
+from worker_automation.broker.inspect import ProcessReplies, inspect_processes
 from worker_automation.broker.worker_heartbeats import BEATING_SECONDS, Heard, WorkerHeartbeats
 from worker_automation.models import Job, JobStatus, Machine, utcnow
 from worker_automation.resolvers.presence import is_connected
@@ -170,7 +170,7 @@ class ProcessWatch:
 
     async def _look(self, services: Services) -> list[ProcessView]:
         timeout = min(services.settings.inspect_timeout_seconds, MAX_INSPECT_SECONDS)
-        inspected = await asyncio.to_thread(inspect_workers, services.broker.app, timeout)
+        inspected = await asyncio.to_thread(inspect_processes, services.broker.app, timeout)
         now = utcnow()
         self._remember(inspected, now)
         return await _views(services, self._heard, inspected, now, self._beats(services, now))
@@ -195,7 +195,7 @@ class ProcessWatch:
                 beats[host] = beating
         return beats
 
-    def _remember(self, inspected: InspectResult, now: datetime) -> None:
+    def _remember(self, inspected: ProcessReplies, now: datetime) -> None:
         for host in inspected.ping:
             self._heard[host] = _Heard(
                 queues=_queues_of(inspected.active_queues.get(host)),
@@ -215,7 +215,7 @@ def _beating(heard: Heard, now: datetime) -> bool:
 async def _views(
     services: Services,
     heard: dict[str, _Heard],
-    inspected: InspectResult,
+    inspected: ProcessReplies,
     now: datetime,
     beats: dict[str, bool],
 ) -> list[ProcessView]:
