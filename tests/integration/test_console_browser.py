@@ -384,13 +384,13 @@ def test_a_list_read_overtaken_by_live_events_gets_them_too(page: Any, system: S
     page.route("**/graphql", hold_the_filtered_read)
     page.select_option('form.filters select[name="status"]', "EXECUTANDO")
     page.click('form.filters button[type="submit"]')
-    system.wait_status(job, "CONCLUIDO")
-    page.wait_for_selector(row, state="detached", timeout=JOB_STEP * 1000)  # the event came
     for _ in range(STEP // 50):  # the route handler runs while playwright is waiting
         if held:
             break
         page.wait_for_timeout(50)
     assert len(held) == 1
+    system.wait_status(job, "CONCLUIDO")
+    page.wait_for_selector(row, state="detached", timeout=JOB_STEP * 1000)  # the event came
     route, answer = held[0]
     read = {item["id"]: item["status"] for item in answer.json()["data"]["workers"]["items"]}
     assert read.get(job) == "EXECUTANDO", read
