@@ -111,9 +111,10 @@ async def test_the_standard_introspection_query_passes_the_default_limits() -> N
 
 
 def test_introspection_depth_has_a_bound_of_its_own() -> None:
+    from graphql import build_schema as schema_from_sdl
     from graphql import parse
 
-    graphql_schema = OPEN._schema
+    graphql_schema = schema_from_sdl(OPEN.as_str())
     standard = document_bounds(graphql_schema, parse(STANDARD_INTROSPECTION))
     (_node, _name, bounds) = standard[0]
     assert bounds.depth <= SETTINGS.max_query_depth < bounds.introspection_depth <= INTROSPECTION_DEPTH
