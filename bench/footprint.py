@@ -68,7 +68,12 @@ OPERATOR_KEY_COMMAND = [
 EMBEDDED_POOL_SIZE = 7
 FINISHED = ("CONCLUIDO", "FALHA", "CANCELADO")
 # What a process's command line is shortened to: the words after the first of these.
-PROGRAMS = ("worker_automation.embedded_worker ", "worker_automation.cli ", "worker-automation ", "celery ")
+PROGRAMS = (
+    "worker_automation.cli.embedded_worker ",
+    "worker_automation.cli ",
+    "worker-automation ",
+    "celery ",
+)
 STARTUP_TIMEOUT = 180.0
 # A tree spending more than this (% of one core) is still starting.
 SETTLED_CPU_PERCENT = 10.0

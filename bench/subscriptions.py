@@ -54,7 +54,7 @@ from bench.common import (
 from bench.ws_fleet import Fleet, raise_open_files
 from tests.integration.harness import descendants
 from worker_automation.broker.events import Event, EventBus
-from worker_automation.vocabulary import EventKind
+from worker_automation.domain.vocabulary import EventKind
 
 DATABASE = "wa_bench_subscriptions"
 PREFIX = "wa_bench"

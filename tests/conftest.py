@@ -112,7 +112,7 @@ def make_settings(redis_prefix: str):  # type: ignore[no-untyped-def]
 async def _started_services(settings):  # type: ignore[no-untyped-def]
     """Services started on ``settings``, with every automation's settings row; closed after."""
     from worker_automation.resolvers.automations import ensure_settings_rows
-    from worker_automation.services import Services
+    from worker_automation.resolvers.services import Services
 
     started = await Services.start(settings)
     await ensure_settings_rows(started.db)

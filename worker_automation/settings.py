@@ -61,7 +61,7 @@ class Settings(BaseSettings):
     max_query_depth: int = 10
     max_query_tokens: int = 2000
     max_query_aliases: int = 30
-    # Hostile-input limits (see worker_automation.limits for what each one guards).
+    # Hostile-input limits (see worker_automation.domain.limits for what each one guards).
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     max_context_bytes: int = Field(default=64 * 1024, ge=256)
     max_result_bytes: int = Field(default=1024 * 1024, ge=256)

@@ -15,7 +15,7 @@ import pytest
 from alembic.script import ScriptDirectory
 from sqlalchemy import func, select
 
-from worker_automation.errors import Unauthenticated
+from worker_automation.domain.errors import Unauthenticated
 from worker_automation.models import Cliente, Job
 from worker_automation.models.database import Database
 from worker_automation.models.migrate import alembic_config, current_revision

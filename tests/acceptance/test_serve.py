@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from worker_automation.bootstrap import EMBEDDED_KEYS_DIR
+from worker_automation.process.bootstrap import EMBEDDED_KEYS_DIR
 
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0

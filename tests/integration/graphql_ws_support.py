@@ -19,13 +19,13 @@ from starlette.routing import WebSocketRoute
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.typing import Subprotocol
 
-from worker_automation.app import create_app
+from worker_automation.asgi.app import create_app
+from worker_automation.overrides.ws_protocol import FramedWebSocketProtocol
 from worker_automation.resolvers.auth import SCOPE_READ, SCOPE_WRITE, create_key
+from worker_automation.resolvers.services import Services
 from worker_automation.schema.live_views import LiveViews
 from worker_automation.schema.transport import GraphQLApp
-from worker_automation.services import Services
 from worker_automation.settings import Settings
-from worker_automation.ws_protocol import FramedWebSocketProtocol
 
 STEP_TIMEOUT = 15.0
 KEY_KINDS = {

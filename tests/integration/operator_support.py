@@ -9,7 +9,7 @@ from sqlalchemy import event
 
 from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.machines import MachineView, register_machine
-from worker_automation.services import Services
+from worker_automation.resolvers.services import Services
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

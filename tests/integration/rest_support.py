@@ -13,11 +13,11 @@ import httpx
 from sqlalchemy import select
 from starlette.applications import Starlette
 
-from worker_automation.app import create_app
+from worker_automation.asgi.app import create_app
 from worker_automation.models import AuditEntry, Cliente, Job, utcnow
 from worker_automation.models.database import Database
 from worker_automation.resolvers.auth import SCOPE_READ, SCOPE_WRITE, create_key, revoke_key
-from worker_automation.services import Services
+from worker_automation.resolvers.services import Services
 from worker_automation.settings import Settings
 
 BASE = "/api/v1/worker-automation"

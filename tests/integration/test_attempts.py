@@ -13,7 +13,7 @@ from worker_automation.models import Attempt, Job
 from worker_automation.models.database import Database
 from worker_automation.models.migrate import migrate
 from worker_automation.resolvers import claims
-from worker_automation.services import Services
+from worker_automation.resolvers.services import Services
 
 __all__ = ["any_services"]
 

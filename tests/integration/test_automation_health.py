@@ -17,7 +17,7 @@ from worker_automation.models.rollup import DURATION_BOUNDS_MS, automation_rollu
 from worker_automation.resolvers.health import _read_days, day_slots
 from worker_automation.resolvers.history import percentile
 from worker_automation.resolvers.retention import delete_finished
-from worker_automation.services import Services
+from worker_automation.resolvers.services import Services
 
 __all__ = ["any_services"]
 

@@ -21,7 +21,7 @@ from tests.integration.celery_probe_tasks import probe_worker
 from worker_automation.broker.celery_app import JobTaskBackend, ResultBackend, make_celery
 from worker_automation.broker.gateway import BrokerGateway, CeleryTaskResult
 from worker_automation.broker.queues import priority_keys
-from worker_automation.errors import Unavailable
+from worker_automation.domain.errors import Unavailable
 from worker_automation.settings import Settings
 from worker_automation.worker.pool import PoolTaskBackend
 

@@ -13,7 +13,7 @@ from tests.unit.graphql_support import make_api
 from worker_automation.models import AuditEntry, Job, utcnow
 from worker_automation.resolvers import claims
 from worker_automation.resolvers.counts import counters, recount
-from worker_automation.services import Services
+from worker_automation.resolvers.services import Services
 
 __all__ = ["any_services"]
 

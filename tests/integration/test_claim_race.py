@@ -12,14 +12,14 @@ import httpx
 import pytest
 from sqlalchemy import delete, func, select, update
 
-from worker_automation.app import create_app
-from worker_automation.errors import Conflict, NotFound
+from worker_automation.asgi.app import create_app
+from worker_automation.domain.errors import Conflict, NotFound
 from worker_automation.models import AutomationSetting, Job, JobStatus
 from worker_automation.resolvers import claims
 from worker_automation.resolvers.audit import CLI_ACTOR, Actor
 from worker_automation.resolvers.automations import update_settings
 from worker_automation.resolvers.machines import MachineView, register_machine, set_machine_status
-from worker_automation.services import Services
+from worker_automation.resolvers.services import Services
 from worker_automation.settings import Settings
 
 pytestmark = pytest.mark.services

@@ -7,12 +7,12 @@ import json
 import pytest
 from sqlalchemy import delete, select
 
-from worker_automation.errors import Conflict
+from worker_automation.domain.errors import Conflict
 from worker_automation.models import AuditEntry, AutomationSetting, Cliente, Job
 from worker_automation.resolvers.audit import Actor
 from worker_automation.resolvers.automations import update_settings
 from worker_automation.resolvers.dispatch import dispatch
-from worker_automation.services import Services
+from worker_automation.resolvers.services import Services
 
 ACTOR = Actor("key:ops", "administrador")
 

@@ -14,8 +14,8 @@ from tests.integration.celery_probe_tasks import probe_worker
 from worker_automation.broker.embedded import EmbeddedRedis
 from worker_automation.broker.events import Event, EventBus
 from worker_automation.broker.gateway import BrokerGateway, CeleryTaskResult
+from worker_automation.domain.vocabulary import EventKind
 from worker_automation.settings import Settings
-from worker_automation.vocabulary import EventKind
 
 RESULT_TIMEOUT = 20.0
 

@@ -13,8 +13,8 @@ import redis
 
 from worker_automation.broker.embedded import EmbeddedRedis
 from worker_automation.broker.events import Event, EventBus, Listener
-from worker_automation.errors import Unavailable
-from worker_automation.vocabulary import EventKind, QueueChange
+from worker_automation.domain.errors import Unavailable
+from worker_automation.domain.vocabulary import EventKind, QueueChange
 
 # Generous bounds for delivery on a loaded two-core machine; the happy path takes milliseconds.
 DELIVERY_TIMEOUT = 5.0

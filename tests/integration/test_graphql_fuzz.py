@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hypothesis_graphql import strategies as gql
 
 from tests.integration.rest_support import running_api
-from worker_automation.seed import seed_demo
+from worker_automation.process.seed import seed_demo
 from worker_automation.settings import Settings
 
 pytestmark = pytest.mark.services

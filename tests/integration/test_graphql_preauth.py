@@ -13,11 +13,11 @@ import httpx
 import pytest
 
 from tests.integration.rest_support import Api, running_api
+from worker_automation.domain.sharing import PARSED_DOCUMENTS
 from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.machines import register_machine
 from worker_automation.schema import cost
 from worker_automation.settings import Settings
-from worker_automation.sharing import PARSED_DOCUMENTS
 
 pytestmark = pytest.mark.services
 

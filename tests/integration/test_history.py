@@ -11,7 +11,7 @@ from tests.integration.operator_support import any_services
 from tests.unit.graphql_support import make_api
 from worker_automation.models import Job, utcnow
 from worker_automation.resolvers.history import percentile
-from worker_automation.services import Services
+from worker_automation.resolvers.services import Services
 
 __all__ = ["any_services"]
 

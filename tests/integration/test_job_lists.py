@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.integration.test_read_resolvers import QUEUES, T0, db, insert_rows, job
-from worker_automation.errors import BadInput
+from worker_automation.domain.errors import BadInput
 from worker_automation.models.database import Database
 from worker_automation.resolvers.job_order import Direction, JobOrder, OrderField
 from worker_automation.resolvers.job_views import views_of

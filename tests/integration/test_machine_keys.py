@@ -9,11 +9,11 @@ import pytest
 from sqlalchemy import func, select
 
 from tests.integration.operator_support import any_services
-from worker_automation.bootstrap import EMBEDDED_KEYS_DIR, provision_pool_keys
-from worker_automation.embedded_pool import EmbeddedPool, machine_name
 from worker_automation.models import AuditEntry
+from worker_automation.process.bootstrap import EMBEDDED_KEYS_DIR, provision_pool_keys
+from worker_automation.process.embedded_pool import EmbeddedPool, machine_name
 from worker_automation.resolvers.machines import authenticate_machine, machine_named
-from worker_automation.services import Services
+from worker_automation.resolvers.services import Services
 
 __all__ = ["any_services"]
 

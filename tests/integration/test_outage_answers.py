@@ -17,13 +17,13 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from tests.integration.rest_support import running_api
 from tests.services import PG_HOST, PG_PORT, PG_USER
-from worker_automation.app import create_app
+from worker_automation.asgi.app import create_app
 from worker_automation.models.database import database_exhausted, database_unavailable
 from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.auth import SCOPE_READ, SCOPE_WRITE, create_key
 from worker_automation.resolvers.machines import register_machine
+from worker_automation.resolvers.services import Services
 from worker_automation.rest_compat.http import MSG_DATABASE_DOWN
-from worker_automation.services import Services
 from worker_automation.settings import Settings
 
 pytestmark = pytest.mark.services

@@ -15,11 +15,11 @@ import httpx
 import pytest
 
 from tests.integration.rest_support import Api, running_api
-from worker_automation.app import create_app
-from worker_automation.errors import BadInput
+from worker_automation.asgi.app import create_app
+from worker_automation.domain.errors import BadInput
+from worker_automation.domain.sharing import PARSED_DOCUMENTS
 from worker_automation.schema import build_schema
 from worker_automation.settings import Settings
-from worker_automation.sharing import PARSED_DOCUMENTS
 
 pytestmark = pytest.mark.services
 

@@ -8,7 +8,7 @@ from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.machines import register_machine
 from worker_automation.resolvers.presence import machine_present
 from worker_automation.resolvers.processes import POLL_SECONDS, watch_of
-from worker_automation.services import Services
+from worker_automation.resolvers.services import Services
 
 SUBSCRIBE = "subscription { processes { name kind status queues runningJobIds } }"
 

@@ -12,9 +12,9 @@ from tests.integration.graphql_ws_support import GqlSubscription, serve
 from tests.integration.harness import Stack
 from tests.integration.operator_support import any_services, pool_machine
 from tests.unit.graphql_support import make_api
-from worker_automation.errors import Conflict
+from worker_automation.domain.errors import Conflict
 from worker_automation.resolvers import claims
-from worker_automation.services import Services
+from worker_automation.resolvers.services import Services
 
 __all__ = ["any_services"]
 
@@ -40,7 +40,7 @@ async def test_paused_queue_refuses_claims_until_resumed(any_services: Services,
         assert {q["queueName"]: q["paused"] for q in section["queues"]}["certidao"] is False
 
     # Another process of the service (a restart, a replica) sees the same pause.
-    from worker_automation.services import Services as Fresh
+    from worker_automation.resolvers.services import Services as Fresh
 
     other = await Fresh.start(services.settings, migrate_db=False)
     try:

@@ -13,7 +13,8 @@ from sqlalchemy import insert, select
 from sqlalchemy.exc import DBAPIError
 
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
-from worker_automation.errors import BadInput, NotFound
+from worker_automation.domain.errors import BadInput, NotFound
+from worker_automation.domain.shapes import as_dict
 from worker_automation.models import Cliente, Job, JobStatus
 from worker_automation.models.database import Database, driver_statement
 from worker_automation.models.migrate import migrate
@@ -32,7 +33,6 @@ from worker_automation.resolvers.reads import (
     task_status_from_db,
 )
 from worker_automation.settings import DEFAULT_QUEUES, Settings
-from worker_automation.shapes import as_dict
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 QUEUES = dict(DEFAULT_QUEUES)

@@ -13,17 +13,17 @@ import httpx
 import pytest
 from sqlalchemy import insert, select, update
 
-from worker_automation.app import create_app
+from worker_automation.asgi.app import create_app
 from worker_automation.broker import queues
-from worker_automation.housekeeping import Leadership
+from worker_automation.domain.vocabulary import Fault
 from worker_automation.models import AuditEntry, Job, utcnow
+from worker_automation.process.housekeeping import Leadership
 from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.dispatch import dispatch
 from worker_automation.resolvers.machines import register_machine
 from worker_automation.resolvers.recovery import LOST_RUN_MESSAGE, Reconciler, end_lost_run, reconcile
 from worker_automation.resolvers.resending import resend_all
-from worker_automation.services import Services
-from worker_automation.vocabulary import Fault
+from worker_automation.resolvers.services import Services
 
 pytestmark = pytest.mark.services
 

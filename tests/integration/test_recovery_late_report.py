@@ -16,16 +16,16 @@ import pytest
 from sqlalchemy import select
 
 from tests.integration.test_recovery import running_job
-from worker_automation.app import create_app
-from worker_automation.metrics import JOB_TRANSITIONS
+from worker_automation.asgi.app import create_app
+from worker_automation.domain.vocabulary import EventKind, Fault
+from worker_automation.infra.metrics import JOB_TRANSITIONS
 from worker_automation.models import AuditEntry, Job
 from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.job_actions import retry
 from worker_automation.resolvers.machines import RegisteredMachine, register_machine
 from worker_automation.resolvers.recovery import end_lost_run
+from worker_automation.resolvers.services import Services
 from worker_automation.schema.streams import Feed
-from worker_automation.services import Services
-from worker_automation.vocabulary import EventKind, Fault
 
 pytestmark = pytest.mark.services
 

@@ -29,7 +29,7 @@ from worker_automation.resolvers.machines import (
 )
 from worker_automation.resolvers.presence import Absences, absence_grace, is_connected, machine_present
 from worker_automation.resolvers.recovery import Reconciler
-from worker_automation.services import Services
+from worker_automation.resolvers.services import Services
 
 pytestmark = pytest.mark.services
 

@@ -13,7 +13,7 @@ import pytest
 
 from tests.integration.harness import Stack, descendants
 from worker_automation.resolvers.recovery import LOST_RUN_MESSAGE, Reconciler
-from worker_automation.services import Services
+from worker_automation.resolvers.services import Services
 
 pytestmark = pytest.mark.services
 WINDOW = 8.0  # WA_RECOVERY_SECONDS of the reconciler under test (its settle age is 2 s)

@@ -20,7 +20,7 @@ from tests.integration.rest_support import (
     running_api,
 )
 from worker_automation.broker.queues import priority_keys
-from worker_automation.seed import seed_demo
+from worker_automation.process.seed import seed_demo
 
 pytestmark = pytest.mark.services
 

@@ -19,13 +19,13 @@ from schemathesis.python import asgi as st_asgi
 from starlette.routing import Route
 
 from tests.integration.rest_support import Api, running_api
-from worker_automation.app import create_app
+from worker_automation.asgi.app import create_app
+from worker_automation.process.seed import seed_demo
 from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.auth import SCOPE_READ, SCOPE_WRITE, create_key
 from worker_automation.resolvers.automations import ensure_settings_rows
 from worker_automation.resolvers.machines import register_machine
-from worker_automation.seed import seed_demo
-from worker_automation.services import Services
+from worker_automation.resolvers.services import Services
 from worker_automation.settings import Settings
 
 pytestmark = pytest.mark.services

@@ -15,7 +15,7 @@ from worker_automation.models import Attempt, AuditEntry, Job, utcnow
 from worker_automation.resolvers import claims
 from worker_automation.resolvers.counts import counters, recount
 from worker_automation.resolvers.retention import apply_retention, delete_finished
-from worker_automation.services import Services
+from worker_automation.resolvers.services import Services
 
 __all__ = ["any_services"]
 
@@ -133,7 +133,7 @@ async def test_periodic_retention_follows_the_setting(any_services: Services) ->
 
 
 def test_retention_runs_on_the_leader() -> None:
-    from worker_automation.housekeeping import _periodic
+    from worker_automation.process.housekeeping import _periodic
     from worker_automation.settings import Settings
 
     (retention,) = [p for p in _periodic() if p.name == "retention"]

@@ -13,12 +13,12 @@ from sqlalchemy import update
 from tests.integration.operator_support import any_services, pool_machine
 from tests.unit.graphql_support import Api, make_api
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
-from worker_automation.errors import Conflict
+from worker_automation.domain.errors import Conflict
 from worker_automation.models import Job, utcnow
 from worker_automation.resolvers import claims
 from worker_automation.resolvers.machines import MachineView
 from worker_automation.resolvers.retries import backoff_seconds, send_due
-from worker_automation.services import Services
+from worker_automation.resolvers.services import Services
 
 __all__ = ["any_services"]
 

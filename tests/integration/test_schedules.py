@@ -14,7 +14,7 @@ from tests.integration.operator_support import any_services
 from tests.unit.graphql_support import Api, make_api
 from worker_automation.models import AuditEntry, Job, Schedule, utcnow
 from worker_automation.resolvers.schedule_firing import fire_due
-from worker_automation.services import Services
+from worker_automation.resolvers.services import Services
 
 __all__ = ["any_services"]
 

@@ -21,7 +21,7 @@ from tests.integration.harness import Processes, Stack, descendants, is_running,
 from worker_automation.models import AutomationSetting
 from worker_automation.resolvers.audit import Actor
 from worker_automation.resolvers.automations import ensure_settings_rows, update_settings
-from worker_automation.services import Services
+from worker_automation.resolvers.services import Services
 from worker_automation.settings import Settings
 
 pytestmark = pytest.mark.services

@@ -12,7 +12,7 @@ from worker_automation.models import Job, utcnow
 from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.machines import register_machine, set_machine_status
 from worker_automation.resolvers.maintenance import sync_orphans
-from worker_automation.services import Services
+from worker_automation.resolvers.services import Services
 
 pytestmark = pytest.mark.services
 

@@ -25,7 +25,7 @@ from tests.integration.celery_probe_tasks import probe_worker
 from worker_automation.broker.gateway import BrokerGateway
 from worker_automation.broker.queues import priority_keys
 from worker_automation.broker.task_messages import TaskMessages, TaskSend
-from worker_automation.errors import Unavailable
+from worker_automation.domain.errors import Unavailable
 from worker_automation.settings import Settings
 
 RESULT_TIMEOUT = 20.0

@@ -8,11 +8,11 @@ from prometheus_client import REGISTRY
 
 from tests.integration.operator_support import any_services, pool_machine
 from tests.unit.graphql_support import make_api
-from worker_automation.errors import Conflict
-from worker_automation.metrics import count_retry
+from worker_automation.domain.errors import Conflict
+from worker_automation.infra.metrics import count_retry
 from worker_automation.models import utcnow
 from worker_automation.resolvers import claims
-from worker_automation.services import Services
+from worker_automation.resolvers.services import Services
 
 __all__ = ["any_services"]
 

@@ -16,7 +16,7 @@ from worker_automation.resolvers.automations import update_settings
 from worker_automation.resolvers.machines import register_machine
 from worker_automation.resolvers.presence import machine_present
 from worker_automation.resolvers.processes import watch_of
-from worker_automation.services import Services
+from worker_automation.resolvers.services import Services
 
 WAITING = """
 query($perPage: Int!) {

@@ -14,12 +14,12 @@ from sqlalchemy import func, select
 from starlette.applications import Starlette
 
 from tests.integration.harness import free_port
-from worker_automation.app import create_app
+from worker_automation.asgi.app import create_app
 from worker_automation.models import Job
 from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.auth import create_key
 from worker_automation.resolvers.machines import machine_named, register_machine, set_machine_status
-from worker_automation.services import Services
+from worker_automation.resolvers.services import Services
 from worker_automation.settings import Settings
 
 pytestmark = pytest.mark.services

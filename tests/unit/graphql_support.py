@@ -12,8 +12,8 @@ from graphql import GraphQLError
 from strawberry.types import ExecutionResult
 
 from worker_automation.resolvers.auth import SCOPE_READ, SCOPE_WRITE, create_key
+from worker_automation.resolvers.services import Services
 from worker_automation.schema import GraphQLContext, WorkerAutomationSchema, build_schema
-from worker_automation.services import Services
 
 STEP_TIMEOUT = 10.0
 

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import event, select
 from starlette.datastructures import Headers
 
-from worker_automation.errors import BadInput, Forbidden, NotFound, Unauthenticated
+from worker_automation.domain.errors import BadInput, Forbidden, NotFound, Unauthenticated
 from worker_automation.models import ApiKey, Perfil
 from worker_automation.models.database import Database
 from worker_automation.models.migrate import migrate

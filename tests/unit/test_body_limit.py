@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Message
 
-from worker_automation.body_limit import BodyLimit
+from worker_automation.asgi.body_limit import BodyLimit
 from worker_automation.rest_compat.http import guarded, json_body, success
 from worker_automation.settings import Settings
 

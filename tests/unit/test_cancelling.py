@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from worker_automation.cancelling import cancel_and_wait
+from worker_automation.infra.cancelling import cancel_and_wait
 
 
 async def poll_forever(swallow: list[int], polls: list[int]) -> None:

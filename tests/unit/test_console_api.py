@@ -12,9 +12,9 @@ import httpx
 import pytest
 
 from tests.unit.graphql_support import Api, code, make_api
-from worker_automation.app import create_app
+from worker_automation.asgi.app import create_app
 from worker_automation.console.routes import STATIC_DIR
-from worker_automation.services import Services
+from worker_automation.resolvers.services import Services
 from worker_automation.settings import Settings
 
 BUDGET_BYTES = 250 * 1024

@@ -10,7 +10,7 @@ import pytest
 from starlette.testclient import TestClient, WebSocketDenialResponse
 from starlette.websockets import WebSocketDisconnect
 
-from worker_automation.app import create_app
+from worker_automation.asgi.app import create_app
 
 ALLOWED = "https://console.example"
 OTHER = "https://elsewhere.example"

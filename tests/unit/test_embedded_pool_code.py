@@ -13,21 +13,21 @@ from types import SimpleNamespace
 
 import pytest
 
+from worker_automation.asgi.serving import KEY_COMMAND, ready_banner
 from worker_automation.broker.celery_app import make_celery
-from worker_automation.embedded_pool import (
-    API_CODE_ROOT,
-    WORKER_SETTINGS,
-    pool_worker_command,
-    pool_worker_env,
-)
-from worker_automation.embedded_worker import (
+from worker_automation.cli.embedded_worker import (
     BROKER_WAIT_SECONDS,
     CONNECTION_LOGGER,
     EMBEDDED_BROKER_LINE,
     EmbeddedBrokerWording,
     before_start,
 )
-from worker_automation.serving import KEY_COMMAND, ready_banner
+from worker_automation.process.embedded_pool import (
+    API_CODE_ROOT,
+    WORKER_SETTINGS,
+    pool_worker_command,
+    pool_worker_env,
+)
 from worker_automation.settings import Settings
 
 
@@ -35,8 +35,9 @@ def fake_package(cwd: Path) -> None:
     package = cwd / "worker_automation"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    (package / "cli.py").write_text("print('FAKE CHECKOUT')\n")
-    (package / "embedded_worker.py").write_text("print('FAKE CHECKOUT')\n")
+    (package / "cli").mkdir()
+    (package / "cli" / "__init__.py").write_text("print('FAKE CHECKOUT')\n")
+    (package / "cli" / "embedded_worker.py").write_text("print('FAKE CHECKOUT')\n")
 
 
 def run(command: list[str], cwd: Path) -> str:

@@ -15,7 +15,7 @@ from worker_automation.catalog.forms import (
     is_valid_cpf,
     validate_context,
 )
-from worker_automation.errors import BadInput
+from worker_automation.domain.errors import BadInput
 
 VALID_CNPJ = "11222333000181"
 VALID_CPF = "52998224725"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from prometheus_client import REGISTRY
 
-from worker_automation.metrics_export import ScrapeValues
+from worker_automation.asgi.metrics_export import ScrapeValues
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana-dashboard.json"
 NAMED = {

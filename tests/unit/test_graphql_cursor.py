@@ -13,8 +13,8 @@ from tests.unit.graphql_support import Api, code, make_api
 from worker_automation.models import Job
 from worker_automation.resolvers.job_views import JobView
 from worker_automation.resolvers.pagination import cursor_of
+from worker_automation.resolvers.services import Services
 from worker_automation.schema.types import Job as JobType
-from worker_automation.services import Services
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 SLICE = """query($f: WorkerFilter, $first: Int, $after: String) {

@@ -14,11 +14,11 @@ from graphql import GraphQLError, get_introspection_query
 from strawberry.types import ExecutionResult
 
 from tests.unit.graphql_support import Api, code, make_api
+from worker_automation.resolvers.services import Services
 from worker_automation.schema import WorkerAutomationSchema, build_schema
 from worker_automation.schema.cost import INTROSPECTION_DEPTH, document_bounds
 from worker_automation.schema.limits import TOO_COMPLEX_MESSAGE
 from worker_automation.schema.text_bounds import MAX_TEXT_CHARS, variables_too_long
-from worker_automation.services import Services
 from worker_automation.settings import Settings
 
 SETTINGS = Settings(database_url="sqlite+aiosqlite:///:memory:")

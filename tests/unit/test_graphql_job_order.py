@@ -11,7 +11,7 @@ from sqlalchemy import insert
 
 from tests.unit.graphql_support import Api, code, make_api
 from worker_automation.models import Job
-from worker_automation.services import Services
+from worker_automation.resolvers.services import Services
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 LIST = """query($f: WorkerFilter, $o: WorkerOrder, $first: Int, $after: String, $perPage: Int! = 100) {

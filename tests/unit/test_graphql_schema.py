@@ -14,8 +14,8 @@ from tests.unit.graphql_support import Api, code, make_api
 from worker_automation.resolvers import claims
 from worker_automation.resolvers.clientes import add_cliente
 from worker_automation.resolvers.machines import authenticate_machine
+from worker_automation.resolvers.services import Services
 from worker_automation.schema import build_schema
-from worker_automation.services import Services
 
 WORKER_FIELDS = """
   id taskId clienteId usuarioId pathFile status dataInicio dataFim mensagemErro automationType queue

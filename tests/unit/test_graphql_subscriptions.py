@@ -12,12 +12,12 @@ from strawberry import Schema
 
 from tests.unit.graphql_support import Api, code, make_api, subscribed
 from worker_automation.broker.events import Event
+from worker_automation.domain.vocabulary import EventKind
 from worker_automation.resolvers import claims
 from worker_automation.resolvers.machines import MachineView, authenticate_machine
+from worker_automation.resolvers.services import Services
 from worker_automation.schema.live_views import LiveViews, Subscriber
 from worker_automation.schema.streams import Feed
-from worker_automation.services import Services
-from worker_automation.vocabulary import EventKind
 
 
 @pytest.fixture

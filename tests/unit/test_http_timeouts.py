@@ -16,8 +16,8 @@ from starlette.websockets import WebSocket
 from websockets.asyncio.client import connect
 
 from tests.unit import local_server
-from worker_automation import http_timeouts
-from worker_automation.http_timeouts import server_options
+from worker_automation.overrides import http_timeouts
+from worker_automation.overrides.http_timeouts import server_options
 
 
 async def ok(_request: Request) -> PlainTextResponse:

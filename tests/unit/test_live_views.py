@@ -10,6 +10,8 @@ from typing import cast
 import pytest
 from strawberry import Schema
 
+from worker_automation.overrides.ws_protocol import text_frame
+from worker_automation.resolvers.services import Services
 from worker_automation.schema import build_schema
 from worker_automation.schema.context import GraphQLContext
 from worker_automation.schema.errors import TOO_SLOW_CODE
@@ -23,8 +25,6 @@ from worker_automation.schema.live_views import (
     ViewKey,
     view_field,
 )
-from worker_automation.services import Services
-from worker_automation.ws_protocol import text_frame
 
 
 class Socket:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 _WARN = """
 import logging, warnings
-from worker_automation.logs import configure
+from worker_automation.infra.logs import configure
 configure("json")
 warnings.warn("deprecated thing", DeprecationWarning, stacklevel=1)
 warnings.warn("something odd")

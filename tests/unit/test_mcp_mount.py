@@ -9,14 +9,14 @@ import sys
 
 import httpx
 
-from worker_automation.mcp_mount import LazyMcp
-from worker_automation.services import Services
+from worker_automation.mcp.mount import LazyMcp
+from worker_automation.resolvers.services import Services
 
 
 def test_building_the_app_loads_no_mcp_module() -> None:
     code = (
         "import sys\n"
-        "from worker_automation.app import create_app\n"
+        "from worker_automation.asgi.app import create_app\n"
         "create_app()\n"
         "print(sorted(m for m in sys.modules if m == 'mcp' or m.startswith('mcp.')))\n"
     )

@@ -6,8 +6,8 @@ from importlib.metadata import version
 
 from mcp import Client
 
-from worker_automation.mcp_server import SERVER_NAME, build_server
-from worker_automation.services import Services
+from worker_automation.mcp.server import SERVER_NAME, build_server
+from worker_automation.resolvers.services import Services
 
 
 async def _no_services() -> Services:

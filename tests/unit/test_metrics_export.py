@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from worker_automation.metrics import count_recovered, count_transitions
-from worker_automation.metrics_export import (
+from worker_automation.asgi.metrics_export import (
     MULTIPROC_ENV,
     forget_dead_processes,
     make_multiprocess_dir,
     remove_multiprocess_dir,
 )
+from worker_automation.infra.metrics import count_recovered, count_transitions
 
 
 def dead_pid() -> int:

@@ -10,7 +10,7 @@ import pytest
 
 from worker_automation.catalog.forms import form_schema, validate_context
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY, Automation
-from worker_automation.errors import BadInput
+from worker_automation.domain.errors import BadInput
 from worker_automation.resolvers.automations import registered
 from worker_automation.settings import DEFAULT_QUEUES
 

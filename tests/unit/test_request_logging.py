@@ -17,8 +17,8 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from worker_automation.logs import REQUEST_ID, JsonFormatter, QuietProgress, TextFormatter, log_config
-from worker_automation.request_middleware import RequestObserver
+from worker_automation.asgi.request_middleware import RequestObserver
+from worker_automation.infra.logs import REQUEST_ID, JsonFormatter, QuietProgress, TextFormatter, log_config
 
 log = logging.getLogger("tests.request_logging")
 

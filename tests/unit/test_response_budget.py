@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.graphql_support import Api, code, make_api
+from worker_automation.resolvers.services import Services
 from worker_automation.schema import build_schema
 from worker_automation.schema.response_budget import TOO_LARGE_CODE
-from worker_automation.services import Services
 
 
 @pytest.fixture

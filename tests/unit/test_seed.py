@@ -13,8 +13,8 @@ from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 from worker_automation.models import TERMINAL_STATUSES, Attempt, Cliente, Job, JobStatus, Usuario
 from worker_automation.models.database import Database
 from worker_automation.models.migrate import migrate
+from worker_automation.process.seed import cnpj_check_digits, seed_demo
 from worker_automation.resolvers.reads import JobFilter, list_jobs, stats
-from worker_automation.seed import cnpj_check_digits, seed_demo
 from worker_automation.settings import DEFAULT_QUEUES, Settings
 from worker_automation.worker.implementations import load_implementations
 

@@ -11,6 +11,7 @@ import strawberry
 from annotated_types import Ge, Interval
 from strawberry.schema.config import StrawberryConfig
 
+from worker_automation.domain.shapes import Doc, as_dict, facets
 from worker_automation.resolvers import live, maintenance, reads
 from worker_automation.resolvers.maintenance import ClearScope
 from worker_automation.rest_compat.openapi import openapi_document
@@ -20,7 +21,6 @@ from worker_automation.schema.monitoring import QueueLiveStatus, Stats
 from worker_automation.schema.results import ClearQueueResult
 from worker_automation.schema.scalars import SCALAR_MAP
 from worker_automation.settings import Settings
-from worker_automation.shapes import Doc, as_dict, facets
 
 SAO_PAULO = ZoneInfo("America/Sao_Paulo")
 

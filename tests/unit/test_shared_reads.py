@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from worker_automation.sharing import SharedReads
+from worker_automation.domain.sharing import SharedReads
 
 
 class Source:

@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import REGISTRY
 from starlette.testclient import TestClient
 
-from worker_automation.app import create_app
+from worker_automation.asgi.app import create_app
 from worker_automation.models.database import Database
 from worker_automation.models.migrate import migrate
 from worker_automation.resolvers.auth import SCOPE_READ, create_key

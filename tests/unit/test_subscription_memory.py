@@ -13,11 +13,11 @@ from graphql import GraphQLSchema, parse
 from strawberry import Schema
 
 from worker_automation.broker.events import Event
+from worker_automation.domain.vocabulary import EventKind
 from worker_automation.schema import build_schema
 from worker_automation.schema.plain_fields import PlainFieldsExecutionContext
 from worker_automation.schema.types import JobEvent
 from worker_automation.settings import Settings
-from worker_automation.vocabulary import EventKind
 
 QUERY = "subscription { workerEvents { kind worker { id status } } }"
 

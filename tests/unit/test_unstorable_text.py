@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from worker_automation.errors import BadInput
-from worker_automation.json_codec import dumps
-from worker_automation.limits import check_storable, readable
+from worker_automation.domain.errors import BadInput
+from worker_automation.domain.json_codec import dumps
+from worker_automation.domain.limits import check_storable, readable
 
 
 def test_readable_escapes_only_what_cannot_be_stored() -> None:

@@ -13,7 +13,7 @@ from starlette.websockets import WebSocket
 from websockets.asyncio.client import connect
 
 from tests.unit import local_server
-from worker_automation.ws_protocol import FramedWebSocketProtocol, frame_writer, text_frame
+from worker_automation.overrides.ws_protocol import FramedWebSocketProtocol, frame_writer, text_frame
 
 SIZES = (0, 125, 126, 65_535, 65_536, 200_000)
 

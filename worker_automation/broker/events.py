@@ -32,9 +32,9 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from worker_automation.broker.access_changes import AccessChange, AccessWatcher
-from worker_automation.cancelling import cancel_and_wait
-from worker_automation.errors import Unavailable
-from worker_automation.vocabulary import EventKind, QueueChange
+from worker_automation.domain.errors import Unavailable
+from worker_automation.domain.vocabulary import EventKind, QueueChange
+from worker_automation.infra.cancelling import cancel_and_wait
 
 logger = logging.getLogger(__name__)
 

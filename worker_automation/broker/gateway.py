@@ -22,7 +22,7 @@ from worker_automation.broker.celery_app import CONNECT_TIMEOUT_SECONDS, SOCKET_
 from worker_automation.broker.inspect import InspectResult, inspect_workers
 from worker_automation.broker.task_messages import TaskMessages, TaskSend
 from worker_automation.broker.task_sender import TaskSender
-from worker_automation.errors import Unavailable
+from worker_automation.domain.errors import Unavailable
 from worker_automation.settings import Settings
 
 logger = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from typing import Annotated, Any, Final
 
 from celery import Celery
 
-from worker_automation.shapes import Doc
+from worker_automation.domain.shapes import Doc
 
 logger = logging.getLogger(__name__)
 

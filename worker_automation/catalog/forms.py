@@ -13,7 +13,7 @@ from datetime import date
 from typing import Any, Literal, get_args
 from urllib.parse import urlsplit
 
-from worker_automation.errors import BadInput
+from worker_automation.domain.errors import BadInput
 
 FieldType = Literal["string", "integer", "number", "boolean", "cnpj", "cpf", "uf", "date", "choice", "url"]
 FIELD_TYPES: frozenset[str] = frozenset(get_args(FieldType))

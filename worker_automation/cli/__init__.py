@@ -21,8 +21,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from pydantic import ValidationError
 
-    from worker_automation.errors import DomainError
-    from worker_automation.logs import configure
+    from worker_automation.domain.errors import DomainError
+    from worker_automation.infra.logs import configure
     from worker_automation.settings import Settings
 
     try:

@@ -30,7 +30,7 @@ def cmd_migrate(_args: argparse.Namespace) -> int:
 def cmd_bootstrap(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from worker_automation.bootstrap import provision_pool_keys
+    from worker_automation.process.bootstrap import provision_pool_keys
 
     async def run(db: Database, settings: Settings) -> int:
         for done in await provision_pool_keys(db, settings.queues, Path(args.keys_dir)):
@@ -143,7 +143,7 @@ def cmd_machines_switch(args: argparse.Namespace) -> int:
 def cmd_seed_demo(args: argparse.Namespace) -> int:
     import time
 
-    from worker_automation.seed import seed_demo
+    from worker_automation.process.seed import seed_demo
 
     said = time.monotonic()
 
@@ -167,8 +167,8 @@ def cmd_seed_demo(args: argparse.Namespace) -> int:
 async def _send_seeded(queued: tuple[int, ...]) -> None:
     """The seeded queued jobs go to their queues now when a broker is at hand (WA_REDIS_URL or
     the running serve's); otherwise serve sends them when it starts."""
-    from worker_automation.seed import send_queued
-    from worker_automation.services import Services
+    from worker_automation.process.seed import send_queued
+    from worker_automation.resolvers.services import Services
 
     reach = broker_settings()
     if reach is None:

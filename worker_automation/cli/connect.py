@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from worker_automation.errors import DomainError
+from worker_automation.domain.errors import DomainError
 from worker_automation.settings import Settings
 
 if TYPE_CHECKING:  # the command line starts without the database layer loaded
@@ -32,7 +32,7 @@ def json_option(option: str, text: str) -> Any:
 def broker_settings() -> Settings | None:
     """Settings that reach the broker: WA_REDIS_URL, or the embedded broker of the ``serve``
     running in this directory; None when there is neither (a command never starts a broker)."""
-    from worker_automation.embedded_state import running_broker_url
+    from worker_automation.process.embedded_state import running_broker_url
 
     settings = Settings()
     if settings.redis_url is not None:

@@ -10,7 +10,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from worker_automation.cli.connect import broker_settings, json_option, run_db
-from worker_automation.errors import Unavailable
+from worker_automation.domain.errors import Unavailable
 from worker_automation.settings import Settings
 
 if TYPE_CHECKING:  # the command line starts without the database layer loaded
@@ -38,7 +38,7 @@ def cmd_dispatch(args: argparse.Namespace) -> int:
         return run_db(record)
 
     async def run(settings: Settings) -> int:
-        from worker_automation.services import Services
+        from worker_automation.resolvers.services import Services
 
         services = await Services.start(settings)
         try:
@@ -66,7 +66,7 @@ def cmd_reconcile(_args: argparse.Namespace) -> int:
     from worker_automation.cli.progress import ticking
     from worker_automation.resolvers.audit import CLI_ACTOR
     from worker_automation.resolvers.recovery import MANUAL_CONFIRM_SECONDS, reconcile
-    from worker_automation.services import Services
+    from worker_automation.resolvers.services import Services
 
     settings = broker_settings()
     if settings is None:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # the command line starts without the database layer loaded
     from worker_automation.models.database import Database
     from worker_automation.resolvers.audit import Actor
     from worker_automation.resolvers.reads import JobFilter
-    from worker_automation.services import Services
+    from worker_automation.resolvers.services import Services
 
 NO_BROKER = (
     "error: no broker: set WA_REDIS_URL, or start `worker-automation serve` in this directory "
@@ -38,7 +38,7 @@ def _actor() -> Actor:
 
 
 def _run_services(fn: Callable[[Services], Awaitable[int]]) -> int:
-    from worker_automation.services import Services
+    from worker_automation.resolvers.services import Services
 
     settings = broker_settings()
     if settings is None:
@@ -73,7 +73,7 @@ def _filter_of(args: argparse.Namespace, tz: ZoneInfo | None = None) -> JobFilte
 
 def _instant(text: str | None, option: str, tz: ZoneInfo | None) -> datetime | None:
     """An ISO 8601 option as an aware instant (one without an offset is read in ``tz``)."""
-    from worker_automation.errors import BadInput
+    from worker_automation.domain.errors import BadInput
 
     if text is None:
         return None
@@ -169,7 +169,7 @@ def cmd_jobs_cancel(args: argparse.Namespace) -> int:
 
 def cmd_queues(args: argparse.Namespace) -> int:
     from worker_automation.resolvers import pauses
-    from worker_automation.services import Services
+    from worker_automation.resolvers.services import Services
 
     async def run(db: Database, settings: Settings) -> int:
         # With a broker at hand the change is published to the live views of the queues, and a

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from worker_automation.package_version import package_version
-from worker_automation.seed_limits import MAX_CLIENTES, MAX_JOBS
+from worker_automation import package_version
+from worker_automation.domain.seed_limits import MAX_CLIENTES, MAX_JOBS
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,7 @@ def _as_json(p: ProcessView, tz: ZoneInfo) -> dict[str, object]:
 
 def cmd_processes(args: argparse.Namespace) -> int:
     from worker_automation.resolvers.processes import list_processes
-    from worker_automation.services import Services
+    from worker_automation.resolvers.services import Services
 
     settings = broker_settings()
     if settings is None:

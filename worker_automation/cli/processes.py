@@ -49,7 +49,7 @@ def cmd_machine_run(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from worker_automation.mcp_server import run_stdio
+    from worker_automation.mcp.server import run_stdio
 
     settings = broker_settings()
     if settings is None:

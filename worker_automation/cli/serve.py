@@ -9,17 +9,17 @@ import os
 import sys
 from typing import Any
 
-from worker_automation.logs import log_config
+from worker_automation.infra.logs import log_config
 from worker_automation.settings import Settings
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from worker_automation.app import create_app
-    from worker_automation.http_timeouts import server_options
-    from worker_automation.serving import DrainingServer
-    from worker_automation.ws_protocol import FramedWebSocketProtocol
+    from worker_automation.asgi.app import create_app
+    from worker_automation.asgi.serving import DrainingServer
+    from worker_automation.overrides.http_timeouts import server_options
+    from worker_automation.overrides.ws_protocol import FramedWebSocketProtocol
 
     overrides: dict[str, Any] = {}
     base = Settings()
@@ -44,7 +44,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return _serve_processes(settings, args.workers, options)
     lock = None
     if settings.redis_url is None:
-        from worker_automation.embedded_state import DirectoryLock, ServeAlreadyRunning
+        from worker_automation.process.embedded_state import DirectoryLock, ServeAlreadyRunning
 
         try:
             lock = DirectoryLock.acquire(settings.api_url)
@@ -72,9 +72,9 @@ def _serve_processes(settings: Settings, workers: int, options: dict[str, Any]) 
     import uvicorn
     from sqlalchemy.exc import SQLAlchemyError
 
-    from worker_automation.metrics_export import make_multiprocess_dir, remove_multiprocess_dir
+    from worker_automation.asgi.metrics_export import make_multiprocess_dir, remove_multiprocess_dir
     from worker_automation.resolvers.automations import ensure_settings_rows
-    from worker_automation.services import Services
+    from worker_automation.resolvers.services import Services
 
     if settings.redis_url is None or settings.is_sqlite:
         print(
@@ -106,7 +106,7 @@ def _serve_processes(settings: Settings, workers: int, options: dict[str, Any]) 
     os.environ["WA_API_URL"] = settings.api_url
     metrics_dir = make_multiprocess_dir()
     try:
-        uvicorn.run("worker_automation.app:create_app", factory=True, workers=workers, **options)
+        uvicorn.run("worker_automation.asgi.app:create_app", factory=True, workers=workers, **options)
     finally:
         remove_multiprocess_dir(metrics_dir)
     return 0

@@ -1,5 +1,6 @@
 """SQLAlchemy models, the async engine and the migrations."""
 
+from worker_automation.domain.vocabulary import OPEN_STATUSES, TERMINAL_STATUSES, JobStatus
 from worker_automation.models.access import ApiKey, Machine, MachineStatus
 from worker_automation.models.admin import AuditEntry, AutomationSetting
 from worker_automation.models.attempt import Attempt, AttemptOutcome
@@ -9,7 +10,6 @@ from worker_automation.models.job import BUCKET_BITS, BUCKET_IDS, CELERY_STATE, 
 from worker_automation.models.queue_pause import QueuePause
 from worker_automation.models.rollup import automation_rollups
 from worker_automation.models.schedule import Schedule
-from worker_automation.vocabulary import OPEN_STATUSES, TERMINAL_STATUSES, JobStatus
 
 __all__ = [
     "BUCKET_BITS",

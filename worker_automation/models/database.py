@@ -24,9 +24,9 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.util import greenlet_spawn
 
+from worker_automation.domain.sharing import SharedReads
 from worker_automation.models.folding import SQLITE_FUNCTION, sqlite_fold
 from worker_automation.settings import Settings
-from worker_automation.sharing import SharedReads
 
 # What a resolver's statements run on: an ORM session, or a bare connection on hot paths.
 Executor = AsyncSession | AsyncConnection

@@ -8,8 +8,8 @@ from typing import Any
 from sqlalchemy import BigInteger, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
+from worker_automation.domain.vocabulary import JobStatus
 from worker_automation.models.base import Base, JSONType, UtcDateTime, utcnow
-from worker_automation.vocabulary import JobStatus
 
 # How a job's state reads in Celery's vocabulary (for /status/{task_id}).
 CELERY_STATE: dict[JobStatus, str] = {

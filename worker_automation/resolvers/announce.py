@@ -7,13 +7,13 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from worker_automation.broker.events import Event, EventBus
-from worker_automation.errors import Unavailable
-from worker_automation.metrics import count_transitions
+from worker_automation.domain.errors import Unavailable
+from worker_automation.domain.vocabulary import EventKind, QueueChange
+from worker_automation.infra.metrics import count_transitions
 from worker_automation.resolvers.job_views import JobView
-from worker_automation.vocabulary import EventKind, QueueChange
 
 if TYPE_CHECKING:  # announcing needs only the event bus the services hold
-    from worker_automation.services import Services
+    from worker_automation.resolvers.services import Services
 
 log = logging.getLogger(__name__)
 # Events that put a job in a (new) status; progress, reorder and delete leave it where it was.

@@ -9,9 +9,9 @@ from typing import Annotated
 
 from sqlalchemy import bindparam, select
 
+from worker_automation.domain.shapes import Doc
 from worker_automation.models import Attempt, Machine
 from worker_automation.models.database import Database
-from worker_automation.shapes import Doc
 
 _BY_JOBS = (
     select(

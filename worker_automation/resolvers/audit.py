@@ -10,7 +10,7 @@ from typing import Any, cast
 
 from sqlalchemy import Table, insert, update
 
-from worker_automation.errors import DomainError
+from worker_automation.domain.errors import DomainError
 from worker_automation.models import AuditEntry
 from worker_automation.models.database import Database, Executor, database_unavailable
 

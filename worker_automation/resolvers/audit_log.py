@@ -10,12 +10,12 @@ from typing import Annotated, Any
 from sqlalchemy import ColumnElement, and_, cast, exists, func, or_, select
 from sqlalchemy.dialects.postgresql import JSONB
 
-from worker_automation.errors import BadInput
-from worker_automation.limits import INT32_MAX
+from worker_automation.domain.errors import BadInput
+from worker_automation.domain.limits import INT32_MAX
+from worker_automation.domain.shapes import Doc
 from worker_automation.models import AuditEntry
 from worker_automation.models.database import Database
 from worker_automation.resolvers.pagination import Page, PageRequest
-from worker_automation.shapes import Doc
 
 # A job's target; entries acting on many jobs at once name them in their detail instead.
 _JOB_TARGET = re.compile(r"worker:([1-9][0-9]{0,9})")

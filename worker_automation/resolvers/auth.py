@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Select, bindparam, select, update
 
 from worker_automation.broker.access_changes import AccessChange
-from worker_automation.errors import BadInput, Forbidden, NotFound, Unauthenticated
+from worker_automation.domain.errors import BadInput, Forbidden, NotFound, Unauthenticated
 from worker_automation.models import MANAGER_PERFIS, ApiKey, Perfil, utcnow
 from worker_automation.models.database import Database
 from worker_automation.resolvers.audit import Actor

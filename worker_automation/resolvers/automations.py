@@ -11,7 +11,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Row
 
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY, Automation
-from worker_automation.errors import BadInput, NotFound
+from worker_automation.domain.errors import BadInput, NotFound
 from worker_automation.models import AutomationSetting
 from worker_automation.models.base import utcnow
 from worker_automation.models.database import Database, Executor

@@ -14,7 +14,9 @@ from typing import Annotated, Final
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from worker_automation.errors import BadInput, Unavailable
+from worker_automation.domain.errors import BadInput, Unavailable
+from worker_automation.domain.shapes import Doc
+from worker_automation.domain.vocabulary import Action, EventKind
 from worker_automation.models import Job, JobStatus
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.audit import Actor, audited
@@ -22,10 +24,8 @@ from worker_automation.resolvers.automations import registered
 from worker_automation.resolvers.dispatch import Send, send_all
 from worker_automation.resolvers.job_views import JobView, enriched_select, views_of
 from worker_automation.resolvers.reads import JobFilter, filter_conditions
+from worker_automation.resolvers.services import Services
 from worker_automation.resolvers.transitions import allows, mark_cancelled, mark_retried
-from worker_automation.services import Services
-from worker_automation.shapes import Doc
-from worker_automation.vocabulary import Action, EventKind
 
 # Jobs one bulk action may take (one transaction holds their row locks).
 MAX_BULK: Final = 5000

@@ -13,9 +13,10 @@ from typing import Any
 from sqlalchemy import Row, Update, and_, bindparam, func, or_, select, update
 from sqlalchemy.orm import aliased
 
-from worker_automation.errors import BadInput, Conflict, DomainError, NotFound
-from worker_automation.limits import result_refusal
-from worker_automation.metrics import count_refused, observe_wait
+from worker_automation.domain.errors import BadInput, Conflict, DomainError, NotFound
+from worker_automation.domain.limits import result_refusal
+from worker_automation.domain.vocabulary import EventKind, Refusal
+from worker_automation.infra.metrics import count_refused, observe_wait
 from worker_automation.models import AutomationSetting, Job, JobStatus, Machine, QueuePause, utcnow
 from worker_automation.models.database import Executor
 from worker_automation.resolvers.announce import announce
@@ -32,8 +33,7 @@ from worker_automation.resolvers.machines import (
 from worker_automation.resolvers.reads import MSG_JOB_NOT_FOUND
 from worker_automation.resolvers.retries import after_failure, due, fail_by_policy
 from worker_automation.resolvers.rows import VIEW_RETURNING, lock_job, returned_view, view_in
-from worker_automation.services import Services
-from worker_automation.vocabulary import EventKind, Refusal
+from worker_automation.resolvers.services import Services
 
 # A machine's last_claim_at tells humans when it last took work; rewriting it on every claim of a
 # busy machine would add a statement to each claim for no one's benefit.

@@ -10,10 +10,10 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from worker_automation.catalog.forms import is_valid_cnpj
-from worker_automation.errors import BadInput, Conflict
+from worker_automation.domain.errors import BadInput, Conflict
+from worker_automation.domain.shapes import Doc
 from worker_automation.models import Cliente
 from worker_automation.models.database import Database
-from worker_automation.shapes import Doc
 
 
 @dataclass(frozen=True)

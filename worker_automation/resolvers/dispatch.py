@@ -18,8 +18,9 @@ from sqlalchemy import Boolean, Select, Table, bindparam, func, insert, literal,
 
 from worker_automation.catalog.forms import validate_context
 from worker_automation.catalog.registry import Automation
-from worker_automation.errors import BadInput, Conflict, Unavailable
-from worker_automation.limits import check_int32, check_size, check_storable
+from worker_automation.domain.errors import BadInput, Conflict, Unavailable
+from worker_automation.domain.limits import check_int32, check_size, check_storable
+from worker_automation.domain.vocabulary import EventKind
 from worker_automation.models import AuditEntry, AutomationSetting, Cliente, Job, JobStatus, utcnow
 from worker_automation.models.database import Database, Executor
 from worker_automation.resolvers.announce import announce, announcement
@@ -27,10 +28,9 @@ from worker_automation.resolvers.audit import Actor, AuditNote, audited
 from worker_automation.resolvers.automations import effective, registered
 from worker_automation.resolvers.job_views import JobView, view_of
 from worker_automation.resolvers.rows import check_priority
-from worker_automation.vocabulary import EventKind
 
 if TYPE_CHECKING:  # recording a job needs neither the broker nor the services around it
-    from worker_automation.services import Services
+    from worker_automation.resolvers.services import Services
 
 # A Core insert on the table, built once (the ORM's insert path cost more than the insert).
 _JOBS = cast(Table, Job.__table__)

@@ -18,7 +18,8 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import Integer, and_, func, select, values
 from sqlalchemy import column as sql_column
 
-from worker_automation.errors import BadInput
+from worker_automation.domain.errors import BadInput
+from worker_automation.domain.shapes import Doc
 from worker_automation.models import utcnow
 from worker_automation.models.rollup import (
     DURATION_BOUNDS_MS,
@@ -27,8 +28,7 @@ from worker_automation.models.rollup import (
     automation_rollups,
 )
 from worker_automation.resolvers.history import check_automation
-from worker_automation.services import Services
-from worker_automation.shapes import Doc
+from worker_automation.resolvers.services import Services
 
 MAX_DAYS: Final = 400
 

@@ -16,12 +16,12 @@ from typing import Annotated, Any, Final
 
 from sqlalchemy import ColumnElement, Integer, cast, func, select
 
-from worker_automation.errors import BadInput
+from worker_automation.domain.errors import BadInput
+from worker_automation.domain.shapes import Doc
 from worker_automation.models import Job, JobStatus, utcnow
 from worker_automation.models.rollup import SLOT_SECONDS, automation_rollups
 from worker_automation.resolvers.reads import check_queue
-from worker_automation.services import Services
-from worker_automation.shapes import Doc
+from worker_automation.resolvers.services import Services
 
 DEFAULT_WINDOW: Final = timedelta(hours=24)
 MAX_BUCKETS: Final = 1000

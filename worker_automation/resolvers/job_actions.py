@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-from worker_automation.errors import BadInput, Unavailable
+from worker_automation.domain.errors import BadInput, Unavailable
+from worker_automation.domain.vocabulary import Action, EventKind
 from worker_automation.models import JobStatus
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.audit import Actor, audited
@@ -13,6 +14,7 @@ from worker_automation.resolvers.dispatch import enqueue
 from worker_automation.resolvers.job_views import JobView
 from worker_automation.resolvers.reads import check_queue
 from worker_automation.resolvers.rows import check_priority, lock_job, view_in
+from worker_automation.resolvers.services import Services
 from worker_automation.resolvers.transitions import (
     CANCEL_MESSAGE,
     back_in_queue,
@@ -20,8 +22,6 @@ from worker_automation.resolvers.transitions import (
     mark_retried,
     require,
 )
-from worker_automation.services import Services
-from worker_automation.vocabulary import Action, EventKind
 
 __all__ = ["CANCEL_MESSAGE", "back_in_queue", "cancel", "move", "reorder", "retry"]
 

@@ -32,7 +32,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 
-from worker_automation.errors import BadInput
+from worker_automation.domain.errors import BadInput
 from worker_automation.models import Job
 from worker_automation.models.base import UtcDateTime
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 import logging
 from typing import Any, Final
 
+from worker_automation.domain.vocabulary import Fault
 from worker_automation.models import Job, JobStatus
 from worker_automation.resolvers.audit import Actor, AuditNote
 from worker_automation.resolvers.machines import MachineView
-from worker_automation.vocabulary import Fault
 
 log = logging.getLogger(__name__)
 

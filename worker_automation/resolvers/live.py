@@ -13,7 +13,8 @@ from annotated_types import Ge
 from sqlalchemy import CompoundSelect, select, union_all
 
 from worker_automation.broker.inspect import InspectResult
-from worker_automation.errors import NotFound, Unavailable
+from worker_automation.domain.errors import NotFound, Unavailable
+from worker_automation.domain.shapes import Doc
 from worker_automation.models import Job, JobStatus, utcnow
 from worker_automation.models.database import Database
 from worker_automation.resolvers import reads
@@ -35,8 +36,7 @@ from worker_automation.resolvers.live_reads import (
 from worker_automation.resolvers.pagination import Page
 from worker_automation.resolvers.pauses import paused_queues
 from worker_automation.resolvers.reads import MSG_TASK_NOT_FOUND, Stats, TaskStatus
-from worker_automation.services import Services
-from worker_automation.shapes import Doc
+from worker_automation.resolvers.services import Services
 
 log = logging.getLogger(__name__)
 # Task lists per queue in the live view are capped: the counts carry the totals.

@@ -11,7 +11,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.exc import IntegrityError
 
 from worker_automation.broker.access_changes import AccessChange
-from worker_automation.errors import BadInput, Conflict, NotFound, Unauthenticated
+from worker_automation.domain.errors import BadInput, Conflict, NotFound, Unauthenticated
 from worker_automation.models import Machine, MachineStatus
 from worker_automation.models.database import Database, Executor
 from worker_automation.resolvers.audit import Actor, audited

@@ -11,15 +11,15 @@ from annotated_types import Ge
 from sqlalchemy import ColumnElement, and_, delete, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from worker_automation.errors import BadInput, Unavailable
+from worker_automation.domain.errors import BadInput, Unavailable
+from worker_automation.domain.shapes import Doc
+from worker_automation.domain.vocabulary import EventKind
 from worker_automation.models import Cliente, Job, JobStatus, Machine, MachineStatus, utcnow
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.job_views import JobView, enriched_select, views_of
 from worker_automation.resolvers.reads import check_queue
-from worker_automation.services import Services
-from worker_automation.shapes import Doc
-from worker_automation.vocabulary import EventKind
+from worker_automation.resolvers.services import Services
 
 
 class ClearScope(StrEnum):

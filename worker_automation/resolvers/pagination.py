@@ -7,8 +7,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from worker_automation.errors import BadInput
-from worker_automation.limits import INT32_MAX
+from worker_automation.domain.errors import BadInput
+from worker_automation.domain.limits import INT32_MAX
 from worker_automation.resolvers.job_order import JobOrder, key_text, key_value
 
 MAX_PER_PAGE = 100

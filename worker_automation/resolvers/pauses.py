@@ -19,6 +19,8 @@ from sqlalchemy import delete, select
 
 from worker_automation.broker.events import EventBus
 from worker_automation.broker.gateway import BrokerGateway
+from worker_automation.domain.shapes import Doc
+from worker_automation.domain.vocabulary import QueueChange
 from worker_automation.models import Job, JobStatus, QueuePause, utcnow
 from worker_automation.models.database import Database
 from worker_automation.resolvers.announce import announce_queue
@@ -26,8 +28,6 @@ from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.automations import registered
 from worker_automation.resolvers.job_views import RUN_ORDER, order_by
 from worker_automation.resolvers.reads import check_queue
-from worker_automation.shapes import Doc
-from worker_automation.vocabulary import QueueChange
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from sqlalchemy import bindparam, func, or_, select, update
 
 from worker_automation.models import Job, JobStatus, Machine, MachineStatus, utcnow
 from worker_automation.resolvers.machines import MachineView
-from worker_automation.services import Services
+from worker_automation.resolvers.services import Services
 from worker_automation.settings import Settings
 
 log = logging.getLogger(__name__)

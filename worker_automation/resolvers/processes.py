@@ -32,7 +32,7 @@ from worker_automation.broker.inspect import ProcessReplies, inspect_processes
 from worker_automation.broker.worker_heartbeats import BEATING_SECONDS, Heard, WorkerHeartbeats
 from worker_automation.models import Job, JobStatus, Machine, utcnow
 from worker_automation.resolvers.presence import is_connected
-from worker_automation.services import Services
+from worker_automation.resolvers.services import Services
 
 log = logging.getLogger(__name__)
 

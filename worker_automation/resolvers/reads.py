@@ -12,8 +12,9 @@ from zoneinfo import ZoneInfo
 from annotated_types import Ge
 from sqlalchemy import ColumnElement, Integer, Select, bindparam, func, literal_column, select
 
-from worker_automation.errors import BadInput, NotFound
-from worker_automation.limits import INT32_MAX, INT32_MIN
+from worker_automation.domain.errors import BadInput, NotFound
+from worker_automation.domain.limits import INT32_MAX, INT32_MIN
+from worker_automation.domain.shapes import Doc
 from worker_automation.models import CELERY_STATE, Job, JobStatus
 from worker_automation.models.base import UtcDateTime
 from worker_automation.models.database import Database
@@ -30,7 +31,6 @@ from worker_automation.resolvers.job_views import (
     views_of,
 )
 from worker_automation.resolvers.pagination import Page, PageRequest, cursor_of, ordered_cursor_of
-from worker_automation.shapes import Doc
 
 # How a list statement finds its page: skipping rows, skipping whole buckets of ids by their
 # counters first (deep pages filtered by status and queue alone), after a cursor, or from the newest.

@@ -51,9 +51,9 @@ from sqlalchemy import select
 from worker_automation.broker.inspect import InspectResult
 from worker_automation.broker.kept_reports import ask_kept_reports
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
-from worker_automation.errors import BadInput, Conflict, NotFound, Unavailable
-from worker_automation.housekeeping import Periodic
-from worker_automation.metrics import count_recovered
+from worker_automation.domain.errors import BadInput, Conflict, NotFound, Unavailable
+from worker_automation.domain.vocabulary import REPORTED_FAULTS, EventKind, Fault
+from worker_automation.infra.metrics import count_recovered
 from worker_automation.models import Job, JobStatus, Machine, utcnow
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.audit import Actor, audited
@@ -62,14 +62,14 @@ from worker_automation.resolvers.job_actions import back_in_queue
 from worker_automation.resolvers.job_views import JobView
 from worker_automation.resolvers.late_reports import LOST_EXC_TYPES
 from worker_automation.resolvers.machines import MachineView
+from worker_automation.resolvers.periodic import Periodic
 from worker_automation.resolvers.presence import Absences
 from worker_automation.resolvers.reads import MSG_JOB_NOT_FOUND
 from worker_automation.resolvers.resending import resend_all
 from worker_automation.resolvers.retries import after_failure, due
 from worker_automation.resolvers.rows import view_in
-from worker_automation.services import Services
+from worker_automation.resolvers.services import Services
 from worker_automation.settings import Settings
-from worker_automation.vocabulary import REPORTED_FAULTS, EventKind, Fault
 
 log = logging.getLogger(__name__)
 

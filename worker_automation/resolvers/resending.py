@@ -15,12 +15,12 @@ from typing import Any, Final
 from sqlalchemy import case, func, tuple_, update
 
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
-from worker_automation.metrics import count_recovered
+from worker_automation.domain.vocabulary import Fault
+from worker_automation.infra.metrics import count_recovered
 from worker_automation.models import Job, JobStatus, utcnow
 from worker_automation.resolvers.audit import Actor, record_entries
 from worker_automation.resolvers.dispatch import Send, send_all
-from worker_automation.services import Services
-from worker_automation.vocabulary import Fault
+from worker_automation.resolvers.services import Services
 
 # Its lines are recovery's, under recovery's logger name (one name to follow in the logs).
 log = logging.getLogger("worker_automation.resolvers.recovery")

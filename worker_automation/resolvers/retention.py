@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Final
 
 from sqlalchemy import ColumnElement, delete, func, select
 
-from worker_automation.errors import BadInput
-from worker_automation.housekeeping import Periodic
+from worker_automation.domain.errors import BadInput
 from worker_automation.models import Job, JobStatus, utcnow
 from worker_automation.models.database import Database
 from worker_automation.resolvers.audit import Actor, audited
+from worker_automation.resolvers.periodic import Periodic
 
 if TYPE_CHECKING:  # a prune from the command line needs the database alone
-    from worker_automation.services import Services
+    from worker_automation.resolvers.services import Services
     from worker_automation.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,8 @@ from typing import Any, Final
 from sqlalchemy import ColumnElement, func, or_, select, update
 
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY, Automation
-from worker_automation.metrics import count_retry
+from worker_automation.domain.vocabulary import EventKind
+from worker_automation.infra.metrics import count_retry
 from worker_automation.models import Attempt, Job, JobStatus, utcnow
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.automations import effective
@@ -33,9 +34,8 @@ from worker_automation.resolvers.dispatch import Send, send_all
 from worker_automation.resolvers.job_views import JobView
 from worker_automation.resolvers.machines import MachineRef, MachineView, machine_in
 from worker_automation.resolvers.rows import lock_job, view_in
+from worker_automation.resolvers.services import Services
 from worker_automation.resolvers.transitions import mark_retried
-from worker_automation.services import Services
-from worker_automation.vocabulary import EventKind
 
 log = logging.getLogger(__name__)
 

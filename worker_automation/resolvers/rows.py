@@ -8,7 +8,7 @@ from sqlalchemy import ColumnElement, bindparam, select
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from worker_automation.errors import BadInput, Conflict, NotFound
+from worker_automation.domain.errors import BadInput, Conflict, NotFound
 from worker_automation.models import Cliente, Job, JobStatus
 from worker_automation.models.database import Executor
 from worker_automation.resolvers.job_views import CLIENT_NAME, JobView, view_of

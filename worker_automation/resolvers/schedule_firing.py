@@ -19,8 +19,8 @@ from typing import Any, Final, cast
 from sqlalchemy import Table, bindparam, insert, select, update
 
 from worker_automation.catalog.forms import validate_context
-from worker_automation.errors import BadInput, Conflict, NotFound
-from worker_automation.housekeeping import Periodic
+from worker_automation.domain.errors import BadInput, Conflict, NotFound
+from worker_automation.domain.vocabulary import EventKind
 from worker_automation.models import Job, JobStatus, Schedule, utcnow
 from worker_automation.models.database import Executor
 from worker_automation.resolvers.announce import announce
@@ -28,10 +28,10 @@ from worker_automation.resolvers.audit import Actor, AuditNote, audited
 from worker_automation.resolvers.automations import effective
 from worker_automation.resolvers.dispatch import Send, send_all
 from worker_automation.resolvers.job_views import JobView, view_of
+from worker_automation.resolvers.periodic import Periodic
 from worker_automation.resolvers.rows import client_name_of
 from worker_automation.resolvers.schedules import MSG_SCHEDULE_NOT_FOUND, next_occurrence
-from worker_automation.services import Services
-from worker_automation.vocabulary import EventKind
+from worker_automation.resolvers.services import Services
 
 log = logging.getLogger(__name__)
 

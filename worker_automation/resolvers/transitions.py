@@ -6,9 +6,9 @@ One table for the single-job actions (cancelWorker, retryWorker, ...) and their 
 
 from __future__ import annotations
 
+from worker_automation.domain.vocabulary import ALLOWED_FROM, Action
 from worker_automation.models import Job, JobStatus, utcnow
 from worker_automation.resolvers.rows import require_status
-from worker_automation.vocabulary import ALLOWED_FROM, Action
 
 CANCEL_MESSAGE = "Cancelado pelo operador"
 

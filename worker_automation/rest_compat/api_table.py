@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from worker_automation.limits import INT32_MAX, INT32_MIN
+from worker_automation.domain.limits import INT32_MAX, INT32_MIN
+from worker_automation.domain.vocabulary import Refusal
 from worker_automation.resolvers.maintenance import (
     CleanupResult,
     ClearResult,
@@ -38,7 +39,6 @@ from worker_automation.rest_compat.reads import (
     search_message,
 )
 from worker_automation.rest_compat.writes import MSG_CANCEL, MSG_MOVE, MSG_REORDER, MSG_RETRY
-from worker_automation.vocabulary import Refusal
 
 WA = "/api/v1/worker-automation"
 JOBS = "/api/v1/jobs"

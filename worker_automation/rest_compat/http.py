@@ -12,7 +12,7 @@ from typing import Any
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
-from worker_automation.errors import (
+from worker_automation.domain.errors import (
     RETRY_AFTER_SECONDS,
     BadInput,
     Conflict,
@@ -22,9 +22,11 @@ from worker_automation.errors import (
     Unauthenticated,
     Unavailable,
 )
-from worker_automation.json_codec import FastJSONResponse
-from worker_automation.limits import check_storable, check_text
+from worker_automation.domain.json_codec import FastJSONResponse
+from worker_automation.domain.limits import check_storable, check_text
+from worker_automation.domain.sharing import consume
 from worker_automation.models.database import database_unavailable, report_outage
+from worker_automation.process.runtime import Runtime
 from worker_automation.resolvers.auth import (
     MSG_MISSING,
     SCOPE_READ,
@@ -33,9 +35,7 @@ from worker_automation.resolvers.auth import (
     key_from_headers,
 )
 from worker_automation.resolvers.machines import MachineKey, MachineView, authenticate_machine, machine_in
-from worker_automation.runtime import Runtime
-from worker_automation.services import Services
-from worker_automation.sharing import consume
+from worker_automation.resolvers.services import Services
 
 log = logging.getLogger(__name__)
 MSG_INTERNAL = "Erro interno ao processar a requisicao."
@@ -130,7 +130,7 @@ def answer_key(request: Request) -> tuple[str, str, bytes]:
 def read_route(handler: ReadHandler) -> Handler:
     """A GET route for any key with the read scope, whose answer depends only on its path and
     query string: identical requests arriving together share one answer (each still gets one
-    computed after it asked; see :mod:`worker_automation.sharing`)."""
+    computed after it asked; see :mod:`worker_automation.domain.sharing`)."""
 
     async def run(request: Request) -> Response:
         services, _ = await principal_of(request, SCOPE_READ)

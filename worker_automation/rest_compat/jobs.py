@@ -8,8 +8,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from worker_automation.errors import BadInput, Unavailable
-from worker_automation.limits import INT32_MAX, check_text
+from worker_automation.domain.errors import BadInput, Unavailable
+from worker_automation.domain.limits import INT32_MAX, check_text
 from worker_automation.resolvers import claims, recovery
 from worker_automation.resolvers.auth import SCOPE_WRITE
 from worker_automation.resolvers.automations import registered

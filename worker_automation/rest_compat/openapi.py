@@ -15,13 +15,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
-from worker_automation.limits import INT32_MAX
+from worker_automation.domain.limits import INT32_MAX
+from worker_automation.domain.vocabulary import REPORTED_FAULTS
 from worker_automation.models import JobStatus
 from worker_automation.resolvers.dispatch import MAX_BATCH
 from worker_automation.rest_compat.api_table import NO_NUL, OPERATIONS, Operation, Param
 from worker_automation.rest_compat.schemas import shape_schemas
 from worker_automation.settings import Settings
-from worker_automation.vocabulary import REPORTED_FAULTS
 
 OPENAPI_PATH = "/api/v1/openapi.json"
 

@@ -15,7 +15,8 @@ from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import Response
 
-from worker_automation.limits import INT32_MAX, INT32_MIN
+from worker_automation.domain.limits import INT32_MAX, INT32_MIN
+from worker_automation.domain.shapes import as_dict
 from worker_automation.models import JobStatus
 from worker_automation.resolvers import live
 from worker_automation.resolvers import reads as read_ops
@@ -23,9 +24,8 @@ from worker_automation.resolvers.automations import all_effective
 from worker_automation.resolvers.job_views import JobView
 from worker_automation.resolvers.pagination import MAX_PER_PAGE, Page
 from worker_automation.resolvers.search import search_automations
+from worker_automation.resolvers.services import Services
 from worker_automation.rest_compat.http import int_param, lookup_route, read_route, success, text_param
-from worker_automation.services import Services
-from worker_automation.shapes import as_dict
 
 MSG_LIST = "Workers recuperados com sucesso"
 MSG_STATS = "Estatisticas recuperadas com sucesso"

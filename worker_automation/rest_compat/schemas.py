@@ -1,5 +1,5 @@
 """OpenAPI schemas of the REST ``data`` derived from the resolvers' result dataclasses
-(:mod:`worker_automation.shapes`), and the fields each REST answer shows.
+(:mod:`worker_automation.domain.shapes`), and the fields each REST answer shows.
 
 A REST shape is a result dataclass, or some of its fields in the order the answer gives them; its
 schema says what the dataclass's annotations say (types, bounds, null), so the document and the
@@ -12,10 +12,10 @@ from enum import Enum
 from typing import Any, get_args, get_origin
 
 from worker_automation.broker.inspect import InspectResult
+from worker_automation.domain.shapes import Facet, facets, strip_optional
 from worker_automation.resolvers import live, maintenance
 from worker_automation.resolvers import reads as read_ops
 from worker_automation.resolvers.job_views import JobView
-from worker_automation.shapes import Facet, facets, strip_optional
 
 _LOAD = ("queue_name", "workers_count", "active_count", "pending_count", "capacity", "load_percent")
 _TASKS = ("active_tasks", "pending_tasks")

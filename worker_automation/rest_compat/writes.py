@@ -9,7 +9,8 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from worker_automation.errors import BadInput
+from worker_automation.domain.errors import BadInput
+from worker_automation.domain.shapes import as_dict
 from worker_automation.resolvers import job_actions, maintenance
 from worker_automation.resolvers.auth import SCOPE_WRITE
 from worker_automation.rest_compat.http import (
@@ -22,7 +23,6 @@ from worker_automation.rest_compat.http import (
 )
 from worker_automation.rest_compat.reads import job_id_of
 from worker_automation.rest_compat.schemas import REST_FIELDS
-from worker_automation.shapes import as_dict
 
 MSG_CANCEL = "Task cancelada com sucesso"
 MSG_RETRY = "Task re-enfileirada com sucesso"

@@ -25,7 +25,7 @@ from worker_automation.resolvers.attempts import AttemptView, attempts_by_job
 from worker_automation.resolvers.auth import Principal, authenticate, key_from_headers
 from worker_automation.resolvers.clientes import ClienteView, clientes_by_id
 from worker_automation.resolvers.machines import MachineView, authenticate_machine, machines_by_id
-from worker_automation.services import Services
+from worker_automation.resolvers.services import Services
 
 if TYPE_CHECKING:
     from worker_automation.schema.open_sockets import OpenSocket

@@ -1,4 +1,5 @@
-"""GraphQL object types derived from the resolvers' result dataclasses (:mod:`worker_automation.shapes`).
+"""GraphQL object types derived from the resolvers' result dataclasses
+(:mod:`worker_automation.domain.shapes`).
 
 ``@derived(View, description=...)`` on a class deriving from :class:`FromView` gives it one GraphQL
 field per field of ``View``, in its order, typed and described as ``View`` says; the class body
@@ -19,9 +20,9 @@ from zoneinfo import ZoneInfo
 import strawberry
 from strawberry.types.base import get_object_definition
 
+from worker_automation.domain.shapes import facets, strip_optional
 from worker_automation.resolvers.job_views import iso
 from worker_automation.schema.scalars import JSON, DateTime
-from worker_automation.shapes import facets, strip_optional
 
 T = TypeVar("T")
 Convert = Callable[[Any, ZoneInfo | None], Any]

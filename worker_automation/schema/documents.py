@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from graphql import DocumentNode, OperationDefinitionNode
 
+from worker_automation.domain.sharing import parsed_document
 from worker_automation.schema.limits import MAX_DOCUMENT_BYTES
-from worker_automation.sharing import parsed_document
 
 
 def chosen_operation(
@@ -14,7 +14,7 @@ def chosen_operation(
     """The operation a request would run (the only one, or the one named); None when the document
     is larger than the schema accepts, does not parse (within ``max_tokens``, the schema's limit)
     or names no such operation. The node is the process's one parse of the document (see
-    :mod:`worker_automation.sharing`): read it, never change it."""
+    :mod:`worker_automation.domain.sharing`): read it, never change it."""
     if len(query) > MAX_DOCUMENT_BYTES:
         return None  # refused later by the schema's own limits, and never parsed here
     document: DocumentNode | None = parsed_document(query, max_tokens)

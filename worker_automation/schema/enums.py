@@ -6,10 +6,10 @@ from enum import Enum
 
 import strawberry
 
+from worker_automation.domain.vocabulary import EventKind
 from worker_automation.models import JobStatus, MachineStatus
 from worker_automation.resolvers.job_order import Direction, OrderField
 from worker_automation.resolvers.maintenance import ClearScope
-from worker_automation.vocabulary import EventKind
 
 __all__ = [
     "ChangeKind",

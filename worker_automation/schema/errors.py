@@ -1,6 +1,6 @@
 """Domain errors -> GraphQL errors with ``extensions.code`` (the code each error class names).
 
-Resolvers raise :class:`~worker_automation.errors.DomainError` subclasses and nothing here is
+Resolvers raise :class:`~worker_automation.domain.errors.DomainError` subclasses and nothing here is
 caught field by field: the schema hands every result's errors to :func:`translate_in_place` once,
 before the result is sent (Strawberry's ``process_errors`` step, which runs exactly once per
 result, streamed payloads included), so the mapping lives in one place and costs nothing on results
@@ -17,7 +17,7 @@ from typing import Any
 
 from graphql import GraphQLError, GraphQLSyntaxError
 
-from worker_automation.errors import (
+from worker_automation.domain.errors import (
     DomainError,
     Unavailable,
 )

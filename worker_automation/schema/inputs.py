@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 import strawberry
 
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
-from worker_automation.errors import BadInput
+from worker_automation.domain.errors import BadInput
 from worker_automation.resolvers.job_order import JobOrder
 from worker_automation.resolvers.reads import JobFilter, check_queue
 from worker_automation.schema.enums import Direction, JobStatus, OrderField

@@ -32,14 +32,14 @@ from graphql.validation.validate import ValidationAbortedError
 from strawberry.extensions import SchemaExtension
 from strawberry.types.graphql import OperationType
 
-from worker_automation.errors import BadInput
-from worker_automation.limits import check_storable, text_problem
+from worker_automation.domain.errors import BadInput
+from worker_automation.domain.limits import check_storable, text_problem
+from worker_automation.domain.sharing import Recent, parsed_document
 from worker_automation.schema.cost import bounds_rule
 from worker_automation.schema.persisted import REQUIRED_CODE, REQUIRED_MESSAGE, read_manifest
 from worker_automation.schema.response_budget import current_budget, response_budget
 from worker_automation.schema.text_bounds import TextBounds, named_by
 from worker_automation.settings import Settings
-from worker_automation.sharing import Recent, parsed_document
 
 # Large enough for any hand-written or generated operation of this API, small enough that parsing
 # a refused document costs nothing worth noticing.
@@ -116,7 +116,7 @@ def _ambiguous(document: DocumentNode | None, operation_name: str | None) -> Gra
 class DocumentCache:
     """This schema's view of the process's parsed documents: the token and size limits it parses
     with, and which documents passed its validation (a verdict that depends on nothing but the
-    schema's rules and the document; see :mod:`worker_automation.sharing`)."""
+    schema's rules and the document; see :mod:`worker_automation.domain.sharing`)."""
 
     def __init__(self, max_tokens: int, max_chars: int, keep: int = 256) -> None:
         self.max_tokens = max_tokens

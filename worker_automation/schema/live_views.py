@@ -40,17 +40,17 @@ from strawberry import Schema
 from strawberry.types.execution import ExecutionResult, PreExecutionError
 
 from worker_automation.broker.events import Event
-from worker_automation.errors import DomainError
-from worker_automation.json_codec import dumps_text
+from worker_automation.domain.errors import DomainError
+from worker_automation.domain.json_codec import dumps_text
+from worker_automation.domain.sharing import parsed_document
+from worker_automation.domain.vocabulary import EventKind
+from worker_automation.overrides.ws_protocol import text_frame
 from worker_automation.resolvers.auth import SCOPE_READ, Principal
 from worker_automation.schema.context import GraphQLContext
 from worker_automation.schema.documents import chosen_operation
 from worker_automation.schema.errors import TOO_SLOW_CODE
 from worker_automation.schema.streams import EVENT_QUEUE
 from worker_automation.schema.types import JobEvent
-from worker_automation.sharing import parsed_document
-from worker_automation.vocabulary import EventKind
-from worker_automation.ws_protocol import text_frame
 
 logger = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ class Subscriber:
     """One websocket operation reading a view: its framing, its backlog and its writer.
 
     While nothing waits in its backlog, a payload goes straight to the socket as a frame shared
-    with the view's other subscribers (``write_frame``, see :mod:`worker_automation.ws_protocol`);
+    with the view's other subscribers (``write_frame``, see :mod:`worker_automation.overrides.ws_protocol`);
     otherwise, or when the socket declines it, it waits in the backlog for the writer's send.
     """
 

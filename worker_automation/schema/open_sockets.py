@@ -25,8 +25,8 @@ from typing import Final, Literal
 from worker_automation.broker.access_changes import AccessChange
 from worker_automation.resolvers.auth import Principal, principals_by_id
 from worker_automation.resolvers.machines import MachineView, machine_grants
+from worker_automation.resolvers.services import Services
 from worker_automation.schema.response_budget import SharedBudget
-from worker_automation.services import Services
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ against the text and keeps the text, so later requests carry only the hash. Kept
 is bounded in count and in bytes, least recently used out first. Only callers that passed
 authentication reach it: the transport refuses a missing or invalid key before reading a body.
 The text found is the same string object every time, so the parse and the validation verdict
-kept for it (:mod:`worker_automation.sharing`, :class:`~worker_automation.schema.limits.DocumentCache`)
+kept for it (:mod:`worker_automation.domain.sharing`, :class:`~worker_automation.schema.limits.DocumentCache`)
 are found again without parsing or validating.
 
 With ``WA_GRAPHQL_TRUSTED_DOCUMENTS`` set to a JSON manifest ``{id: document}`` (ids as written by
@@ -32,8 +32,8 @@ from typing import Any, Final
 from graphql import GraphQLError, GraphQLSchema, build_schema, parse, specified_rules, validate
 from graphql.validation import ASTValidationRule
 
-from worker_automation.errors import BadInput
-from worker_automation.sharing import parsed_document
+from worker_automation.domain.errors import BadInput
+from worker_automation.domain.sharing import parsed_document
 
 NOT_FOUND_MESSAGE: Final = "PersistedQueryNotFound"
 NOT_FOUND_CODE: Final = "PERSISTED_QUERY_NOT_FOUND"

@@ -8,7 +8,7 @@ from typing import Any
 import strawberry
 
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
-from worker_automation.errors import BadInput
+from worker_automation.domain.errors import BadInput
 from worker_automation.resolvers import live, reads
 from worker_automation.resolvers.automations import all_effective
 from worker_automation.resolvers.clientes import list_clientes

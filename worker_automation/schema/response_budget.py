@@ -22,7 +22,7 @@ from typing import Final
 
 from graphql import GraphQLError
 
-from worker_automation.limits import json_size
+from worker_automation.domain.limits import json_size
 
 # extensions.code of an answer refused for its size.
 TOO_LARGE_CODE: Final = "RESPONSE_TOO_LARGE"

@@ -5,7 +5,7 @@ the server's work grow with the number of screens (a ``queueLiveStatus`` with it
 resolves some two thousand fields). A query whose result depends on nothing but its document,
 its variables and the caller's rights, which holds for every query of this schema, is executed
 once for all callers that send the same request body with the same scopes and perfil; through
-:class:`~worker_automation.sharing.SharedReads` each caller still gets a result
+:class:`~worker_automation.domain.sharing.SharedReads` each caller still gets a result
 computed after it asked. Mutations and anything sent with a machine key are never shared.
 """
 

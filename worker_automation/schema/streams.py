@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Final, TypeVar
 
 from worker_automation.broker.events import Event, EventBus, Listener
-from worker_automation.vocabulary import EventKind, QueueChange
+from worker_automation.domain.vocabulary import EventKind, QueueChange
 
 T = TypeVar("T")
 

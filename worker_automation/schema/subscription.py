@@ -14,7 +14,9 @@ from zoneinfo import ZoneInfo
 import strawberry
 
 from worker_automation.broker.events import Event
-from worker_automation.errors import BadInput
+from worker_automation.domain.errors import BadInput
+from worker_automation.domain.sharing import Recent
+from worker_automation.domain.vocabulary import EventKind
 from worker_automation.resolvers import live
 from worker_automation.resolvers.automations import registered
 from worker_automation.resolvers.claims import pending_jobs
@@ -32,13 +34,11 @@ from worker_automation.schema.query import TASK_FIELDS
 from worker_automation.schema.scalars import JSON
 from worker_automation.schema.streams import Feed, FeedClosed, coalesced
 from worker_automation.schema.types import Job, JobEvent
-from worker_automation.sharing import Recent
-from worker_automation.vocabulary import EventKind
 
 # A task id with no job row is only known to Celery's result backend, which sends no events.
 BACKEND_POLL_SECONDS = 2.0
 # The payload of an event is a pure function of the event and the time zone: built once for every
-# subscription of the process (see worker_automation.sharing).
+# subscription of the process (see worker_automation.domain.sharing).
 _EVENTS: Recent[tuple[str, str], JobEvent] = Recent(64)
 
 

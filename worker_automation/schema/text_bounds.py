@@ -33,7 +33,7 @@ from graphql import (
 )
 from graphql.language import ArgumentNode, DocumentNode, ObjectFieldNode, StringValueNode
 
-from worker_automation.sharing import Recent
+from worker_automation.domain.sharing import Recent
 
 # What the REST routes accept for any free-text parameter (``rest_compat.http.text_param``).
 MAX_TEXT_CHARS: Final = 255

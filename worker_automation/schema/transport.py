@@ -32,10 +32,11 @@ from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 from strawberry.types.unset import UNSET, UnsetType
 
-from worker_automation.errors import RETRY_AFTER_SECONDS, DomainError
-from worker_automation.json_codec import dumps, dumps_text
-from worker_automation.memory import MemoryReleaser
+from worker_automation.domain.errors import RETRY_AFTER_SECONDS, DomainError
+from worker_automation.domain.json_codec import dumps, dumps_text
+from worker_automation.infra.memory import MemoryReleaser
 from worker_automation.models.database import database_unavailable
+from worker_automation.process.runtime import Runtime
 from worker_automation.resolvers.auth import (
     MSG_MISSING,
     Principal,
@@ -44,7 +45,6 @@ from worker_automation.resolvers.auth import (
     key_from_headers,
 )
 from worker_automation.resolvers.machines import MSG_MACHINE_KEY_INVALID, authenticate_machine
-from worker_automation.runtime import Runtime
 from worker_automation.schema import build_schema
 from worker_automation.schema.context import MACHINE_KEY_HEADER, GraphQLContext
 from worker_automation.schema.errors import DATABASE_DOWN_MESSAGE, UNAVAILABLE_CODE, code_of

@@ -54,14 +54,14 @@ from strawberry.subscriptions.protocols.graphql_ws.types import (
     StartMessage,
 )
 
-from worker_automation.memory import MemoryReleaser
-from worker_automation.metrics import SUBSCRIBERS
+from worker_automation.infra.memory import MemoryReleaser
+from worker_automation.infra.metrics import SUBSCRIBERS
+from worker_automation.overrides.ws_protocol import frame_writer
 from worker_automation.schema.context import GraphQLContext
 from worker_automation.schema.documents import chosen_operation
 from worker_automation.schema.live_views import Admission, Ending, LiveViews, Subscriber
 from worker_automation.schema.open_sockets import SocketLimitReached
 from worker_automation.schema.response_budget import TOO_LARGE_CODE, current_budget, response_budget
-from worker_automation.ws_protocol import frame_writer
 
 logger = logging.getLogger(__name__)
 

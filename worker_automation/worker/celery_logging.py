@@ -30,7 +30,7 @@ from celery.exceptions import SecurityWarning
 from celery.signals import setup_logging
 
 from worker_automation.catalog.registry import TASK_PREFIX
-from worker_automation.logs import configure
+from worker_automation.infra.logs import configure
 
 SIGNAL_LOGGER = "celery.apps.worker"
 # The one line per run: ``job 12 (demo.echo): completed in 0.012s``.

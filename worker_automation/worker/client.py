@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from worker_automation.limits import result_refusal
-from worker_automation.vocabulary import JobStatus
+from worker_automation.domain.limits import result_refusal
+from worker_automation.domain.vocabulary import JobStatus
 from worker_automation.worker.http import REQUEST_TIMEOUT_SECONDS, ApiUnreachable, HttpClient, HttpReply
 
 log = logging.getLogger(__name__)

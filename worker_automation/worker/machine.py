@@ -21,9 +21,9 @@ from typing import Any
 
 import websockets
 
-from worker_automation.cancelling import cancel_and_wait
+from worker_automation.domain.vocabulary import Refusal
+from worker_automation.infra.cancelling import cancel_and_wait
 from worker_automation.settings import Settings
-from worker_automation.vocabulary import Refusal
 from worker_automation.worker.client import WorkerApiClient
 from worker_automation.worker.contract import AutomationFn
 from worker_automation.worker.held import HeldJobs

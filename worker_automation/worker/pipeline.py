@@ -17,7 +17,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from worker_automation.cancelling import cancel_and_wait
+from worker_automation.infra.cancelling import cancel_and_wait
 from worker_automation.worker.client import ApiError, Claim, WorkerApiClient
 from worker_automation.worker.contract import AutomationFn, PermanentError
 from worker_automation.worker.held import HeldJobs

@@ -57,8 +57,8 @@ from celery.worker import state as worker_state
 
 from worker_automation.broker.celery_app import JobTaskBackend, make_celery
 from worker_automation.broker.kept_reports import register_command
+from worker_automation.domain.vocabulary import PASSING_REFUSALS
 from worker_automation.settings import Settings
-from worker_automation.vocabulary import PASSING_REFUSALS
 from worker_automation.worker.celery_logging import quiet_celery_logging
 from worker_automation.worker.client import WorkerApiClient, still_unclaimed
 from worker_automation.worker.held import HeldJobs, drop_left_behind

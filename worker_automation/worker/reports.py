@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Final
 
-from worker_automation.vocabulary import Fault
+from worker_automation.domain.vocabulary import Fault
 from worker_automation.worker.client import ApiError, LostAnswer, WorkerApiClient
 from worker_automation.worker.held import HeldJobs
 from worker_automation.worker.http import ApiTimeout, ApiUnreachable

@@ -18,7 +18,7 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from worker_automation.json_codec import FastJSONResponse
+from worker_automation.domain.json_codec import FastJSONResponse
 from worker_automation.settings import Settings
 
 # A completion carries the job's result: its body may exceed the usual limit by what the result

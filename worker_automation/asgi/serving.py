@@ -10,10 +10,10 @@ from typing import Final
 
 import uvicorn
 
-from worker_automation.cancelling import cancel_and_wait
 from worker_automation.console.routes import CONSOLE_PATH
+from worker_automation.infra.cancelling import cancel_and_wait
+from worker_automation.process.runtime import Runtime
 from worker_automation.rest_compat.api_table import WA
-from worker_automation.runtime import Runtime
 
 log = logging.getLogger(__name__)
 GRAPHIQL: Final = "/graphql"

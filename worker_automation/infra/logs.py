@@ -69,15 +69,15 @@ def log_config(log_format: str, *, verbose: bool = False) -> dict[str, Any]:
     """A ``dictConfig`` for this process and uvicorn's: one handler on stderr, every logger
     through it, uvicorn's access lines included (minus progress reports)."""
     formatter = (
-        "worker_automation.logs.JsonFormatter"
+        "worker_automation.infra.logs.JsonFormatter"
         if log_format == "json"
-        else ("worker_automation.logs.TextFormatter")
+        else ("worker_automation.infra.logs.TextFormatter")
     )
     return {
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"app": {"()": formatter}},
-        "filters": {"quiet_progress": {"()": "worker_automation.logs.QuietProgress"}},
+        "filters": {"quiet_progress": {"()": "worker_automation.infra.logs.QuietProgress"}},
         "handlers": {
             "app": {"class": "logging.StreamHandler", "formatter": "app", "stream": "ext://sys.stderr"}
         },

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Final
 
 import worker_automation
-from worker_automation.bootstrap import embedded_key_file, kept_machine_key
+from worker_automation.process.bootstrap import embedded_key_file, kept_machine_key
 from worker_automation.resolvers.audit import Actor
 from worker_automation.resolvers.machines import machine_named
-from worker_automation.services import Services
+from worker_automation.resolvers.services import Services
 from worker_automation.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ def node_name(queue: str) -> str:
 def pool_worker_command(queue: str, count: int) -> list[str]:
     """The pool worker's command line. ``-P`` keeps the working directory off ``sys.path``: a
     ``worker_automation`` folder there (a source checkout) must not shadow the API's code."""
-    entry = [sys.executable, "-P", "-m", "worker_automation.embedded_worker"]
+    entry = [sys.executable, "-P", "-m", "worker_automation.cli.embedded_worker"]
     return [*entry, "worker", "-Q", queue, "-c", str(count), "-n", node_name(queue)]
 
 

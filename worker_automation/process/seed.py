@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any, cast
 from sqlalchemy import Table, bindparam, func, insert, literal, select
 
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY, Automation
+from worker_automation.domain.seed_limits import MAX_CLIENTES, MAX_JOBS
 from worker_automation.models import Attempt, Cliente, Job, JobStatus, Usuario, utcnow
 from worker_automation.models.database import Database
-from worker_automation.seed_limits import MAX_CLIENTES, MAX_JOBS
 
 if TYPE_CHECKING:
-    from worker_automation.services import Services
+    from worker_automation.resolvers.services import Services
 
 _FIRST = [
     "Comércio de Alimentos",

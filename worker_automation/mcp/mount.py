@@ -2,7 +2,7 @@
 
 The MCP SDK and what it brings take about 24 MiB in every API process, and most deployments never
 call ``/mcp``. The route exists from the start; the first request builds the server
-(:class:`worker_automation.mcp_server.HttpMcp`) and starts its session manager, which then runs
+(:class:`worker_automation.mcp.server.HttpMcp`) and starts its session manager, which then runs
 until the app stops.
 """
 
@@ -18,7 +18,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 if TYPE_CHECKING:
-    from worker_automation.mcp_server import ServicesSource
+    from worker_automation.mcp.server import ServicesSource
 
 MSG_STOPPING = "O servico esta encerrando."
 
@@ -48,7 +48,7 @@ class LazyMcp:
             self._lock = asyncio.Lock()
         async with self._lock:
             if self._app is None and not self._stopped:
-                from worker_automation.mcp_server import HttpMcp
+                from worker_automation.mcp.server import HttpMcp
 
                 server = HttpMcp(self._services_source)
                 await self._running.enter_async_context(server.run())

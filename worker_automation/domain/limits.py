@@ -13,8 +13,8 @@ import math
 import re
 from typing import Any, Final
 
-from worker_automation.errors import BadInput
-from worker_automation.json_codec import dumps
+from worker_automation.domain.errors import BadInput
+from worker_automation.domain.json_codec import dumps
 
 # Ids are 32-bit columns (and GraphQL's Int): a number outside would be a database error rather
 # than "not found", so every transport refuses it as bad input.

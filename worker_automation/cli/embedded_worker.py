@@ -1,5 +1,5 @@
 """The pool worker process an embedded ``serve`` starts: the ``worker`` command itself, run by
-``python -m worker_automation.embedded_worker worker -Q QUEUE ...``.
+``python -m worker_automation.cli.embedded_worker worker -Q QUEUE ...``.
 
 Three differences. What it says: Celery logs ``Connected to redis://...`` when it reaches its
 broker, which in embedded mode is the in-process broker of ``serve``. Read by someone who never

@@ -2,7 +2,7 @@
 
 The id is the caller's ``X-Request-ID`` when it is a sane token (letters, digits, ``-_.:``, at
 most 64 characters), otherwise a new one; it is echoed in the response and set in
-:data:`worker_automation.logs.REQUEST_ID`, so every log line of the request carries it. Latency
+:data:`worker_automation.infra.logs.REQUEST_ID`, so every log line of the request carries it. Latency
 is observed under the matched route's template (``/api/v1/jobs/{job_id}/progress``), never the
 raw path, so the number of series stays bounded whatever paths clients send.
 """
@@ -16,8 +16,8 @@ from typing import Any, Final
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from worker_automation.logs import REQUEST_ID
-from worker_automation.metrics import HTTP_DURATION
+from worker_automation.infra.logs import REQUEST_ID
+from worker_automation.infra.metrics import HTTP_DURATION
 
 HEADER: Final = b"x-request-id"
 UNMATCHED_ROUTE: Final = "unmatched"

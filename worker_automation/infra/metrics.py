@@ -3,7 +3,7 @@
 Counted where things happen (job transitions when they are announced, claim refusals when they
 are made and the wait a claim ends, HTTP requests in the request middleware, recoveries in the
 reconciler, automatic retries where a failed run is queued again) and exported by
-:mod:`worker_automation.metrics_export`. With ``serve --workers N`` every process writes its
+:mod:`worker_automation.asgi.metrics_export`. With ``serve --workers N`` every process writes its
 values to the shared multiprocess directory that ``serve`` sets up, and a scrape of any process
 adds them all up. Labels take values from closed sets only (automations, queues, statuses,
 refusal reasons, route templates), so the number of series stays bounded.

@@ -24,9 +24,9 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 from sqlalchemy.exc import SQLAlchemyError
 
-from worker_automation.errors import Unavailable
+from worker_automation.domain.errors import Unavailable
 from worker_automation.resolvers.counts import counters
-from worker_automation.services import Services
+from worker_automation.resolvers.services import Services
 
 MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
 _PID_FILE = re.compile(r"_(\d+)\.db$")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from worker_automation.errors import DomainError
+from worker_automation.domain.errors import DomainError
 from worker_automation.models.database import Database
 from worker_automation.resolvers.audit import Actor
 from worker_automation.resolvers.machines import (

@@ -14,10 +14,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from worker_automation.body_limit import BodyLimit
-from worker_automation.metrics_export import Exporter
-from worker_automation.request_middleware import RequestObserver
-from worker_automation.runtime import Runtime
+from worker_automation.asgi.body_limit import BodyLimit
+from worker_automation.asgi.metrics_export import Exporter
+from worker_automation.asgi.request_middleware import RequestObserver
+from worker_automation.process.runtime import Runtime
 from worker_automation.settings import Settings
 
 
@@ -51,7 +51,7 @@ async def metrics(request: Request) -> Response:
 def create_app(settings: Settings | None = None) -> Starlette:
     """Build the whole service for ``settings`` (read from the environment when omitted)."""
     from worker_automation.console.routes import console_routes
-    from worker_automation.mcp_mount import LazyMcp
+    from worker_automation.mcp.mount import LazyMcp
     from worker_automation.rest_compat.routes import rest_routes
     from worker_automation.schema.transport import graphql_routes
 

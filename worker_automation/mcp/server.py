@@ -24,12 +24,12 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
 from starlette.types import ASGIApp
 
-from worker_automation.errors import (
+from worker_automation import package_version
+from worker_automation.domain.errors import (
     BadInput,
     DomainError,
 )
-from worker_automation.limits import INT32_MAX, INT32_MIN
-from worker_automation.package_version import package_version
+from worker_automation.domain.limits import INT32_MAX, INT32_MIN
 from worker_automation.resolvers import job_actions, live
 from worker_automation.resolvers import reads as read_ops
 from worker_automation.resolvers.auth import (
@@ -42,9 +42,9 @@ from worker_automation.resolvers.auth import (
 from worker_automation.resolvers.automations import all_effective
 from worker_automation.resolvers.dispatch import dispatch
 from worker_automation.resolvers.search import search_automations
+from worker_automation.resolvers.services import Services
 from worker_automation.rest_compat.http import text_param
 from worker_automation.rest_compat.reads import dashboard_dict, page_dict
-from worker_automation.services import Services
 from worker_automation.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -14,16 +14,17 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Final
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from worker_automation.cancelling import cancel_and_wait
-from worker_automation.services import Services
-from worker_automation.settings import Settings
+from worker_automation.infra.cancelling import cancel_and_wait
+from worker_automation.resolvers.periodic import Periodic
+from worker_automation.resolvers.recovery import reconcile_periodic
+from worker_automation.resolvers.retention import retention_periodic
+from worker_automation.resolvers.schedule_firing import schedules_periodic
+from worker_automation.resolvers.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -33,24 +34,7 @@ LEADER_LOCK_KEY: Final = 0x7761_686B  # "wahk"
 TICK_SECONDS: Final = 1.0
 
 
-@dataclass(frozen=True)
-class Periodic:
-    """Work the leader runs every ``interval(settings)`` seconds (0 or less: never).
-
-    ``run`` returns how many things it did; a failure is logged and tried again next time.
-    """
-
-    name: str
-    interval: Callable[[Settings], float]
-    run: Callable[[Services], Awaitable[int]]
-
-
 def _periodic() -> tuple[Periodic, ...]:
-    # Imported here: the work itself lives with the operations, which import much more.
-    from worker_automation.resolvers.recovery import reconcile_periodic
-    from worker_automation.resolvers.retention import retention_periodic
-    from worker_automation.resolvers.schedule_firing import schedules_periodic
-
     return (reconcile_periodic(), retention_periodic(), schedules_periodic())
 
 

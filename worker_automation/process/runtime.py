@@ -10,11 +10,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from worker_automation.cancelling import cancel_and_wait
-from worker_automation.embedded_state import DirectoryLock, broker_state_file
-from worker_automation.housekeeping import Housekeeper
+from worker_automation.infra.cancelling import cancel_and_wait
+from worker_automation.process.embedded_state import DirectoryLock, broker_state_file
+from worker_automation.process.housekeeping import Housekeeper
 from worker_automation.resolvers.automations import ensure_settings_rows
-from worker_automation.services import Services
+from worker_automation.resolvers.services import Services
 from worker_automation.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ class Runtime:
 
     async def start_pool_workers(self) -> None:
         """Embedded mode: Celery pool workers for every queue, as separate processes."""
-        from worker_automation.embedded_pool import EmbeddedPool
+        from worker_automation.process.embedded_pool import EmbeddedPool
 
         services = await self.services()
         self._pool = EmbeddedPool(services)
@@ -77,7 +77,7 @@ class Runtime:
     async def recover_embedded(self) -> None:
         """An embedded broker starts empty: every queued job is sent again, and the runs the
         previous ``serve``'s pool workers held (they died with it) are ended or queued again."""
-        from worker_automation.embedded_pool import embedded_machine_ids
+        from worker_automation.process.embedded_pool import embedded_machine_ids
         from worker_automation.resolvers.recovery import recover_after_restart
 
         services = await self.services()
