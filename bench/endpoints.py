@@ -35,7 +35,7 @@ from bench.common import (
     table,
     wait_for_quiet,
 )
-from bench.pipeline import AUTOMATION, QUEUE, purge
+from bench.job_feed import AUTOMATION, QUEUE, purge
 from worker_automation.models.database import Database
 from worker_automation.resolvers.audit import Actor
 from worker_automation.resolvers.automations import update_settings

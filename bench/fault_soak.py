@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 from bench.common import table
-from bench.faults import (
+from bench.fault_setup import (
     API_OUTAGE_SECONDS,
     HEADERS,
     PG_OUTAGE_SECONDS,

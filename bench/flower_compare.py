@@ -44,7 +44,7 @@ from bench.common import (
     wait_for_quiet,
     wait_http,
 )
-from bench.pipeline import QUEUE, dispatch_all, purge, wait_concluded
+from bench.job_feed import QUEUE, dispatch_all, purge, wait_concluded
 
 REST = "/api/v1/worker-automation"
 POLL_INTERVAL = 0.005

@@ -57,7 +57,7 @@ from bench.common import (
     wait_http,
     wait_output,
 )
-from bench.pipeline import dispatch_all
+from bench.job_feed import dispatch_all
 from tests.integration.harness import descendants
 
 OPERATOR_KEY_COMMAND = [
