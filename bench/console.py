@@ -6,7 +6,7 @@ the jobs it creates stay queued and each makes exactly one event):
 - first useful screen: a fresh browser tab (the key already in the tab's storage, as after
   sign-in) opens the overview, then the jobs page; the time from navigation start until the
   numbers (status counts and queue load) or the first page of rows are on screen, ``--loads``
-  times each, every load a cold tab. Target (§8.5, bench/README.md): <= 1.5 s.
+  times each, every load a cold tab. Target (bench/README.md, Targets): <= 1.5 s.
 - lag under load: the jobs page open, ``--rate`` jobs per second created through the API for
   ``--seconds`` (batches every 50 ms); for each new job, the time from the sending of its dispatch
   request until its row is in the page's DOM (both wall clocks of this machine), per 5-second

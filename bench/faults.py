@@ -1,4 +1,4 @@
-"""Recovery from single faults at a few hundred jobs (the §8.5 "recovery" target, bench/README.md).
+"""Recovery from single faults at a few hundred jobs (the "recovery" target of bench/README.md).
 
 Each row starts a fresh set-up on a PostgreSQL cluster and a ``redis-server`` of the benchmark's
 own (free ports, temporary directories: the faults stop and restart them), queues ``--jobs`` jobs
@@ -13,7 +13,7 @@ Target: 0 / 0 / 0 and <= 60 s per row with the default ``WA_RECOVERY_SECONDS`` (
     python -m bench.faults --soak                          # 30 min, 5,000 jobs, random faults
     python -m bench.faults --soak --soak-minutes 3 --soak-jobs 500 --dead-minutes 1
 
-Two rows look at one run each rather than at throughput (R9, R10): ``postgres_finish`` stops
+Two rows look at one run each rather than at throughput (third-round targets): ``postgres_finish`` stops
 PostgreSQL while runs finish, ``--repeat`` times (their ends wait in the workers' outboxes; the
 outcome each run reached must be the one recorded: 0 outcomes changed), and ``machine_dead``
 kills a dedicated machine mid-run and leaves it dead (its runs must be resolved within the

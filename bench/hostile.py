@@ -18,11 +18,11 @@ key, as an attacker who holds valid keys would:
    on Query { __typename }`` (2^n spreads from ~40n bytes), for each n of ``--fan-out``, with the
    read-only key and with no key, by POST and by GET: the time to the answer and, measured at the
    same time from another connection, the latency of ``/healthz`` (median and worst). Target
-   (§9, bench/README.md): answered or refused within 100 ms, ``/healthz`` unaffected.
+   (bench/README.md, Targets): answered or refused within 100 ms, ``/healthz`` unaffected.
 
 "Before" is read after a few ordinary requests (the process has loaded what any request needs);
 RSS is sampled every 20 ms while the attacks run; "after" is read ``--settle`` seconds after the
-last answer. Targets (§8.5, bench/README.md): peak < 400 MB, after within 10% of before.
+last answer. Targets (bench/README.md): peak < 400 MB, after within 10% of before.
 
     python -m bench.hostile --jobs 200 --rounds 20 --concurrency 4
     python -m bench.hostile --fan-out-only

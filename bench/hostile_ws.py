@@ -11,7 +11,7 @@ RSS of the API process around the memory attack, and how long a revoked key's su
    over the legacy graphql-ws); ``worker-automation keys revoke`` runs; the time from the command's
    start, and from its end, to the subscription's close frame (or UNAUTHENTICATED error).
 
-Targets (§9, bench/README.md): peak < 400 MB and after within 10% of before, every repeat; a revoked
+Targets (bench/README.md): peak < 400 MB and after within 10% of before, every repeat; a revoked
 key's subscriptions end within 5 s.
 
     python -m bench.hostile_ws --jobs 130 --operations 100 --sockets 1,4 --repeats 3
