@@ -35,9 +35,10 @@ from bench.common import (
     sa_url,
     table,
 )
-from bench.rows import COLUMNS, COMPANY_NAMES, COMPANY_WORDS, SUFFIXES, RowFactory, fake_cnpj
+from bench.rows import COLUMNS, COMPANY_NAMES, COMPANY_WORDS, SUFFIXES, RowFactory
 from worker_automation.models import BUCKET_BITS
 from worker_automation.models.migrate import migrate
+from worker_automation.process.seed import fake_cnpj
 
 _factory: RowFactory | None = None
 

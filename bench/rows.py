@@ -15,6 +15,7 @@ from typing import Any
 
 from worker_automation.catalog.forms import UFS, FormField
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY, Automation
+from worker_automation.domain.documents import cpf_check_digits
 
 COLUMNS = (
     "task_id",
@@ -70,25 +71,9 @@ COMPANY_NAMES = ("Horizonte", "Vale Verde", "Sol Nascente", "Serra Azul", "Boa V
 SUFFIXES = ("Ltda", "ME", "EIRELI", "S.A.", "EPP")
 
 
-def cnpj_digits(base12: str) -> str:
-    digits = [int(c) for c in base12]
-    for weights in ([5, 4, 3, 2, 9, 8, 7, 6, 5, 4, 3, 2], [6, 5, 4, 3, 2, 9, 8, 7, 6, 5, 4, 3, 2]):
-        rest = sum(d * w for d, w in zip(digits, weights, strict=False)) % 11
-        digits.append(0 if rest < 2 else 11 - rest)
-    return "".join(str(d) for d in digits[12:])
-
-
-def fake_cnpj(rng: random.Random) -> str:
-    base = f"{rng.randrange(10**8):08d}0001"
-    return base + cnpj_digits(base)
-
-
 def fake_cpf(rng: random.Random) -> str:
-    digits = [rng.randrange(10) for _ in range(9)]
-    for n in (10, 11):
-        rest = sum(d * w for d, w in zip(digits, range(n, 1, -1), strict=False)) * 10 % 11
-        digits.append(0 if rest == 10 else rest)
-    return "".join(str(d) for d in digits)
+    base = "".join(str(rng.randrange(10)) for _ in range(9))
+    return base + cpf_check_digits(base)
 
 
 def field_value(field: FormField, rng: random.Random, cnpj: str) -> Any:

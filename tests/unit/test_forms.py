@@ -7,14 +7,7 @@ from typing import Any
 
 import pytest
 
-from worker_automation.catalog.forms import (
-    Form,
-    FormField,
-    form_schema,
-    is_valid_cnpj,
-    is_valid_cpf,
-    validate_context,
-)
+from worker_automation.catalog.forms import Form, FormField, form_schema, validate_context
 from worker_automation.domain.errors import BadInput
 
 VALID_CNPJ = "11222333000181"
@@ -131,19 +124,11 @@ def test_bad_cnpj_is_refused(value: object) -> None:
     assert "CNPJ" in error.message
 
 
-def test_cnpj_check_digits() -> None:
-    assert is_valid_cnpj("12345678000195")
-    assert is_valid_cnpj("11444777000161")
-    assert not is_valid_cnpj("12345678000196")
-    assert not is_valid_cnpj("11111111111111")
-
-
 def test_cpf() -> None:
     form = single(FormField("cpf", "CPF", "cpf", required=True))
     assert validate_context(form, {"cpf": "529.982.247-25"}) == {"cpf": VALID_CPF}
     for bad in ("52998224724", "11111111111", "5299822472", 52998224725):
         assert refusal(form, {"cpf": bad}).field == "context.cpf"
-    assert is_valid_cpf(VALID_CPF)
 
 
 def test_uf() -> None:

@@ -8,12 +8,13 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 from sqlalchemy import func, select
 
-from worker_automation.catalog.forms import is_valid_cnpj, validate_context
+from worker_automation.catalog.forms import validate_context
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
+from worker_automation.domain.documents import is_valid_cnpj
 from worker_automation.models import TERMINAL_STATUSES, Attempt, Cliente, Job, JobStatus, Usuario
 from worker_automation.models.database import Database
 from worker_automation.models.migrate import migrate
-from worker_automation.process.seed import cnpj_check_digits, seed_demo
+from worker_automation.process.seed import seed_demo
 from worker_automation.resolvers.reads import JobFilter, list_jobs, stats
 from worker_automation.settings import DEFAULT_QUEUES, Settings
 from worker_automation.worker.implementations import load_implementations
@@ -153,10 +154,6 @@ async def test_seed_refuses_a_job_count_out_of_range(db: Database, jobs: int) ->
     with pytest.raises(ValueError, match="jobs"):
         await seed_demo(db, jobs=jobs, clientes=1)
     assert await count(db, Cliente) == 0
-
-
-def test_cnpj_check_digits_known_value() -> None:
-    assert cnpj_check_digits("112223330001") == "81"
 
 
 async def test_queued_jobs_are_of_automations_that_run_here(db: Database) -> None:

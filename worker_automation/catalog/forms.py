@@ -13,6 +13,7 @@ from datetime import date
 from typing import Any, Literal, get_args
 from urllib.parse import urlsplit
 
+from worker_automation.domain.documents import is_valid_cnpj, is_valid_cpf
 from worker_automation.domain.errors import BadInput
 
 FieldType = Literal["string", "integer", "number", "boolean", "cnpj", "cpf", "uf", "date", "choice", "url"]
@@ -117,30 +118,6 @@ def form_schema(form: Form) -> dict[str, Any]:
             for field in form.fields
         ],
     }
-
-
-def is_valid_cnpj(digits: str) -> bool:
-    """True for 14 digits whose two check digits are right (all-equal digits are refused)."""
-    if len(digits) != 14 or not digits.isascii() or not digits.isdigit() or len(set(digits)) == 1:
-        return False
-    weights = (5, 4, 3, 2, 9, 8, 7, 6, 5, 4, 3, 2)
-    first = _mod11_digit(digits[:12], weights)
-    second = _mod11_digit(digits[:12] + str(first), (6, *weights))
-    return digits[12:] == f"{first}{second}"
-
-
-def is_valid_cpf(digits: str) -> bool:
-    """True for 11 digits whose two check digits are right (all-equal digits are refused)."""
-    if len(digits) != 11 or not digits.isascii() or not digits.isdigit() or len(set(digits)) == 1:
-        return False
-    first = _mod11_digit(digits[:9], tuple(range(10, 1, -1)))
-    second = _mod11_digit(digits[:9] + str(first), tuple(range(11, 1, -1)))
-    return digits[9:] == f"{first}{second}"
-
-
-def _mod11_digit(digits: str, weights: tuple[int, ...]) -> int:
-    remainder = sum(int(d) * w for d, w in zip(digits, weights, strict=True)) % 11
-    return 0 if remainder < 2 else 11 - remainder
 
 
 def _is_absent(value: object) -> bool:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 from sqlalchemy import Table, bindparam, func, insert, literal, select
 
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY, Automation
+from worker_automation.domain.documents import cnpj_check_digits
 from worker_automation.domain.seed_limits import MAX_CLIENTES, MAX_JOBS
 from worker_automation.models import Attempt, Cliente, Job, JobStatus, Usuario, utcnow
 from worker_automation.models.database import Database
@@ -76,16 +77,6 @@ _ERRORS = [
     "Tempo esgotado aguardando o portal da SEFAZ",
     "Sessao do e-CAC expirada",
 ]
-
-
-def cnpj_check_digits(base12: str) -> str:
-    """The two check digits of a CNPJ whose first 12 digits are ``base12``."""
-    digits = [int(c) for c in base12]
-    for weights in ([5, 4, 3, 2, 9, 8, 7, 6, 5, 4, 3, 2], [6, 5, 4, 3, 2, 9, 8, 7, 6, 5, 4, 3, 2]):
-        total = sum(d * w for d, w in zip(digits, weights, strict=False))
-        rest = total % 11
-        digits.append(0 if rest < 2 else 11 - rest)
-    return "".join(str(d) for d in digits[12:])
 
 
 def fake_cnpj(rng: random.Random) -> str:

@@ -9,7 +9,7 @@ from typing import Annotated
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from worker_automation.catalog.forms import is_valid_cnpj
+from worker_automation.domain.documents import is_valid_cnpj
 from worker_automation.domain.errors import BadInput, Conflict
 from worker_automation.domain.shapes import Doc
 from worker_automation.models import Cliente
