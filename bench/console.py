@@ -214,11 +214,10 @@ def live_lag(
                 "console max": max(console),
             }
         )
-    rate = len(created) / sent_for
+    sent_rate = len(created) / sent_for
     where = f" (sent as jobs {', '.join(str(n + 1) for n in missing[:20])})" if missing else ""
-    print(
-        f"sent {len(created)} jobs in {sent_for:.1f} s ({rate:.0f}/s); rows never seen: {len(missing)}{where}"
-    )
+    summary = f"sent {len(created)} jobs in {sent_for:.1f} s ({sent_rate:.0f}/s)"
+    print(f"{summary}; rows never seen: {len(missing)}{where}")
     return rows, first_batch + [job_id for job_id, _ in created]
 
 

@@ -17,7 +17,7 @@ app = Celery("footprint", broker=BROKER_URL, backend=BROKER_URL)
 app.conf.update(task_default_queue=QUEUE, broker_connection_retry_on_startup=True)
 
 
-@app.task(name="footprint.noop")
+@app.task(name="footprint.noop")  # type: ignore[untyped-decorator]
 def noop(n: int) -> int:
     """Does nothing but hand its argument back."""
     return n

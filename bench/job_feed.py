@@ -11,7 +11,7 @@ import asyncio
 import time
 from datetime import datetime
 
-import asyncpg
+import asyncpg  # type: ignore[import-untyped]
 import redis
 
 from bench.common import pg_url, redis_url

@@ -23,7 +23,7 @@ from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
-import asyncpg
+import asyncpg  # type: ignore[import-untyped]
 
 from bench.common import (
     check_bench_name,
@@ -62,7 +62,7 @@ async def seed_people(
     rng = random.Random(seed)
     now = datetime.now(UTC)
     existing = {r[0] for r in await conn.fetch("SELECT cnpj FROM clientes WHERE cnpj IS NOT NULL")}
-    rows = []
+    rows: list[tuple[str, str, datetime]] = []
     while len(rows) < clientes:
         cnpj = fake_cnpj(rng)
         if cnpj in existing:

@@ -30,7 +30,7 @@ app = make_celery(settings, BROKER_URL, name="bench_peer")
 app.conf.update(result_backend=RESULTS_URL, result_extended=True)
 
 
-@app.task(name=TASK_NAME)
+@app.task(name=TASK_NAME)  # type: ignore[untyped-decorator]
 def noop(job_id: int) -> dict[str, Any]:
     """Does nothing; returns what a pool worker's task returns, so results are stored alike."""
     return {"outcome": "completed", "reason": None}

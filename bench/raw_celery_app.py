@@ -24,7 +24,7 @@ settings = Settings(redis_url=BROKER_URL, database_url="sqlite://", task_events=
 app = make_celery(settings, BROKER_URL, name="bench_raw")
 
 
-@app.task(name=TASK_NAME)
+@app.task(name=TASK_NAME)  # type: ignore[untyped-decorator]
 def noop(job_id: int) -> dict[str, Any]:
     """Does nothing; returns what a pool worker's task returns, so results are stored alike."""
     return {"outcome": "completed", "reason": None}

@@ -149,7 +149,7 @@ class Endpoint:
             body = reply.json()
             if self.graphql is not None:
                 return not body.get("errors")
-            return body.get("status") == ("ok" if self.path == HEALTH else "success")
+            return bool(body.get("status") == ("ok" if self.path == HEALTH else "success"))
         if self.graphql is not None:
             return reply.content.startswith(b'{"data":') and b'"errors":[' not in reply.content
         if self.path == HEALTH:

@@ -11,6 +11,8 @@ it reads anything, and how much of that is ours (middleware, authentication, lim
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import strawberry
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -18,6 +20,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from strawberry.asgi import GraphQL
 from strawberry.extensions import ParserCache, SchemaExtension, ValidationCache
+
+# An extension as Strawberry takes it: a class, or a factory called for every request.
+Extension = type[SchemaExtension] | Callable[[], SchemaExtension]
 
 
 @strawberry.type
@@ -31,7 +36,7 @@ async def healthz(_request: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
 
-def _app(extensions: list[SchemaExtension]) -> Starlette:
+def _app(extensions: list[Extension]) -> Starlette:
     schema = strawberry.Schema(query=Query, extensions=extensions)
     return Starlette(
         routes=[Route("/healthz", healthz), Route("/graphql", GraphQL(schema, graphql_ide=None))]
@@ -44,5 +49,8 @@ def shipped() -> Starlette:
 
 
 def cached() -> Starlette:
-    """With the parse and validation caches Strawberry offers (as our endpoint has its own)."""
-    return _app([ParserCache(maxsize=256), ValidationCache(maxsize=256)])
+    """With the parse and validation caches Strawberry offers (as our endpoint has its own).
+
+    Passed as factories, as Strawberry asks: each request gets its extensions anew, and the
+    caches themselves live at module level, shared by every request."""
+    return _app([lambda: ParserCache(maxsize=256), lambda: ValidationCache(maxsize=256)])
