@@ -30,7 +30,7 @@ from tests.integration.harness import (
     wait_ready,
     wait_until,
 )
-from worker_automation.resolvers.recovery import LOST_RUN_MESSAGE
+from worker_automation.resolvers.lost_runs import LOST_RUN_MESSAGE
 
 READY_TIMEOUT = 90.0
 # The first job waits for the embedded pool workers to connect.

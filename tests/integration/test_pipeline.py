@@ -21,8 +21,8 @@ from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 from worker_automation.models.database import Database
 from worker_automation.resolvers.audit import CLI_ACTOR, Actor
 from worker_automation.resolvers.automations import update_settings
+from worker_automation.resolvers.lost_runs import LOST_RUN_MESSAGE
 from worker_automation.resolvers.machines import machine_named, set_machine_status
-from worker_automation.resolvers.recovery import LOST_RUN_MESSAGE
 from worker_automation.settings import Settings
 from worker_automation.worker.implementations import missing_implementation_message
 from worker_automation.worker.outbox import Outbox

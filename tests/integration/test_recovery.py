@@ -20,8 +20,9 @@ from worker_automation.models import AuditEntry, Job, utcnow
 from worker_automation.process.housekeeping import Leadership
 from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.dispatch import dispatch
+from worker_automation.resolvers.lost_runs import LOST_RUN_MESSAGE, end_lost_run
 from worker_automation.resolvers.machines import register_machine
-from worker_automation.resolvers.recovery import LOST_RUN_MESSAGE, Reconciler, end_lost_run, reconcile
+from worker_automation.resolvers.recovery import Reconciler, reconcile
 from worker_automation.resolvers.resending import resend_all
 from worker_automation.resolvers.services import Services
 

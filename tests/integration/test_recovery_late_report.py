@@ -22,8 +22,8 @@ from worker_automation.infra.metrics import JOB_TRANSITIONS
 from worker_automation.models import AuditEntry, Job
 from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.job_actions import retry
+from worker_automation.resolvers.lost_runs import end_lost_run
 from worker_automation.resolvers.machines import RegisteredMachine, register_machine
-from worker_automation.resolvers.recovery import end_lost_run
 from worker_automation.resolvers.services import Services
 from worker_automation.schema.streams import Feed
 

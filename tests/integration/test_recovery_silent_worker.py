@@ -12,7 +12,8 @@ import time
 import pytest
 
 from tests.integration.harness import Stack, descendants
-from worker_automation.resolvers.recovery import LOST_RUN_MESSAGE, Reconciler
+from worker_automation.resolvers.lost_runs import LOST_RUN_MESSAGE
+from worker_automation.resolvers.recovery import Reconciler
 from worker_automation.resolvers.services import Services
 
 pytestmark = pytest.mark.services

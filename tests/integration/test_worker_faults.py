@@ -20,7 +20,7 @@ import pytest
 from tests.integration.harness import Processes, Stack, descendants, is_running, served_stack, wait_until
 from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.dispatch import dispatch
-from worker_automation.resolvers.recovery import LOST_RUN_MESSAGE
+from worker_automation.resolvers.lost_runs import LOST_RUN_MESSAGE
 from worker_automation.resolvers.services import Services
 from worker_automation.settings import Settings
 from worker_automation.worker.owners import machine_directory

@@ -10,7 +10,8 @@ from starlette.routing import BaseRoute, Route
 
 from worker_automation.domain.errors import BadInput, Unavailable
 from worker_automation.domain.limits import INT32_MAX, check_text
-from worker_automation.resolvers import claims, recovery
+from worker_automation.domain.ranges import check_range
+from worker_automation.resolvers import claims, lost_runs
 from worker_automation.resolvers.auth import SCOPE_WRITE
 from worker_automation.resolvers.automations import registered
 from worker_automation.resolvers.dispatch import JobRequest, dispatch, dispatch_many
@@ -122,8 +123,7 @@ async def pending(request: Request) -> Response:
     services, machine = await machine_of(request)
     limit = int_param(request.query_params.get("limit"), "limit", default=100)
     assert limit is not None
-    if not 1 <= limit <= MAX_PENDING:
-        raise BadInput("limit", f"limit deve ser um inteiro entre 1 e {MAX_PENDING}")
+    check_range(limit, "limit", 1, MAX_PENDING)
     automation = text_param(request.query_params.get("automation"), "automation")
     if automation is not None:
         registered(automation, "automation")  # an unknown one is a 422, not an empty list
@@ -193,7 +193,7 @@ async def lost(request: Request) -> Response:
     services, machine = await machine_of(request)
     job_id = _job_id(request)
     body = await json_body(request, checked=("fault", "task_id"))
-    view = await recovery.recover_lost(services, machine, job_id, body.get("fault"), _task_id(body))
+    view = await lost_runs.recover_lost(services, machine, job_id, body.get("fault"), _task_id(body))
     return success(MSG_LOST, view.as_dict(services.settings.tz))
 
 
