@@ -10,6 +10,8 @@ embedded ``serve`` that was a third of a core spent on a service doing nothing. 
 connection's thread sleeps in ``select`` on its socket and on a pipe written whenever a reply is
 queued for it, so an idle connection costs nothing. A blocking command (BRPOP) already waits on
 the server's condition variable, in the same thread, until a write or its timeout.
+
+Why: docs/decisions/0025-embedded-redis-without-polling.md.
 """
 
 from __future__ import annotations

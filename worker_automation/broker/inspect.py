@@ -6,11 +6,8 @@ wait that cannot be avoided), then the other sections are asked at once, in thre
 exactly the workers that answered and with a reply limit, which returns as soon as they have all
 replied.
 
-Measured with a 1 s timeout and one worker: five concurrent broadcasts 1.02 s on Redis and 1.15-1.22 s
-on the embedded server; ping then sequential follow-ups 1.015 s and 1.66 s (each targeted reply
-takes 132 ms there); ping then concurrent follow-ups 1.02 s and 1.27 s. With no worker the ping
-alone answers in 1.004 s. The last holds one broker connection during the long wait instead of five
-and sends a single broadcast when nobody listens.
+The ping holds one broker connection during the long wait instead of five, and sends a single
+broadcast when nobody listens. Why, with the timings: docs/decisions/0026-inspect-asks-a-ping-first.md.
 """
 
 from __future__ import annotations

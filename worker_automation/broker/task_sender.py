@@ -10,6 +10,8 @@ task's list push followed by its task-sent event when task events are on.
 A round trip succeeds or fails as a whole: when the pipeline fails, every send of it raises, and
 the caller treats each as not sent (delivery is then uncertain; a job whose message did arrive
 after all is refused at claim as a stale task, and sync-orphans re-sends it).
+
+Why: docs/decisions/0007-task-sender-batches.md, docs/decisions/0013-task-messages-written-by-the-api.md.
 """
 
 from __future__ import annotations

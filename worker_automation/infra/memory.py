@@ -6,11 +6,9 @@ process would keep its peak size long after the answer left. After an answer abo
 :data:`LARGE_ANSWER_BYTES`, one full collection is scheduled shortly (a burst of large answers
 gets one), and glibc is asked to return its freed pages (``malloc_trim``) where it is the allocator.
 
-The trim is what gives the memory back. A hundred 6 MB answers at once over one websocket took
-the API from 118 MB to 1.1 GB; with the collection alone it stayed at 1,076 MB afterwards (the
-objects were freed, but glibc kept their pages in its heap, between blocks still in use), with the
-trim alone it went back to 129 MB. Websocket answers did not pass here at first, so every such
-attack ratcheted the process up for good.
+The trim is what gives the memory back: the collection frees the objects, but glibc keeps their
+pages in its heap, between blocks still in use. Why, with figures:
+docs/decisions/0021-memory-trimmed-after-large-answers.md.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ The MCP SDK and what it brings take about 24 MiB in every API process, and most 
 call ``/mcp``. The route exists from the start; the first request builds the server
 (:class:`worker_automation.mcp.server.HttpMcp`) and starts its session manager, which then runs
 until the app stops.
+
+Why: docs/decisions/0014-modules-loaded-when-needed.md.
 """
 
 from __future__ import annotations

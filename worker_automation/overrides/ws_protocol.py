@@ -3,13 +3,15 @@
 An event on a live view goes to every subscriber of it with the same bytes (only the operation id
 in front differs, and it is nearly always the same). Sent through ASGI, each copy went through
 Starlette's and uvicorn's send chain and the websocket library's framing, and woke a writer task
-per subscriber: ~20 us of the API's CPU per subscriber and event, ~110 ms for 5,000 subscribers
-of one process. Here the frame is built once per payload and handed to each connection's
-:meth:`FramedWebSocketProtocol.write_frame`, which writes it to the socket at once when nothing
-stands in the way, and declines otherwise (the caller then takes the ordinary ASGI send).
+per subscriber: most of the API's CPU per delivery. Here the frame is built once per payload and
+handed to each connection's :meth:`FramedWebSocketProtocol.write_frame`, which writes it to the
+socket at once when nothing stands in the way, and declines otherwise (the caller then takes the
+ordinary ASGI send).
 
 The protocol puts itself in the ASGI scope (``scope["extensions"][EXTENSION]``); a server that
 runs another protocol has no such entry and every send takes the ordinary path.
+
+Why: docs/decisions/0011-frames-written-once.md.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ so that, for instance, ``WA_LOG_FORMAT=json`` holds for every line ``serve`` and
 and ``serve`` counts as ready only once every one of them answers a ping through the broker.
 Each forks its pool processes only while it has jobs (``pool_on_demand``): seven pool processes
 waiting for work were a third of what an idle ``serve`` held.
+
+Why: docs/decisions/0024-pool-processes-on-demand.md.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ statements: the per (queue, status) counters together with today's completed and
 and the dashboard's three job lists (running, queued, recently ended) in one union. One
 statement costs a pooled connection, a round trip and its result handling in Python whatever
 the rows it carries, and at 1M rows those fixed costs, not PostgreSQL, were most of a build.
+
+Why: docs/decisions/0029-live-reads-in-fewer-statements.md.
 """
 
 from __future__ import annotations

@@ -7,9 +7,8 @@ automation already runs as many jobs as it may; otherwise it is simply queued be
 
 Its position counts the queued jobs of its queue claimed before it (claim order: priority, then
 age), plus one. A page of jobs is answered in one statement, whatever its size, which ranks the
-backlog of the page's queues once: its cost grows with that backlog (measured on a shared
-2-core machine: 100,000 queued jobs in one queue, 0.6 s for a page of 20; a count of the jobs
-ahead of each job took 1.4 s).
+backlog of the page's queues once: its cost grows with that backlog (why:
+docs/decisions/0027-queue-positions-ranked-once.md).
 """
 
 from __future__ import annotations

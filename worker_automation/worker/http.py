@@ -1,11 +1,12 @@
 """A small HTTP/1.1 client for worker processes: keep-alive connections, JSON in and out.
 
-Every job costs a worker two calls to the API (claim and report). A general-purpose client spent
-about 1.2 ms of CPU per call here, more than Celery spends on the whole task, so the worker talks
-to its API with this one instead (about 0.1 ms): requests are written by hand over persistent
-connections (TLS for ``https://``), responses read by ``Content-Length`` or chunked encoding.
-There are no redirects, proxies, cookies or compression: a worker calls one API it is configured
-for, nothing else.
+Every job costs a worker two calls to the API (claim and report), and a general-purpose client
+spent more CPU on each than Celery spends on the whole task. Here requests are written by hand
+over persistent connections (TLS for ``https://``), responses read by ``Content-Length`` or
+chunked encoding. There are no redirects, proxies, cookies or compression: a worker calls one API
+it is configured for, nothing else.
+
+Why: docs/decisions/0003-lean-worker-http-client.md.
 """
 
 from __future__ import annotations
