@@ -114,6 +114,8 @@ UNSTORABLE = [
     (b'{"automation_type": "demo.echo", "cliente_id": 0}', "cliente_id"),
     (b'{"automation_type": "demo.echo", "cliente_id": -5}', "cliente_id"),
     (b'{"automation_type": "demo.echo", "usuario_id": 2147483648}', "usuario_id"),
+    (b'{"automation_type": "demo.echo", "usuario_id": 0}', "usuario_id"),
+    (b'{"automation_type": "demo.echo", "usuario_id": -5}', "usuario_id"),
     (b'{"automation_type": "demo.echo", "priority": 1' + b"0" * 5000 + b"}", "body"),
     (b'"hello"', "body"),
     (b"123", "body"),

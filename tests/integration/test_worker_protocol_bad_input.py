@@ -239,7 +239,7 @@ async def test_progress_out_of_range_is_422(api: Api) -> None:
     job_id = await api.job()
     assert (await api.http.post(f"/api/v1/jobs/{job_id}/start", headers=api.holder)).status_code == 200
     before = await api.row(job_id)
-    for progress in (101, -1, 1000, 100.5, "50", True, None, [10]):
+    for progress in (101, -1, 1000, 100.5, 1.5, 50.0, "50", True, None, [10]):
         body = {"progress": progress}
         response = await api.http.post(f"/api/v1/jobs/{job_id}/progress", json=body, headers=api.holder)
         assert_error(response, 422, "progress")

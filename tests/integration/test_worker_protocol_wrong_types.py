@@ -53,7 +53,7 @@ VALID_JOB = {"automation_type": "demo.sleep", "context": {"seconds": 5}}
 # Route -> (a valid body, {field: kinds it refuses}); the job is AGENDADO for start, else running.
 REPORTS: dict[str, tuple[dict[str, Any], dict[str, list[str]]]] = {
     "start": ({}, {"task_id": kinds("null", "text")}),
-    "progress": ({"progress": 50}, {"progress": kinds("number", "float"), "message": kinds("null", "text")}),
+    "progress": ({"progress": 50}, {"progress": kinds("number"), "message": kinds("null", "text")}),
     "complete": ({"result": {"ok": 1}}, {"task_id": kinds("null", "text")}),
     "fail": (
         {"error": "boom"},

@@ -14,7 +14,8 @@ from typing import Annotated, Final
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from worker_automation.domain.errors import BadInput, Unavailable
+from worker_automation.domain.errors import Unavailable
+from worker_automation.domain.ranges import check_range
 from worker_automation.domain.shapes import Doc
 from worker_automation.domain.vocabulary import Action, EventKind
 from worker_automation.models import Job, JobStatus
@@ -44,9 +45,7 @@ class BulkResult:
 def check_limit(limit: int | None) -> int:
     if limit is None:
         return DEFAULT_BULK
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_BULK:
-        raise BadInput("limit", f"limit deve ser um inteiro entre 1 e {MAX_BULK}")
-    return limit
+    return check_range(limit, "limit", 1, MAX_BULK)
 
 
 async def _locked(session: AsyncSession, services: Services, filters: JobFilter, limit: int) -> list[Job]:

@@ -15,6 +15,7 @@ from sqlalchemy.orm import aliased
 
 from worker_automation.domain.errors import BadInput, Conflict, DomainError, NotFound
 from worker_automation.domain.limits import result_refusal
+from worker_automation.domain.ranges import check_range
 from worker_automation.domain.vocabulary import EventKind, Refusal
 from worker_automation.infra.metrics import count_refused, observe_wait
 from worker_automation.models import AutomationSetting, Job, JobStatus, Machine, QueuePause, utcnow
@@ -288,11 +289,10 @@ def _check_held(row: Job, machine: MachineView) -> None:
 async def report_progress(
     services: Services, machine: MachineView, job_id: int, progress: Any, message: str | None = None
 ) -> JobView:
-    if isinstance(progress, bool) or not isinstance(progress, int | float) or not 0 <= progress <= 100:
-        raise BadInput("progress", "progress deve ser um numero entre 0 e 100")
+    percent = check_range(progress, "progress", 0, 100)
     async with services.db.session() as session:
         row = await _held(session, machine, job_id)
-        row.progress = int(progress)
+        row.progress = percent
         if message:
             row.metadata_json = {**(row.metadata_json or {}), "progress_message": message[:500]}
         await session.flush()

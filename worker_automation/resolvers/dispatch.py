@@ -20,6 +20,7 @@ from worker_automation.catalog.forms import validate_context
 from worker_automation.catalog.registry import Automation
 from worker_automation.domain.errors import BadInput, Conflict, Unavailable
 from worker_automation.domain.limits import check_int32, check_size, check_storable
+from worker_automation.domain.ranges import check_priority
 from worker_automation.domain.vocabulary import EventKind
 from worker_automation.models import AuditEntry, AutomationSetting, Cliente, Job, JobStatus, utcnow
 from worker_automation.models.database import Database, Executor
@@ -27,7 +28,6 @@ from worker_automation.resolvers.announce import announce, announcement
 from worker_automation.resolvers.audit import Actor, AuditNote, audited
 from worker_automation.resolvers.automations import effective, registered
 from worker_automation.resolvers.job_views import JobView, view_of
-from worker_automation.resolvers.rows import check_priority
 
 if TYPE_CHECKING:  # recording a job needs neither the broker nor the services around it
     from worker_automation.resolvers.services import Services
@@ -223,9 +223,9 @@ def _checked_simple_fields(request: JobRequest, prefix: str | None, index: int) 
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise BadInput(_field(prefix, index, name), f"{name} deve ser um inteiro")
         check_int32(value, _field(prefix, index, name))
-    if request.cliente_id is not None and request.cliente_id < 1:
-        # Client ids are positive: a zero or negative one can only be a caller's mistake.
-        raise BadInput(_field(prefix, index, "cliente_id"), "cliente_id deve ser positivo")
+        if value is not None and value < 1:
+            # Client and user ids are positive: a zero or negative one can only be a caller's mistake.
+            raise BadInput(_field(prefix, index, name), f"{name} deve ser positivo")
     check_storable(request.context, _field(prefix, index, "context"))
 
 

@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import Integer, and_, func, select, values
 from sqlalchemy import column as sql_column
 
-from worker_automation.domain.errors import BadInput
+from worker_automation.domain.ranges import check_range
 from worker_automation.domain.shapes import Doc
 from worker_automation.models import utcnow
 from worker_automation.models.rollup import (
@@ -51,9 +51,7 @@ class HealthDay:
 
 
 def check_days(days: int) -> int:
-    if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_DAYS:
-        raise BadInput("days", f"days deve ser um inteiro entre 1 e {MAX_DAYS}")
-    return days
+    return check_range(days, "days", 1, MAX_DAYS)
 
 
 def day_slots(first: date, days: int, tz: ZoneInfo) -> list[int]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 from worker_automation.domain.errors import BadInput, Unavailable
+from worker_automation.domain.ranges import check_priority
 from worker_automation.domain.vocabulary import Action, EventKind
 from worker_automation.models import JobStatus
 from worker_automation.resolvers.announce import announce
@@ -13,7 +14,7 @@ from worker_automation.resolvers.automations import registered
 from worker_automation.resolvers.dispatch import enqueue
 from worker_automation.resolvers.job_views import JobView
 from worker_automation.resolvers.reads import check_queue
-from worker_automation.resolvers.rows import check_priority, lock_job, view_in
+from worker_automation.resolvers.rows import lock_job, view_in
 from worker_automation.resolvers.services import Services
 from worker_automation.resolvers.transitions import (
     CANCEL_MESSAGE,

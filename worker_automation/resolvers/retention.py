@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Final
 
 from sqlalchemy import ColumnElement, delete, func, select
 
-from worker_automation.domain.errors import BadInput
+from worker_automation.domain.ranges import check_range
 from worker_automation.models import Job, JobStatus, utcnow
 from worker_automation.models.database import Database
 from worker_automation.resolvers.audit import Actor, audited
@@ -43,9 +43,7 @@ MAX_DAYS: Final = 36_500
 
 
 def check_days(value: int, field: str = "older_than_days") -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_DAYS:
-        raise BadInput(field, f"{field} deve ser um inteiro entre 0 e {MAX_DAYS}")
-    return value
+    return check_range(value, field, 0, MAX_DAYS)
 
 
 def _finished_before(older_than_days: int) -> ColumnElement[bool]:

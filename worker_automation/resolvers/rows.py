@@ -8,7 +8,7 @@ from sqlalchemy import ColumnElement, bindparam, select
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from worker_automation.domain.errors import BadInput, Conflict, NotFound
+from worker_automation.domain.errors import Conflict, NotFound
 from worker_automation.models import Cliente, Job, JobStatus
 from worker_automation.models.database import Executor
 from worker_automation.resolvers.job_views import CLIENT_NAME, JobView, view_of
@@ -63,9 +63,3 @@ async def client_name_of(session: Executor, cliente_id: int | None) -> str | Non
 async def view_in(session: AsyncSession, row: Job) -> JobView:
     """The enriched view of a row already loaded in ``session``."""
     return view_of(row, await client_name_of(session, row.cliente_id))
-
-
-def check_priority(value: int, field: str = "priority") -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 9:
-        raise BadInput(field, f"{field} deve ser um inteiro entre 0 e 9")
-    return value

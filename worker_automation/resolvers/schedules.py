@@ -18,12 +18,12 @@ from sqlalchemy import select
 
 from worker_automation.catalog.forms import validate_context
 from worker_automation.domain.errors import BadInput, NotFound
+from worker_automation.domain.ranges import check_priority
 from worker_automation.domain.shapes import Doc
 from worker_automation.models import Schedule, utcnow
 from worker_automation.models.database import Database, Executor
 from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.automations import effective
-from worker_automation.resolvers.rows import check_priority
 
 MSG_SCHEDULE_NOT_FOUND: Final = "Agendamento nao encontrado."
 # The columns' sizes.

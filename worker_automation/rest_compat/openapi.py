@@ -191,9 +191,7 @@ def _schemas(queues: list[str]) -> dict[str, Any]:
             jobs={"type": "array", "minItems": 1, "maxItems": MAX_BATCH, "items": _ref("DispatchBody")},
         ),
         "StartBody": {"type": "object", "properties": {"task_id": _IN}},
-        "ProgressBody": _obj(
-            ["progress"], progress={"type": "number", "minimum": 0, "maximum": 100}, message=_IN
-        ),
+        "ProgressBody": _obj(["progress"], progress=_int(0, 100), message=_IN),
         "CompleteBody": {
             "type": "object",
             "properties": {
