@@ -61,10 +61,6 @@ class QuietProgress(logging.Filter):
         return True
 
 
-def formatter_for(log_format: str) -> logging.Formatter:
-    return JsonFormatter() if log_format == "json" else TextFormatter()
-
-
 def log_config(log_format: str, *, verbose: bool = False) -> dict[str, Any]:
     """A ``dictConfig`` for this process and uvicorn's: one handler on stderr, every logger
     through it, uvicorn's access lines included (minus progress reports)."""
