@@ -13,7 +13,7 @@ import pytest
 from graphql import DocumentNode, GraphQLError, parse, validate
 
 from worker_automation.schema import build_schema
-from worker_automation.schema.cost import HEAVY_WEIGHT, operation_bounds
+from worker_automation.schema.cost import HEAVY_WEIGHT, document_bounds
 from worker_automation.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,7 +98,7 @@ def product_queries() -> dict[str, str]:
 def cost_of(source: str) -> int:
     document = _valid(source)
     assert document is not None, source
-    return max(cost for _depth, cost in operation_bounds(SCHEMA, document).values())
+    return max(bounds.cost for _node, _name, bounds in document_bounds(SCHEMA, document))
 
 
 @pytest.mark.parametrize("screen", sorted(CONSOLE))

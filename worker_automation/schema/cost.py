@@ -213,11 +213,6 @@ def document_bounds(
     return found
 
 
-def operation_bounds(schema: GraphQLSchema, document: DocumentNode) -> dict[str, tuple[int, int]]:
-    """(depth, cost) of each operation of ``document``, by name ("anonymous" when unnamed)."""
-    return {name: (b.depth, b.cost) for _node, name, b in document_bounds(schema, document)}
-
-
 def bounds_rule(
     max_depth: int, max_cost: int, max_aliases: int, max_introspection_depth: int = INTROSPECTION_DEPTH
 ) -> type[ValidationRule]:
