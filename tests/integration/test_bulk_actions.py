@@ -9,10 +9,11 @@ from sqlalchemy import func, insert, select
 
 from tests.integration.harness import Stack
 from tests.integration.operator_support import any_services, pool_machine
+from tests.support.counts import recount
 from tests.unit.graphql_support import make_api
 from worker_automation.models import AuditEntry, Job, utcnow
 from worker_automation.resolvers import claims
-from worker_automation.resolvers.counts import counters, recount
+from worker_automation.resolvers.counts import counters
 from worker_automation.resolvers.services import Services
 
 __all__ = ["any_services"]

@@ -8,10 +8,11 @@ import random
 
 from sqlalchemy import delete, insert, update
 
+from tests.support.counts import bucket_counters, bucket_recount, recount
 from worker_automation.models import BUCKET_IDS, Job, JobStatus, utcnow
 from worker_automation.models.database import Database
 from worker_automation.models.migrate import migrate
-from worker_automation.resolvers.counts import bucket_counters, bucket_recount, counters, recount
+from worker_automation.resolvers.counts import counters
 
 QUEUES = ["certidao", "scraping", "scan", "observer", "ui_automation"]
 STATUSES = [s.value for s in JobStatus]

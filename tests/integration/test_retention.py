@@ -10,10 +10,11 @@ from typing import Any
 from sqlalchemy import func, insert, select
 
 from tests.integration.operator_support import any_services, pool_machine
+from tests.support.counts import recount
 from tests.unit.graphql_support import make_api
 from worker_automation.models import Attempt, AuditEntry, Job, utcnow
 from worker_automation.resolvers import claims
-from worker_automation.resolvers.counts import counters, recount
+from worker_automation.resolvers.counts import counters
 from worker_automation.resolvers.retention import apply_retention, delete_finished
 from worker_automation.resolvers.services import Services
 

@@ -1,14 +1,12 @@
-"""Row counts by (queue, status), and by bucket of ids, from the trigger-maintained counters, and
-full recounts."""
+"""Row counts by (queue, status), and by bucket of ids, from the trigger-maintained counters."""
 
 from __future__ import annotations
 
 from functools import cache
 
 from sqlalchemy import BigInteger, ColumnElement, Select, bindparam, cast, func, select
-from sqlalchemy.ext.asyncio import AsyncSession
 
-from worker_automation.models import BUCKET_BITS, BUCKET_IDS, Job, JobBucketCount, JobCount
+from worker_automation.models import BUCKET_IDS, Job, JobBucketCount, JobCount
 from worker_automation.models.database import Executor
 
 CountKey = tuple[str, str]  # (queue, status)
@@ -22,29 +20,6 @@ async def counters(session: Executor) -> dict[CountKey, int]:
     """Every non-empty (queue, status) pair: a read of a few dozen rows, whatever the table size."""
     rows = await session.execute(_COUNTERS)
     return {(q, s): int(n) for q, s, n in rows if n}
-
-
-async def recount(session: AsyncSession) -> dict[CountKey, int]:
-    """The same figures by scanning ``workers`` (to check the counters never drift)."""
-    rows = await session.execute(select(Job.queue, Job.status, func.count()).group_by(Job.queue, Job.status))
-    return {(q, s): int(n) for q, s, n in rows if n}
-
-
-async def bucket_counters(session: Executor) -> dict[BucketKey, int]:
-    """Every non-empty (queue, status, bucket) of ``worker_bucket_counts``."""
-    rows = await session.execute(
-        select(JobBucketCount.queue, JobBucketCount.status, JobBucketCount.bucket, JobBucketCount.n)
-    )
-    return {(q, s, b): int(n) for q, s, b, n in rows if n}
-
-
-async def bucket_recount(session: AsyncSession) -> dict[BucketKey, int]:
-    """The same figures by scanning ``workers`` (the bucket of an id is ``id >> BUCKET_BITS``)."""
-    bucket = Job.id.op(">>")(BUCKET_BITS)
-    rows = await session.execute(
-        select(Job.queue, Job.status, bucket, func.count()).group_by(Job.queue, Job.status, bucket)
-    )
-    return {(q, s, int(b)): int(n) for q, s, b, n in rows if n}
 
 
 @cache

@@ -1,0 +1,35 @@
+"""Full recounts of ``workers``, and every bucket counter at once: what the tests compare the
+trigger-maintained counters with, to check they never drift (the package reads only the counters
+it needs)."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from worker_automation.models import BUCKET_BITS, Job, JobBucketCount
+from worker_automation.models.database import Executor
+from worker_automation.resolvers.counts import BucketKey, CountKey
+
+
+async def recount(session: AsyncSession) -> dict[CountKey, int]:
+    """Every non-empty (queue, status) pair, by scanning ``workers``."""
+    rows = await session.execute(select(Job.queue, Job.status, func.count()).group_by(Job.queue, Job.status))
+    return {(q, s): int(n) for q, s, n in rows if n}
+
+
+async def bucket_counters(session: Executor) -> dict[BucketKey, int]:
+    """Every non-empty (queue, status, bucket) of ``worker_bucket_counts``."""
+    rows = await session.execute(
+        select(JobBucketCount.queue, JobBucketCount.status, JobBucketCount.bucket, JobBucketCount.n)
+    )
+    return {(q, s, b): int(n) for q, s, b, n in rows if n}
+
+
+async def bucket_recount(session: AsyncSession) -> dict[BucketKey, int]:
+    """The same figures by scanning ``workers`` (the bucket of an id is ``id >> BUCKET_BITS``)."""
+    bucket = Job.id.op(">>")(BUCKET_BITS)
+    rows = await session.execute(
+        select(Job.queue, Job.status, bucket, func.count()).group_by(Job.queue, Job.status, bucket)
+    )
+    return {(q, s, int(b)): int(n) for q, s, b, n in rows if n}
