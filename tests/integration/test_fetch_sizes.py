@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import insert
 
 from tests.integration.job_rows import QUEUES, matching_ids, random_row
+from tests.support.reads import list_jobs_after
 from worker_automation.models import Job
 from worker_automation.models.database import Database, driver_statement, make_engine
 from worker_automation.models.migrate import migrate
@@ -23,7 +24,6 @@ from worker_automation.resolvers.reads import (
     _list_statements,
     fetch_size,
     list_jobs,
-    list_jobs_after,
 )
 
 JOBS = 260

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event, insert
 
+from tests.support.reads import recent_terminal
 from worker_automation.models import Cliente, Job, JobStatus
 from worker_automation.models.database import Database
 from worker_automation.models.migrate import migrate
@@ -18,7 +19,6 @@ from worker_automation.resolvers.reads import (
     active_jobs,
     list_jobs,
     queued_jobs,
-    recent_terminal,
 )
 from worker_automation.settings import DEFAULT_QUEUES, Settings
 

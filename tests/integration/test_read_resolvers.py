@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import insert, select
 from sqlalchemy.exc import DBAPIError
 
+from tests.support.reads import list_jobs_after, recent_terminal
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 from worker_automation.domain.errors import BadInput, NotFound
 from worker_automation.domain.shapes import as_dict
@@ -26,9 +27,7 @@ from worker_automation.resolvers.reads import (
     get_job,
     list_job_items,
     list_jobs,
-    list_jobs_after,
     queued_jobs,
-    recent_terminal,
     stats,
     task_status_from_db,
 )

@@ -329,24 +329,6 @@ class Slice(Generic[T]):
     end_cursor: str | None = None
 
 
-async def list_jobs_after(
-    db: Database,
-    queues: dict[str, int],
-    filters: JobFilter,
-    first: int,
-    after: int | None,
-    *,
-    documents: bool = True,
-) -> Slice[JobView]:
-    """The ``first`` newest jobs older than the job ``after`` (the newest when None), filtered
-    (without ``documents``: no context nor result, as :func:`list_jobs`).
-
-    Keyset pagination: each slice starts at its cursor's id in the index, so its cost does not
-    grow with depth, and jobs created meanwhile (newer ids) never shift the slices that follow.
-    """
-    return await slice_after(db, queues, filters, first, after, views_of, documents=documents)
-
-
 async def slice_after(
     db: Database,
     queues: dict[str, int],
@@ -359,9 +341,14 @@ async def slice_after(
     order: JobOrder | None = None,
     after_key: Any = None,
 ) -> Slice[T]:
-    """The slice of :func:`list_jobs_after` with its items built by ``build`` from the rows of
-    :func:`enriched_select`, sorted by ``order`` (newest first when None; then ``after_key`` is
-    the sort key of the job ``after``, both read from a cursor of that order)."""
+    """The ``first`` jobs after the job ``after`` (from the start when None), filtered, with its
+    items built by ``build`` from the rows of :func:`enriched_select`, sorted by ``order`` (newest
+    first when None; then ``after_key`` is the sort key of the job ``after``, both read from a
+    cursor of that order).
+
+    Keyset pagination: each slice starts at its cursor's id in the index, so its cost does not
+    grow with depth, and jobs created meanwhile (newer ids) never shift the slices that follow.
+    """
     values, parameters = _parameters(filters, queues)
     # One row more than asked for says whether another slice follows.
     rows_q, count_q = _list_statements(
@@ -426,19 +413,6 @@ async def queued_jobs(
         )
         items = views_of(rows)
     return Page(items, total, request.page, request.per_page)
-
-
-async def recent_terminal(db: Database, limit: int = 20) -> list[JobView]:
-    """The last ``limit`` rows that ended (CONCLUIDO, FALHA, CANCELADO), newest first."""
-    terminal = [JobStatus.CONCLUIDO.value, JobStatus.FALHA.value, JobStatus.CANCELADO.value]
-    async with db.reader() as session:
-        rows = await session.execute(
-            enriched_select()
-            .where(Job.status.in_(terminal), Job.data_fim.is_not(None))
-            .order_by(Job.data_fim.desc(), Job.id.desc())
-            .limit(limit)
-        )
-        return views_of(rows)
 
 
 @dataclass(frozen=True)
