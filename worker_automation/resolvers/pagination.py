@@ -77,12 +77,6 @@ def _encode(text: str) -> str:
     return base64.urlsafe_b64encode(f"{_CURSOR_PREFIX}{text}".encode()).decode().rstrip("=")
 
 
-def id_of_cursor(cursor: str, field: str = "after") -> int:
-    """The job id inside ``cursor``; BadInput naming ``field`` for anything not made by
-    :func:`cursor_of`."""
-    return _job_id(_decoded(cursor, field), _invalid(cursor, field))
-
-
 def position_of_cursor(cursor: str, order: JobOrder | None, field: str = "after") -> tuple[Any, int]:
     """The sort key (None for the default order) and the job id inside ``cursor``; BadInput
     naming ``field`` for anything not made for ``order`` by :func:`cursor_of` or
