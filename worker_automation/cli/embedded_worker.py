@@ -1,7 +1,13 @@
-"""The pool worker process an embedded ``serve`` starts: the ``worker`` command itself, run by
-``python -m worker_automation.cli.embedded_worker worker -Q QUEUE ...``.
+"""The pool workers an embedded ``serve`` starts: the ``worker`` command itself, one per queue,
+all forked from one process, run by ``python -m worker_automation.cli.embedded_worker``.
 
-Three differences. What it says: Celery logs ``Connected to redis://...`` when it reaches its
+One process imports the worker's code (Celery, kombu, redis-py, the package: most of a worker's
+memory), freezes it out of the garbage collector's reach, then forks one ``worker -Q QUEUE`` per
+queue (:mod:`worker_automation.worker.launcher`). The workers share those pages with it instead
+of each importing its own copy. It passes the stop signal on to them and ends once they all have;
+the kernel ends them should it die.
+
+Three differences besides. What it says: Celery logs ``Connected to redis://...`` when it reaches its
 broker, which in embedded mode is the in-process broker of ``serve``. Read by someone who never
 installed a Redis, that line suggests one is needed, so it names the embedded broker instead.
 And what its pool processes copy: everything the worker has built before it forks them is frozen
@@ -15,9 +21,13 @@ message still arrives at once).
 from __future__ import annotations
 
 import gc
+import json
 import logging
+import os
 import sys
 from typing import Any, Final
+
+from worker_automation.worker.launch_spec import POOL_VARIABLE
 
 # Celery's logger for the broker connection line of its consumer.
 CONNECTION_LOGGER: Final = "celery.worker.consumer.connection"
@@ -25,6 +35,17 @@ EMBEDDED_BROKER_LINE: Final = "Connected to the embedded broker of serve"
 # How long the worker's blocking pop waits for a message before asking again (kombu's
 # ``polling_interval`` of the Redis transport sets it; the worker's event loop never sleeps on it).
 BROKER_WAIT_SECONDS: Final = 10.0
+# What every worker imports before it reads its settings: imported once, shared by all of them.
+SHARED_MODULES: Final = (
+    "worker_automation.cli",
+    "worker_automation.cli.processes",
+    "worker_automation.worker.pool",
+    "celery.apps.worker",
+    "celery.concurrency.prefork",
+    "celery.worker.autoscale",
+    "kombu.transport.redis",
+    "redis",
+)
 
 
 class EmbeddedBrokerWording(logging.Filter):
@@ -45,6 +66,14 @@ def before_start(sender: Any = None, **_kw: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and POOL_VARIABLE in os.environ:
+        from worker_automation.worker.launcher import run_pool
+        from worker_automation.worker.lifetime import exit_with_parent
+
+        parent = os.environ.pop("WA_EXIT_WITH_PARENT", None)
+        if parent is not None:
+            exit_with_parent(int(parent))
+        return run_pool(json.loads(os.environ.pop(POOL_VARIABLE)), main, SHARED_MODULES)
     from celery.signals import worker_init
 
     # On the logger itself: the handlers Celery's start-up installs leave it in place.

@@ -29,6 +29,7 @@ from worker_automation.resolvers.audit import Actor
 from worker_automation.resolvers.machines import machine_named
 from worker_automation.resolvers.services import Services
 from worker_automation.settings import Settings
+from worker_automation.worker.launch_spec import POOL_VARIABLE
 
 log = logging.getLogger(__name__)
 # The settings of serve a pool worker reads besides those the pool sets itself (broker, API, key).
@@ -70,11 +71,14 @@ def node_name(queue: str) -> str:
     return f"embedded-{queue}-{os.getpid()}@{socket.gethostname()}"
 
 
+# The command that forks every queue's worker (or, given a command line, runs one worker).
+POOL_ENTRY: Final = (sys.executable, "-P", "-m", "worker_automation.cli.embedded_worker")
+
+
 def pool_worker_command(queue: str, count: int) -> list[str]:
     """The pool worker's command line. ``-P`` keeps the working directory off ``sys.path``: a
     ``worker_automation`` folder there (a source checkout) must not shadow the API's code."""
-    entry = [sys.executable, "-P", "-m", "worker_automation.cli.embedded_worker"]
-    return [*entry, "worker", "-Q", queue, "-c", str(count), "-n", node_name(queue)]
+    return [*POOL_ENTRY, "worker", "-Q", queue, "-c", str(count), "-n", node_name(queue)]
 
 
 def setting_value(value: object) -> str:
@@ -103,7 +107,9 @@ class EmbeddedPool:
 
     def __init__(self, services: Services) -> None:
         self.services = services
-        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        # One process forks every queue's worker (see cli.embedded_worker).
+        self.process: subprocess.Popen[bytes] | None = None
+        self.queues: list[str] = []
 
     async def _key_for(self, queue: str) -> str:
         # Kept in the directory between starts: a restart with nothing changed rotates no key.
@@ -120,28 +126,34 @@ class EmbeddedPool:
     async def start(self) -> None:
         settings = self.services.settings
         grace = min(settings.shutdown_grace_seconds, EMBEDDED_GRACE_SECONDS)
-        for queue, count in settings.queues.items():
-            env = pool_worker_env(
-                settings,
-                WA_REDIS_URL=self.services.redis_url,
-                WA_API_URL=settings.api_url,
-                WA_WORKER_API_KEY=await self._key_for(queue),
-                WA_SHUTDOWN_GRACE_SECONDS=str(grace),
-                # Killed with serve, however serve ends (kill -9 included): a worker outliving
-                # it would go on with jobs the next serve marks failed and runs again.
-                WA_EXIT_WITH_PARENT=str(os.getpid()),
-                # Pool processes only while there is work: most of an idle serve's memory.
-                WA_POOL_ON_DEMAND="true",
-            )
-            command = pool_worker_command(queue, count)
-            # A session of its own: Ctrl-C in the terminal reaches serve, which stops them in order.
-            self.processes[queue] = subprocess.Popen(command, env=env, start_new_session=True)  # noqa: ASYNC220
-            log.info("pool worker for %s started (pid %d)", queue, self.processes[queue].pid)
+        workers = {
+            queue: {
+                "argv": pool_worker_command(queue, count)[len(POOL_ENTRY) :],
+                "env": {"WA_WORKER_API_KEY": await self._key_for(queue)},
+            }
+            for queue, count in settings.queues.items()
+        }
+        env = pool_worker_env(
+            settings,
+            WA_REDIS_URL=self.services.redis_url,
+            WA_API_URL=settings.api_url,
+            WA_SHUTDOWN_GRACE_SECONDS=str(grace),
+            # Killed with serve, however serve ends (kill -9 included): a worker outliving it
+            # would go on with jobs the next serve marks failed and runs again.
+            WA_EXIT_WITH_PARENT=str(os.getpid()),
+            # Pool processes only while there is work: most of an idle serve's memory.
+            WA_POOL_ON_DEMAND="true",
+            **{POOL_VARIABLE: json.dumps(workers)},
+        )
+        # A session of its own: Ctrl-C in the terminal reaches serve, which stops them in order.
+        self.process = subprocess.Popen(POOL_ENTRY, env=env, start_new_session=True)  # noqa: ASYNC220
+        self.queues = list(workers)
+        log.info("pool workers for %s started (pid %d)", ", ".join(self.queues), self.process.pid)
 
     async def wait_ready(self) -> None:
         """Return once every pool worker answers a ping through the broker (Celery answers only
         once its worker is consuming). Says so when that takes long, and goes on waiting."""
-        waiting = {node_name(queue) for queue in self.processes}
+        waiting = {node_name(queue) for queue in self.queues}
         control = self.services.broker.app.control
         started = time.monotonic()
         warned = False
@@ -156,15 +168,15 @@ class EmbeddedPool:
                 warned = True
 
     async def stop(self) -> None:
-        for process in self.processes.values():
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        deadline = EMBEDDED_GRACE_SECONDS + 10.0
-        for queue, process in self.processes.items():
-            try:
-                await asyncio.to_thread(process.wait, deadline)
-            except subprocess.TimeoutExpired:
-                log.warning("pool worker for %s did not stop in time; killing it", queue)
-                os.killpg(process.pid, signal.SIGKILL)
-                await asyncio.to_thread(process.wait)
-        self.processes.clear()
+        process = self.process
+        if process is None:
+            return
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.to_thread(process.wait, EMBEDDED_GRACE_SECONDS + 10.0)
+        except subprocess.TimeoutExpired:
+            log.warning("pool workers did not stop in time; killing them")
+            os.killpg(process.pid, signal.SIGKILL)
+            await asyncio.to_thread(process.wait)
+        self.process = None
