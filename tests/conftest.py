@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import redis
@@ -19,6 +20,11 @@ from tests.services import (
     require_postgres,
     require_redis,
 )
+from tests.support.settings import MakeSettings
+
+if TYPE_CHECKING:
+    from worker_automation.resolvers.services import Services
+    from worker_automation.settings import Settings
 
 
 def _admin_dsn() -> str:
@@ -88,12 +94,12 @@ async def anyio_backend() -> AsyncIterator[str]:
 
 
 @pytest.fixture
-def make_settings(redis_prefix: str):  # type: ignore[no-untyped-def]
+def make_settings(redis_prefix: str) -> MakeSettings:
     """Settings for a test: its own database and Redis prefix, no embedded pool workers."""
     from worker_automation.settings import Settings
 
     def build(database_url: str, redis_url: str | None, **overrides: object) -> Settings:
-        values: dict[str, object] = {
+        values: dict[str, Any] = {
             "database_url": database_url,
             "redis_url": redis_url,
             "redis_prefix": redis_prefix,
@@ -104,12 +110,12 @@ def make_settings(redis_prefix: str):  # type: ignore[no-untyped-def]
             "recovery_seconds": 0,
         }
         values.update(overrides)
-        return Settings(**values)  # type: ignore[arg-type]
+        return Settings(**values)
 
     return build
 
 
-async def _started_services(settings):  # type: ignore[no-untyped-def]
+async def _started_services(settings: Settings) -> AsyncIterator[Services]:
     """Services started on ``settings``, with every automation's settings row; closed after."""
     from worker_automation.resolvers.automations import ensure_settings_rows
     from worker_automation.resolvers.services import Services
@@ -123,21 +129,23 @@ async def _started_services(settings):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-async def services(pg_database_url: str, redis_url: str, make_settings):  # type: ignore[no-untyped-def]
+async def services(
+    pg_database_url: str, redis_url: str, make_settings: MakeSettings
+) -> AsyncIterator[Services]:
     """Started services on a fresh PostgreSQL database and the suite's Redis database."""
     async for started in _started_services(make_settings(pg_database_url, redis_url)):
         yield started
 
 
 @pytest.fixture
-async def sqlite_services(sqlite_database_url: str, make_settings):  # type: ignore[no-untyped-def]
+async def sqlite_services(sqlite_database_url: str, make_settings: MakeSettings) -> AsyncIterator[Services]:
     """Started services on SQLite with the embedded broker: needs no outside service."""
     async for started in _started_services(make_settings(sqlite_database_url, None)):
         yield started
 
 
 @pytest.fixture
-async def embedded_broker_services(database_url: str, make_settings):  # type: ignore[no-untyped-def]
+async def embedded_broker_services(database_url: str, make_settings: MakeSettings) -> AsyncIterator[Services]:
     """Started services on each database (SQLite, then PostgreSQL) with the embedded broker."""
     async for started in _started_services(make_settings(database_url, None)):
         yield started

@@ -52,7 +52,7 @@ def free_port() -> int:
 
 def children_of(pid: int) -> list[int]:
     try:
-        import psutil  # type: ignore[import-untyped, unused-ignore]
+        import psutil
     except ImportError:
         done = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False)
         return [int(line) for line in done.stdout.split()]

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 
 from tests.integration.harness import Stack, descendants, is_running, plain_dsn
 

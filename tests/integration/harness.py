@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 import httpx
 
 T = TypeVar("T")

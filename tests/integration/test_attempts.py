@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from sqlalchemy import delete, func, insert, select
 
 from tests.integration.operator_support import StatementCounter, any_services, pool_machine
+from tests.support.settings import MakeSettings
 from tests.unit.graphql_support import make_api
 from worker_automation.models import Attempt, Job
 from worker_automation.models.database import Database
@@ -86,7 +87,7 @@ async def test_attempts_of_a_page_cost_one_query(any_services: Services) -> None
     assert sum("FROM attempts" in s for s in counter.statements) == 1
 
 
-async def test_migration_carries_existing_runs_over(database_url: str, make_settings) -> None:  # type: ignore[no-untyped-def]
+async def test_migration_carries_existing_runs_over(database_url: str, make_settings: MakeSettings) -> None:
     await migrate(database_url, "0002")
     db = Database(make_settings(database_url, None))
     start, end = datetime(2026, 5, 1, 12, tzinfo=UTC), datetime(2026, 5, 1, 12, 5, tzinfo=UTC)

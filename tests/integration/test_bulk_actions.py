@@ -65,7 +65,7 @@ async def test_bulk_retry_of_500_failed_jobs_in_one_call(services: Services) -> 
         rows = (await session.execute(select(Job).where(Job.id.in_(result["ids"])))).scalars().all()
         states = {(r.status, r.retry_count, r.mensagem_erro, r.data_fim) for r in rows}
         assert states == {("AGENDADO", 1, None, None)}
-        assert not any(r.task_id.startswith("old-") for r in rows)
+        assert all(r.task_id is not None and not r.task_id.startswith("old-") for r in rows)
         assert await counters(session) == await recount(session)
     # Every task reached the broker.
     assert (await services.broker.queue_lengths())["scan"] == 500

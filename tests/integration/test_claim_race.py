@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
 from sqlalchemy import delete, func, select, update
 
+from tests.support.settings import MakeSettings
 from worker_automation.asgi.app import create_app
 from worker_automation.domain.errors import Conflict, NotFound
 from worker_automation.models import AutomationSetting, Job, JobStatus
@@ -20,7 +21,6 @@ from worker_automation.resolvers.audit import CLI_ACTOR, Actor
 from worker_automation.resolvers.automations import update_settings
 from worker_automation.resolvers.machines import MachineView, register_machine, set_machine_status
 from worker_automation.resolvers.services import Services
-from worker_automation.settings import Settings
 
 pytestmark = pytest.mark.services
 
@@ -182,7 +182,7 @@ async def test_64_claimers_never_double_claim_nor_exceed_the_limit(services: Ser
 
 @pytest.fixture
 async def client(
-    services: Services, pg_database_url: str, redis_url: str, make_settings: Callable[..., Settings]
+    services: Services, pg_database_url: str, redis_url: str, make_settings: MakeSettings
 ) -> AsyncIterator[httpx.AsyncClient]:
     """The served app on the same database as ``services`` (a second process would be the same)."""
     app = create_app(make_settings(pg_database_url, redis_url))

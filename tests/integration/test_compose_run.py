@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-import yaml  # type: ignore[import-untyped]
+import yaml
 
 from tests.integration.harness import (
     OPERATOR_SCOPES,

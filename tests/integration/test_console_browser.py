@@ -135,7 +135,7 @@ def embedded_system(procs: Processes, workdir: Path) -> Iterator[System]:
 
 
 async def _admin_sql(sql: str) -> None:
-    import asyncpg  # type: ignore[import-untyped]
+    import asyncpg
 
     conn = await asyncpg.connect(f"postgresql://{PG_USER}@{PG_HOST}:{PG_PORT}/postgres")
     try:

@@ -9,6 +9,7 @@ import random
 from sqlalchemy import delete, insert, update
 
 from tests.support.counts import bucket_counters, bucket_recount, recount
+from tests.support.settings import MakeSettings
 from worker_automation.models import BUCKET_IDS, Job, JobStatus, utcnow
 from worker_automation.models.database import Database
 from worker_automation.models.migrate import migrate
@@ -42,7 +43,7 @@ async def _check(db: Database) -> dict[tuple[str, str], int]:
     return kept
 
 
-async def test_counters_follow_every_kind_of_write(database_url: str, make_settings) -> None:  # type: ignore[no-untyped-def]
+async def test_counters_follow_every_kind_of_write(database_url: str, make_settings: MakeSettings) -> None:
     await migrate(database_url)
     db = Database(make_settings(database_url, None))
     rng = random.Random(11)
@@ -81,7 +82,9 @@ async def test_counters_follow_every_kind_of_write(database_url: str, make_setti
         await db.close()
 
 
-async def test_counters_under_concurrent_transitions(pg_database_url: str, make_settings) -> None:  # type: ignore[no-untyped-def]
+async def test_counters_under_concurrent_transitions(
+    pg_database_url: str, make_settings: MakeSettings
+) -> None:
     """Many concurrent single-row transitions in opposite directions: exact, and no deadlock."""
     await migrate(pg_database_url)
     db = Database(make_settings(pg_database_url, None))
@@ -107,7 +110,9 @@ async def test_counters_under_concurrent_transitions(pg_database_url: str, make_
         await db.close()
 
 
-async def test_bucket_counters_start_from_the_rows_already_there(database_url: str, make_settings) -> None:  # type: ignore[no-untyped-def]
+async def test_bucket_counters_start_from_the_rows_already_there(
+    database_url: str, make_settings: MakeSettings
+) -> None:
     """Upgrading a database that already holds jobs counts them into their buckets; the triggers
     then keep the counts from there."""
     await migrate(database_url, "0007")

@@ -9,6 +9,7 @@ import pytest
 from sqlalchemy import delete, insert, update
 
 from tests.integration.job_rows import QUEUES, matching_ids, random_row
+from tests.support.settings import MakeSettings
 from worker_automation.models import BUCKET_IDS, Job, JobBucketCount
 from worker_automation.models.database import Database
 from worker_automation.models.migrate import migrate
@@ -42,8 +43,8 @@ FILTERS = [
 
 
 async def test_bucketed_pages_equal_offset_pages(
-    database_url: str, make_settings, monkeypatch: pytest.MonkeyPatch
-) -> None:  # type: ignore[no-untyped-def]
+    database_url: str, make_settings: MakeSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
     await migrate(database_url)
     db = Database(make_settings(database_url, None))
     rng = random.Random(3)
@@ -73,8 +74,8 @@ async def test_bucketed_pages_equal_offset_pages(
 
 
 async def test_deep_pages_use_the_counters_and_shallow_ones_do_not(
-    database_url: str, make_settings, monkeypatch: pytest.MonkeyPatch
-) -> None:  # type: ignore[no-untyped-def]
+    database_url: str, make_settings: MakeSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """At the service's own threshold: a page past it is found through the counters (a page
     built from counters that disagree with the rows would show it), one before it is not."""
     await migrate(database_url)

@@ -116,7 +116,7 @@ def test_idle_connections_cost_no_wakeups(embedded: EmbeddedRedis) -> None:
     """Connections that send nothing leave their threads asleep; a published message wakes only
     its subscriber's, and an idle blocking pop waits without waking until its timeout."""
     quiet = [redis.Redis.from_url(embedded.url) for _ in range(5)]
-    subscriber = redis.Redis.from_url(embedded.url).pubsub()  # type: ignore[no-untyped-call]
+    subscriber = redis.Redis.from_url(embedded.url).pubsub()
     try:
         for client in quiet:
             assert client.ping()

@@ -17,7 +17,7 @@ import signal
 import time
 from collections.abc import Iterator
 
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 import pytest
 
 from tests.integration.fault_support import JobFate, PgLedger, configure_serve

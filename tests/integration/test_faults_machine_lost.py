@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 import pytest
 
 from tests.integration.fault_support import PgLedger, assert_gone, configure_serve, process_tree

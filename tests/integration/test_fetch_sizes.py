@@ -13,6 +13,7 @@ from sqlalchemy import insert
 
 from tests.integration.job_rows import QUEUES, matching_ids, random_row
 from tests.support.reads import list_jobs_after
+from tests.support.settings import MakeSettings
 from worker_automation.models import Job
 from worker_automation.models.database import Database, driver_statement, make_engine
 from worker_automation.models.migrate import migrate
@@ -48,7 +49,7 @@ def test_the_number_of_rows_is_written_into_the_statement() -> None:
     assert "page_size" not in text
 
 
-async def _loaded(database_url: str, make_settings) -> Database:  # type: ignore[no-untyped-def]
+async def _loaded(database_url: str, make_settings: MakeSettings) -> Database:
     await migrate(database_url)
     db = Database(make_settings(database_url, None))
     rng = random.Random(11)
@@ -63,8 +64,8 @@ FILTERS = [JobFilter(), JobFilter(status="CONCLUIDO", queue="scan")]
 
 @pytest.mark.parametrize("bucketed", [False, True], ids=["offset", "bucketed"])
 async def test_pages_of_every_size_hold_exactly_their_jobs(
-    database_url: str, make_settings, monkeypatch: pytest.MonkeyPatch, bucketed: bool
-) -> None:  # type: ignore[no-untyped-def]
+    database_url: str, make_settings: MakeSettings, monkeypatch: pytest.MonkeyPatch, bucketed: bool
+) -> None:
     if bucketed:
         monkeypatch.setattr(reads, "BUCKETED_FROM", 0)
     db = await _loaded(database_url, make_settings)
@@ -87,7 +88,9 @@ async def test_pages_of_every_size_hold_exactly_their_jobs(
         await db.engine.dispose()
 
 
-async def test_cursor_slices_of_every_size_walk_every_job_once(database_url: str, make_settings) -> None:  # type: ignore[no-untyped-def]
+async def test_cursor_slices_of_every_size_walk_every_job_once(
+    database_url: str, make_settings: MakeSettings
+) -> None:
     db = await _loaded(database_url, make_settings)
     try:
         for filters in FILTERS:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.integration.graphql_ws_support import Served, serve
+from tests.support.settings import MakeSettings
 from worker_automation.settings import Settings
 
 pytestmark = pytest.mark.browser
@@ -77,7 +78,7 @@ async def docs_list_query(page: Any) -> None:
 
 
 async def test_graphiql_runs_a_query_and_a_subscription(
-    sqlite_database_url: str, make_settings: Any, tmp_path: Path
+    sqlite_database_url: str, make_settings: MakeSettings, tmp_path: Path
 ) -> None:
     require_browser()
     from playwright.async_api import async_playwright

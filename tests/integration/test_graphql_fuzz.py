@@ -5,7 +5,6 @@ never a 5xx and never an internal error."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +15,8 @@ from hypothesis import strategies as st
 from hypothesis_graphql import strategies as gql
 
 from tests.integration.rest_support import running_api
+from tests.support.settings import MakeSettings
 from worker_automation.process.seed import seed_demo
-from worker_automation.settings import Settings
 
 pytestmark = pytest.mark.services
 
@@ -68,7 +67,7 @@ SCALARS = {
 
 
 def test_random_operations_never_break(
-    pg_database_url: str, redis_url: str, make_settings: Callable[..., Settings]
+    pg_database_url: str, redis_url: str, make_settings: MakeSettings
 ) -> None:
     async def run() -> None:
         async with running_api(make_settings(pg_database_url, redis_url, inspect_timeout_seconds=0.1)) as api:

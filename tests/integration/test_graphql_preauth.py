@@ -5,7 +5,7 @@ with a key is refused or answered within a bounded CPU time, POST and GET alike.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -13,11 +13,11 @@ import httpx
 import pytest
 
 from tests.integration.rest_support import Api, running_api
+from tests.support.settings import MakeSettings
 from worker_automation.domain.sharing import PARSED_DOCUMENTS
 from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.machines import register_machine
 from worker_automation.schema import cost
-from worker_automation.settings import Settings
 
 pytestmark = pytest.mark.services
 
@@ -46,9 +46,7 @@ HOSTILE = {
 
 
 @pytest.fixture
-async def api(
-    pg_database_url: str, redis_url: str, make_settings: Callable[..., Settings]
-) -> AsyncIterator[Api]:
+async def api(pg_database_url: str, redis_url: str, make_settings: MakeSettings) -> AsyncIterator[Api]:
     async with running_api(make_settings(pg_database_url, redis_url)) as running:
         yield running
 

@@ -15,6 +15,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.typing import Subprotocol
 
 from tests.integration.graphql_ws_support import GqlSubscription, LegacyClient, Served, serve
+from tests.support.settings import MakeSettings
 from worker_automation.resolvers import claims
 from worker_automation.resolvers.machines import authenticate_machine
 from worker_automation.settings import Settings
@@ -29,7 +30,7 @@ LIFECYCLE = ["CREATED", "CLAIMED", "PROGRESS", "COMPLETED"]
 
 
 @pytest.fixture
-def settings(pg_database_url: str, redis_url: str, make_settings: Any) -> Settings:
+def settings(pg_database_url: str, redis_url: str, make_settings: MakeSettings) -> Settings:
     built: Settings = make_settings(pg_database_url, redis_url)
     return built
 

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from tests.integration.rest_support import add_job, running_api
+from tests.support.settings import MakeSettings
 
 pytestmark = pytest.mark.services
 
 
-async def test_health_ready_and_metrics(pg_database_url: str, redis_url: str, make_settings: Any) -> None:
+async def test_health_ready_and_metrics(
+    pg_database_url: str, redis_url: str, make_settings: MakeSettings
+) -> None:
     async with running_api(make_settings(pg_database_url, redis_url)) as api:
         for status in ("AGENDADO", "AGENDADO", "CONCLUIDO"):
             await add_job(api.db, status)
@@ -30,7 +31,9 @@ async def test_health_ready_and_metrics(pg_database_url: str, redis_url: str, ma
         assert 'wa_queue_length{queue="scan"} 0.0' in text
 
 
-async def test_readyz_names_the_broker_when_redis_is_down(pg_database_url: str, make_settings: Any) -> None:
+async def test_readyz_names_the_broker_when_redis_is_down(
+    pg_database_url: str, make_settings: MakeSettings
+) -> None:
     async with running_api(make_settings(pg_database_url, "redis://127.0.0.1:1/0")) as api:
         assert (await api.call("GET", "/healthz", kind=None)).status_code == 200
         ready = await api.call("GET", "/readyz", kind=None)

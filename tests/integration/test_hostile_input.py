@@ -5,7 +5,7 @@ the status, the error naming the field, and nothing written."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -15,10 +15,10 @@ from sqlalchemy import func, select, text
 from sqlalchemy.exc import DBAPIError
 
 from tests.integration.rest_support import BASE, Api, running_api
+from tests.support.settings import MakeSettings
 from worker_automation.models import Job
 from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.machines import register_machine
-from worker_automation.settings import Settings
 
 pytestmark = pytest.mark.services
 
@@ -27,9 +27,7 @@ BIG_CONTEXT = {"blob": "x" * (64 * 1024)}
 
 
 @pytest.fixture
-async def api(
-    pg_database_url: str, redis_url: str, make_settings: Callable[..., Settings]
-) -> AsyncIterator[Api]:
+async def api(pg_database_url: str, redis_url: str, make_settings: MakeSettings) -> AsyncIterator[Api]:
     settings = make_settings(pg_database_url, redis_url, max_result_bytes=4096)
     async with running_api(settings) as running:
         yield running

@@ -4,12 +4,12 @@ over both protocols, and leave it without disturbing each other; errors reach ev
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
 from tests.integration.graphql_ws_support import STEP_TIMEOUT, LegacyClient, Served, TransportClient, serve
 from tests.integration.test_graphql_ws import EVENTS, QUEUE_LOAD, register_machine, scan_active
+from tests.support.settings import MakeSettings
 from worker_automation.resolvers import claims
 from worker_automation.resolvers.machines import authenticate_machine
 from worker_automation.settings import Settings
@@ -24,7 +24,7 @@ SLEEP = {"f": {"automationType": "demo.sleep"}}
 
 
 @pytest.fixture
-def settings(pg_database_url: str, redis_url: str, make_settings: Any) -> Settings:
+def settings(pg_database_url: str, redis_url: str, make_settings: MakeSettings) -> Settings:
     built: Settings = make_settings(pg_database_url, redis_url)
     return built
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from tests.integration.rest_support import running_api
 from tests.services import PG_HOST, PG_PORT, PG_USER
+from tests.support.settings import MakeSettings
 from worker_automation.asgi.app import create_app
 from worker_automation.models.database import database_exhausted, database_unavailable
 from worker_automation.resolvers.audit import CLI_ACTOR
@@ -24,7 +24,6 @@ from worker_automation.resolvers.auth import SCOPE_READ, SCOPE_WRITE, create_key
 from worker_automation.resolvers.machines import register_machine
 from worker_automation.resolvers.services import Services
 from worker_automation.rest_compat.http import MSG_DATABASE_DOWN
-from worker_automation.settings import Settings
 
 pytestmark = pytest.mark.services
 
@@ -77,7 +76,7 @@ def _job_rows(path: str) -> list[tuple[Any, ...]]:
 
 
 async def test_a_full_disk_answers_503_writes_nothing_and_logs_one_error(
-    tmp_path: Path, make_settings: Callable[..., Settings], caplog: pytest.LogCaptureFixture
+    tmp_path: Path, make_settings: MakeSettings, caplog: pytest.LogCaptureFixture
 ) -> None:
     """SQLite's genuine SQLITE_FULL: no page may be added to the file (``max_page_count`` set to
     its current size on every connection), so any write that needs one fails as on a full disk."""

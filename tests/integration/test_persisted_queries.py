@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +15,11 @@ import httpx
 import pytest
 
 from tests.integration.rest_support import Api, running_api
+from tests.support.settings import MakeSettings
 from worker_automation.asgi.app import create_app
 from worker_automation.domain.errors import BadInput
 from worker_automation.domain.sharing import PARSED_DOCUMENTS
 from worker_automation.schema import build_schema
-from worker_automation.settings import Settings
 
 pytestmark = pytest.mark.services
 
@@ -73,7 +73,7 @@ async def api(
     request: pytest.FixtureRequest,
     pg_database_url: str,
     redis_url: str,
-    make_settings: Callable[..., Settings],
+    make_settings: MakeSettings,
     tmp_path: Path,
 ) -> AsyncIterator[Api]:
     """The running service; with trusted documents (``TRUSTED``) when the test asks for them."""
@@ -212,7 +212,7 @@ async def test_trusted_documents_apply_to_the_schema_itself(api: Api) -> None:
     ],
 )
 def test_bad_manifest_stops_the_start(
-    tmp_path: Path, make_settings: Callable[..., Settings], content: str | None, says: str
+    tmp_path: Path, make_settings: MakeSettings, content: str | None, says: str
 ) -> None:
     path = tmp_path / "manifest.json"
     if content is not None:

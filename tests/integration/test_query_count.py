@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import event, insert
 
 from tests.support.reads import recent_terminal
+from tests.support.settings import MakeSettings
 from worker_automation.models import Cliente, Job, JobStatus
 from worker_automation.models.database import Database
 from worker_automation.models.migrate import migrate
@@ -20,7 +21,7 @@ from worker_automation.resolvers.reads import (
     list_jobs,
     queued_jobs,
 )
-from worker_automation.settings import DEFAULT_QUEUES, Settings
+from worker_automation.settings import DEFAULT_QUEUES
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 QUEUES = dict(DEFAULT_QUEUES)
@@ -30,7 +31,7 @@ STATUSES = [s.value for s in JobStatus]
 
 
 @pytest.fixture
-async def db(pg_database_url: str, make_settings: Callable[..., Settings]) -> AsyncIterator[Database]:
+async def db(pg_database_url: str, make_settings: MakeSettings) -> AsyncIterator[Database]:
     """A migrated PostgreSQL database with many clients and rows of every status."""
     await migrate(pg_database_url)
     database = Database(make_settings(pg_database_url, None))

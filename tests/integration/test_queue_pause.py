@@ -11,6 +11,7 @@ import pytest
 from tests.integration.graphql_ws_support import GqlSubscription, serve
 from tests.integration.harness import Stack
 from tests.integration.operator_support import any_services, pool_machine
+from tests.support.settings import MakeSettings
 from tests.unit.graphql_support import make_api
 from worker_automation.domain.errors import Conflict
 from worker_automation.resolvers import claims
@@ -23,7 +24,9 @@ RESUME = "mutation($q: String!) { resumeQueue(queue: $q) { queue paused pausedAt
 LIVE = "{ queueLiveStatus { queues { queueName paused } } dashboard { queues { queueName paused } } }"
 
 
-async def test_paused_queue_refuses_claims_until_resumed(any_services: Services, make_settings) -> None:  # type: ignore[no-untyped-def]
+async def test_paused_queue_refuses_claims_until_resumed(
+    any_services: Services, make_settings: MakeSettings
+) -> None:
     services = any_services
     api = await make_api(services)
     machine = await pool_machine(services)
@@ -67,7 +70,8 @@ def _graphql(stack: Stack, query: str, variables: dict[str, Any]) -> dict[str, A
     )
     body: dict[str, Any] = response.json()
     assert response.status_code == 200 and not body.get("errors"), body
-    return body["data"]
+    data: dict[str, Any] = body["data"]
+    return data
 
 
 def test_pause_dispatch_resume_runs_the_job_exactly_once(stack: Stack) -> None:
@@ -121,7 +125,7 @@ def _scan_paused(payload: dict[str, Any], root: str) -> bool:
 async def test_live_views_of_the_queues_show_a_pause_and_a_resume_at_once(
     pg_database_url: str,
     redis_url: str,
-    make_settings: Any,
+    make_settings: MakeSettings,
 ) -> None:
     settings = make_settings(pg_database_url, redis_url)
     # Subscribers on one replica, the pause and resume on another.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -13,6 +13,7 @@ from sqlalchemy import insert, select
 from sqlalchemy.exc import DBAPIError
 
 from tests.support.reads import list_jobs_after, recent_terminal
+from tests.support.settings import MakeSettings
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 from worker_automation.domain.errors import BadInput, NotFound
 from worker_automation.domain.shapes import as_dict
@@ -31,7 +32,7 @@ from worker_automation.resolvers.reads import (
     stats,
     task_status_from_db,
 )
-from worker_automation.settings import DEFAULT_QUEUES, Settings
+from worker_automation.settings import DEFAULT_QUEUES
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 QUEUES = dict(DEFAULT_QUEUES)
@@ -43,7 +44,7 @@ MISSING_CLIENT = 999
 
 
 @pytest.fixture
-async def db(database_url: str, make_settings: Callable[..., Settings]) -> AsyncIterator[Database]:
+async def db(database_url: str, make_settings: MakeSettings) -> AsyncIterator[Database]:
     await migrate(database_url)
     database = Database(make_settings(database_url, None))
     try:
@@ -747,7 +748,7 @@ async def test_graphql_workers_built_from_rows_are_those_of_the_views(
 
 
 async def test_list_reads_at_once_leave_connections_to_the_rest_of_the_pool(
-    database_url: str, make_settings: Callable[..., Settings]
+    database_url: str, make_settings: MakeSettings
 ) -> None:
     import asyncio
 

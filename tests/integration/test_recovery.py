@@ -13,6 +13,7 @@ import httpx
 import pytest
 from sqlalchemy import insert, select, update
 
+from tests.support.settings import MakeSettings
 from worker_automation.asgi.app import create_app
 from worker_automation.broker import queues
 from worker_automation.domain.vocabulary import Fault
@@ -72,8 +73,9 @@ async def test_a_queued_job_whose_message_is_lost_is_sent_again_under_a_new_task
     redis = services.broker.redis
     for key in queues.priority_keys("scan"):
         for message in await redis.lrange(key, 0, -1):
+            assert isinstance(message, bytes)  # the broker's connection does not decode replies
             if queues.task_id_of(message) == lost.task_id:
-                await redis.lrem(key, 0, message)
+                await redis.lrem(key, 0, message.decode())  # a JSON envelope: UTF-8 both ways
     assert await _waiting(services) == {kept.task_id}
     await _age(services, kept.id, lost.id)
 
@@ -90,7 +92,7 @@ async def test_a_queued_job_whose_message_is_lost_is_sent_again_under_a_new_task
     async with services.db.reader() as session:
         entry = (await session.execute(select(AuditEntry).where(AuditEntry.action == "recover"))).scalar_one()
     assert entry.target == f"worker:{lost.id}" and entry.actor == "reconciler"
-    assert entry.detail["fault"] == "message_lost"
+    assert entry.detail is not None and entry.detail["fault"] == "message_lost"
 
     third = await reconciler.run_pass(services)
     assert third.total == 0 and third.suspects == 0
@@ -125,9 +127,11 @@ async def test_queued_jobs_are_sent_again_together_each_with_its_own_record(serv
             )
         ).all()
     assert [e.target for e in entries] == [f"worker:{job_id}" for job_id in sent]
-    faults = {e.target: e.detail["fault"] for e in entries}
+    details = {e.target: e.detail or {} for e in entries}
+    faults = {target: detail["fault"] for target, detail in details.items()}
     assert faults[f"worker:{unsent.id}"] == "not_sent" and faults[f"worker:{jobs[0].id}"] == "message_lost"
-    assert all(e.actor == "cli" and e.result == "ok" and e.detail["outcome"] == "resent" for e in entries)
+    assert all(e.actor == "cli" and e.result == "ok" for e in entries)
+    assert all(detail["outcome"] == "resent" for detail in details.values())
 
 
 async def test_a_queued_job_the_broker_refused_is_sent_at_the_first_look(services: Services) -> None:
@@ -208,7 +212,9 @@ async def test_a_worker_reports_the_run_it_held_before_it_died(services: Service
             assert again.status_code == 409
 
 
-async def test_a_broker_that_cannot_be_read_decides_nothing(services: Services, make_settings) -> None:  # type: ignore[no-untyped-def]
+async def test_a_broker_that_cannot_be_read_decides_nothing(
+    services: Services, make_settings: MakeSettings
+) -> None:
     job = await dispatch(services, CLI_ACTOR, automation_type="demo.echo", cliente_id=None, context={})
     await services.broker.redis.delete(*queues.priority_keys("scan"))
     await _age(services, job.id)
@@ -238,7 +244,7 @@ async def test_reconcile_by_hand_is_audited(services: Services) -> None:
     assert actions[-2:] == ["recover", "reconcile"]
 
 
-async def test_one_replica_leads_at_a_time(services: Services, make_settings) -> None:  # type: ignore[no-untyped-def]
+async def test_one_replica_leads_at_a_time(services: Services, make_settings: MakeSettings) -> None:
     other = await Services.start(make_settings(services.settings.database_url, None), migrate_db=False)
     first, second = Leadership(services), Leadership(other)
     try:

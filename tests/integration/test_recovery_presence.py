@@ -12,12 +12,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from datetime import timedelta
-from typing import Any
 
 import pytest
 from sqlalchemy import select, update
 
 from tests.integration.test_recovery import running_job
+from tests.support.settings import MakeSettings
 from worker_automation.models import Job, Machine, utcnow
 from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.automations import ensure_settings_rows
@@ -37,7 +37,9 @@ RECOVERY = 4.0
 
 
 @pytest.fixture
-async def watched(pg_database_url: str, redis_url: str, make_settings: Any) -> AsyncIterator[Services]:
+async def watched(
+    pg_database_url: str, redis_url: str, make_settings: MakeSettings
+) -> AsyncIterator[Services]:
     started = await Services.start(make_settings(pg_database_url, redis_url, recovery_seconds=RECOVERY))
     await ensure_settings_rows(started.db)
     try:

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from tests.integration.harness import Stack, descendants
+from tests.support.settings import MakeSettings
 from worker_automation.resolvers.lost_runs import LOST_RUN_MESSAGE
 from worker_automation.resolvers.recovery import Reconciler
 from worker_automation.resolvers.services import Services
@@ -27,8 +28,8 @@ def _signal_all(pids: list[int], sig: signal.Signals) -> None:
 
 
 async def test_a_silent_worker_keeps_its_runs_until_the_window_passes(
-    stack: Stack, pg_database_url: str, redis_url: str, make_settings
-) -> None:  # type: ignore[no-untyped-def]
+    stack: Stack, pg_database_url: str, redis_url: str, make_settings: MakeSettings
+) -> None:
     worker = stack.pool_worker("scan", 1)
     job_id = stack.dispatch("demo.sleep", {"seconds": 120})
     await asyncio.to_thread(stack.wait_status, job_id, "EXECUTANDO", 30.0)

@@ -9,6 +9,7 @@ import pytest
 from sqlalchemy import select
 
 from tests.integration.rest_support import BASE, Api, add_job, audit_entries, running_api
+from tests.support.settings import MakeSettings
 from worker_automation.models import ApiKey
 from worker_automation.resolvers.auth import hash_secret
 
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.services
 
 
 @pytest.fixture
-async def api(pg_database_url: str, redis_url: str, make_settings: Any) -> AsyncIterator[Api]:
+async def api(pg_database_url: str, redis_url: str, make_settings: MakeSettings) -> AsyncIterator[Api]:
     async with running_api(make_settings(pg_database_url, redis_url)) as running:
         yield running
 

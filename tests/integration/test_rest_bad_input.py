@@ -15,6 +15,7 @@ from tests.integration.rest_support import (
     running_api,
     snapshot,
 )
+from tests.support.settings import MakeSettings
 
 pytestmark = pytest.mark.services
 
@@ -84,7 +85,7 @@ GROUPS: dict[str, list[Case]] = {
 
 
 @pytest.fixture
-async def api(pg_database_url: str, redis_url: str, make_settings: Any) -> AsyncIterator[Api]:
+async def api(pg_database_url: str, redis_url: str, make_settings: MakeSettings) -> AsyncIterator[Api]:
     async with running_api(make_settings(pg_database_url, redis_url)) as running:
         yield running
 

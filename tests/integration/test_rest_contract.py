@@ -19,6 +19,7 @@ from tests.integration.rest_support import (
     assert_success,
     running_api,
 )
+from tests.support.settings import MakeSettings
 from worker_automation.broker.queues import priority_keys
 from worker_automation.process.seed import seed_demo
 
@@ -41,7 +42,7 @@ SUMMARY_KEYS = {"total_active", "total_pending", "total_completed_today", "total
 
 
 @pytest.fixture
-async def api(pg_database_url: str, redis_url: str, make_settings: Any) -> AsyncIterator[Api]:
+async def api(pg_database_url: str, redis_url: str, make_settings: MakeSettings) -> AsyncIterator[Api]:
     settings = make_settings(pg_database_url, redis_url, inspect_timeout_seconds=0.3)
     async with running_api(settings) as running:
         yield running

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
@@ -22,6 +21,7 @@ from tests.integration.rest_support import (
     running_api,
     snapshot,
 )
+from tests.support.settings import MakeSettings
 
 pytestmark = pytest.mark.services
 
@@ -29,7 +29,7 @@ CLOSED_REDIS = "redis://127.0.0.1:1/0"
 
 
 @pytest.fixture
-async def api(pg_database_url: str, make_settings: Any) -> AsyncIterator[Api]:
+async def api(pg_database_url: str, make_settings: MakeSettings) -> AsyncIterator[Api]:
     settings = make_settings(pg_database_url, CLOSED_REDIS, inspect_timeout_seconds=0.3)
     async with running_api(settings) as running:
         cliente = await add_cliente(running.db)

@@ -19,6 +19,7 @@ from schemathesis.python import asgi as st_asgi
 from starlette.routing import Route
 
 from tests.integration.rest_support import Api, running_api
+from tests.support.settings import MakeSettings
 from worker_automation.asgi.app import create_app
 from worker_automation.process.seed import seed_demo
 from worker_automation.resolvers.audit import CLI_ACTOR
@@ -38,7 +39,7 @@ UNDOCUMENTED = {"/api/v1/{rest:path}", DOC, "/api/v1/worker-automation"}
 
 
 @pytest.fixture
-async def api(pg_database_url: str, redis_url: str, make_settings: Any) -> AsyncIterator[Api]:
+async def api(pg_database_url: str, redis_url: str, make_settings: MakeSettings) -> AsyncIterator[Api]:
     async with running_api(make_settings(pg_database_url, redis_url)) as running:
         yield running
 
@@ -159,7 +160,7 @@ def strategy_for(operation: Any) -> Any:
     return st.one_of(options)
 
 
-def test_fuzz_never_breaks(pg_database_url: str, redis_url: str, make_settings: Any) -> None:
+def test_fuzz_never_breaks(pg_database_url: str, redis_url: str, make_settings: MakeSettings) -> None:
     app_settings = make_settings(pg_database_url, redis_url, inspect_timeout_seconds=0.1)
     headers = asyncio.run(_prepare(app_settings))
     app = create_app(app_settings)

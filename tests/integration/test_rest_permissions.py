@@ -11,6 +11,7 @@ from typing import Any, Literal
 import pytest
 
 from tests.integration.rest_support import BASE, Api, add_job, assert_error, running_api
+from tests.support.settings import MakeSettings
 
 pytestmark = pytest.mark.services
 
@@ -61,7 +62,7 @@ ROUTES = [
 
 
 @pytest.fixture
-async def api(pg_database_url: str, redis_url: str, make_settings: Any) -> AsyncIterator[Api]:
+async def api(pg_database_url: str, redis_url: str, make_settings: MakeSettings) -> AsyncIterator[Api]:
     settings = make_settings(pg_database_url, redis_url, inspect_timeout_seconds=0.2)
     async with running_api(settings) as running:
         yield running

@@ -25,7 +25,11 @@ def _retry_policy(database_url: str) -> None:
     async def run() -> None:
         db = Database(Settings(database_url=database_url))
         try:
-            policy = {"max_attempts": ATTEMPTS, "retry_backoff_seconds": 1, "retry_backoff_max_seconds": 2}
+            policy: dict[str, int | None] = {
+                "max_attempts": ATTEMPTS,
+                "retry_backoff_seconds": 1,
+                "retry_backoff_max_seconds": 2,
+            }
             await update_settings(db, "demo.fail", actor=Actor("test"), retry_policy=policy)
         finally:
             await db.close()

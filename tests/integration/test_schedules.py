@@ -149,7 +149,8 @@ def test_serve_down_across_two_occurrences_fires_one_on_return(stack: Stack) -> 
             "/graphql", json={"query": query, "variables": variables}, headers=stack.operator_headers
         ).json()
         assert not body.get("errors"), body
-        return body["data"]
+        data: dict[str, Any] = body["data"]
+        return data
 
     schedule = graphql(CREATE, {"i": {"automationType": "demo.echo", "cron": "0 * * * *"}})["createSchedule"]
     stack.serve_proc.kill()

@@ -15,6 +15,7 @@ import asyncpg
 import pytest
 
 from tests.integration.rest_support import BASE, Api, add_cliente, add_job, assert_success, running_api
+from tests.support.settings import MakeSettings
 
 pytestmark = pytest.mark.services
 
@@ -22,7 +23,7 @@ STATS_QUERY = "{ stats { total byStatus } }"
 
 
 @pytest.fixture
-async def api(pg_database_url: str, redis_url: str, make_settings: Any) -> AsyncIterator[Api]:
+async def api(pg_database_url: str, redis_url: str, make_settings: MakeSettings) -> AsyncIterator[Api]:
     async with running_api(make_settings(pg_database_url, redis_url)) as running:
         yield running
 

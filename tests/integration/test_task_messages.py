@@ -95,7 +95,11 @@ async def test_the_message_is_the_one_celery_writes(
     watcher = raw_redis.pubsub(ignore_subscribe_messages=True)
     watcher.psubscribe("*celeryev/task.sent")
     assert watcher.get_message(timeout=2) is None  # the subscription is in place
-    cases = [("probe.echo", 0, [7]), ("probe.echo", 4, [123456]), ("probe.record", 9, ["k", "x" * 40])]
+    cases: list[tuple[str, int, list[Any]]] = [
+        ("probe.echo", 0, [7]),
+        ("probe.echo", 4, [123456]),
+        ("probe.record", 9, ["k", "x" * 40]),
+    ]
     try:
         for task_name, priority, args in cases:
             # From this thread: Celery's reply-to is the sending thread's id, as the gateway's is.

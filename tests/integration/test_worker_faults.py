@@ -13,6 +13,7 @@ import re
 import signal
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,10 @@ def successful_claims(stack: Stack) -> dict[int, int]:
     return claims
 
 
+def has_progressed(stack: Stack, job_id: int) -> bool:
+    return int(stack.db.job(job_id)["progress"]) >= 1
+
+
 def test_pool_workers_keep_their_tasks_and_reports_while_the_api_is_down(stack: Stack) -> None:
     first = stack.pool_worker("scan", 2)
     second = stack.pool_worker("scan", 1)
@@ -72,7 +77,7 @@ def test_pool_workers_keep_their_tasks_and_reports_while_the_api_is_down(stack: 
     for job in running:
         # Progress, not just EXECUTANDO: the worker has its claim's answer (a claim the API
         # recorded but could not answer before it died is a run of unknown outcome: worker_lost).
-        wait_until(lambda j=job: stack.db.job(j)["progress"] >= 1, RUN_TIMEOUT, f"job {job} never ran")
+        wait_until(partial(has_progressed, stack, job), RUN_TIMEOUT, f"job {job} never ran")
     stop_api(stack)
     # Queued meanwhile: the free slot takes one and cannot claim it, the others wait behind.
     queued = create_jobs(stack, 4, seconds=1)

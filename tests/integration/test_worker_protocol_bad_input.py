@@ -4,7 +4,7 @@ field named, and the job row left exactly as it was; and a trigger while the bro
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,13 +14,13 @@ from sqlalchemy import func, select
 from starlette.applications import Starlette
 
 from tests.integration.harness import free_port
+from tests.support.settings import MakeSettings
 from worker_automation.asgi.app import create_app
 from worker_automation.models import Job
 from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.auth import create_key
 from worker_automation.resolvers.machines import machine_named, register_machine, set_machine_status
 from worker_automation.resolvers.services import Services
-from worker_automation.settings import Settings
 
 pytestmark = pytest.mark.services
 
@@ -74,9 +74,7 @@ async def keys_for(services: Services) -> tuple[dict[str, str], dict[str, str], 
 
 
 @pytest.fixture
-async def api(
-    pg_database_url: str, redis_url: str, make_settings: Callable[..., Settings]
-) -> AsyncIterator[Api]:
+async def api(pg_database_url: str, redis_url: str, make_settings: MakeSettings) -> AsyncIterator[Api]:
     app = create_app(make_settings(pg_database_url, redis_url))
     async with app.router.lifespan_context(app):
         services = await served(app)
@@ -172,11 +170,20 @@ async def test_the_key_is_checked_before_the_job_whatever_its_state(api: Api) ->
     assert (await api.http.post(f"/api/v1/jobs/{running}/start", headers=api.holder)).status_code == 200
     before = await api.row(running)
     wrong = {"X-Worker-Api-Key": "wmk_wrong"}
-    for path, body in ((f"{running}/complete", {"result": {}}), (f"{running}/fail", {"error": "x"})):
-        assert_error(await api.http.post(f"/api/v1/jobs/{path}", json=body, headers=wrong), 401)
+    reports: list[tuple[str, dict[str, Any]]] = [
+        (f"{running}/complete", {"result": {}}),
+        (f"{running}/fail", {"error": "x"}),
+    ]
+    for path, payload in reports:
+        assert_error(await api.http.post(f"/api/v1/jobs/{path}", json=payload, headers=wrong), 401)
     # Bad input with an unknown key: 401 as well, as when the key was looked up first.
-    for path, body in (("abc/complete", {}), (f"{running}/fail", {}), (f"{running}/start", {"task_id": 5})):
-        assert_error(await api.http.post(f"/api/v1/jobs/{path}", json=body, headers=wrong), 401)
+    bad: list[tuple[str, dict[str, Any]]] = [
+        ("abc/complete", {}),
+        (f"{running}/fail", {}),
+        (f"{running}/start", {"task_id": 5}),
+    ]
+    for path, payload in bad:
+        assert_error(await api.http.post(f"/api/v1/jobs/{path}", json=payload, headers=wrong), 401)
     assert_error(
         await api.http.post(f"/api/v1/jobs/{running}/fail", json={}, headers=api.holder), 422, "error"
     )
@@ -282,7 +289,7 @@ async def test_unknown_job_id_is_404(api: Api) -> None:
 
 
 @pytest.fixture
-async def broker_down(pg_database_url: str, make_settings: Callable[..., Settings]) -> AsyncIterator[Api]:
+async def broker_down(pg_database_url: str, make_settings: MakeSettings) -> AsyncIterator[Api]:
     """The app with its Redis URL on a port nobody listens on."""
     app = create_app(make_settings(pg_database_url, f"redis://127.0.0.1:{free_port()}/0"))
     async with app.router.lifespan_context(app):

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from tests.integration.rest_support import Api, running_api, snapshot
+from tests.support.settings import MakeSettings
 from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.machines import register_machine
 
@@ -69,7 +70,7 @@ REPORTS: dict[str, tuple[dict[str, Any], dict[str, list[str]]]] = {
 
 
 @pytest.fixture
-async def api(pg_database_url: str, redis_url: str, make_settings: Any) -> AsyncIterator[Api]:
+async def api(pg_database_url: str, redis_url: str, make_settings: MakeSettings) -> AsyncIterator[Api]:
     async with running_api(make_settings(pg_database_url, redis_url)) as running:
         yield running
 

@@ -10,7 +10,6 @@ import logging
 import random
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 import pytest
 from sqlalchemy import insert, select
@@ -20,6 +19,7 @@ from websockets.typing import Subprotocol
 
 from tests.integration.graphql_ws_support import LegacyClient, Served, TransportClient, serve
 from tests.integration.job_rows import random_row
+from tests.support.settings import MakeSettings
 from worker_automation.models import ApiKey, Job
 from worker_automation.resolvers.auth import hash_secret
 from worker_automation.schema.open_sockets import OpenSockets
@@ -72,7 +72,7 @@ async def raw(url: str, protocol: str) -> AsyncIterator[ClientConnection]:
 
 
 async def test_one_operation_past_the_limit_is_refused_and_the_socket_stays_open(
-    pg_database_url: str, redis_url: str, make_settings: Any
+    pg_database_url: str, redis_url: str, make_settings: MakeSettings
 ) -> None:
     settings = make_settings(pg_database_url, redis_url, ws_max_operations=3)
     async with serve(settings) as served:
@@ -116,7 +116,7 @@ async def test_one_operation_past_the_limit_is_refused_and_the_socket_stays_open
 
 
 async def test_a_key_holds_a_bounded_number_of_sockets(
-    pg_database_url: str, redis_url: str, make_settings: Any
+    pg_database_url: str, redis_url: str, make_settings: MakeSettings
 ) -> None:
     settings = make_settings(pg_database_url, redis_url, ws_max_sockets_per_key=2)
     async with serve(settings) as served:
@@ -154,7 +154,7 @@ async def add_jobs(served: Served, count: int, blob: int) -> None:
 
 
 async def test_answers_in_flight_share_the_ceiling_of_the_socket_and_of_the_key(
-    pg_database_url: str, redis_url: str, make_settings: Any
+    pg_database_url: str, redis_url: str, make_settings: MakeSettings
 ) -> None:
     limit = 200_000
     settings = make_settings(pg_database_url, redis_url, graphql_max_response_bytes=limit)
@@ -212,7 +212,7 @@ def logged(
 
 
 @pytest.fixture
-def settings(pg_database_url: str, redis_url: str, make_settings: Any) -> Settings:
+def settings(pg_database_url: str, redis_url: str, make_settings: MakeSettings) -> Settings:
     built: Settings = make_settings(pg_database_url, redis_url)
     return built
 

@@ -11,7 +11,6 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlalchemy import select
@@ -21,6 +20,7 @@ from websockets.typing import Subprotocol
 
 from tests.integration.graphql_ws_support import Served, serve
 from tests.integration.harness import clean_env, run_cli
+from tests.support.settings import MakeSettings
 from worker_automation.models import ApiKey
 from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.auth import change_key, create_key, hash_secret, revoke_key
@@ -38,7 +38,7 @@ TRANSPORT, LEGACY = "graphql-transport-ws", "graphql-ws"
 
 
 @pytest.fixture
-def settings(pg_database_url: str, redis_url: str, make_settings: Any) -> Settings:
+def settings(pg_database_url: str, redis_url: str, make_settings: MakeSettings) -> Settings:
     built: Settings = make_settings(pg_database_url, redis_url)
     return built
 
@@ -242,7 +242,7 @@ async def test_the_command_line_reaches_the_open_sockets(settings: Settings, tmp
         await operator_ends(served, "funcionario", ["worker_automation:read"], cli("keys", "revoke"))
 
 
-async def test_embedded_mode_ends_them_too(sqlite_database_url: str, make_settings: Any) -> None:
+async def test_embedded_mode_ends_them_too(sqlite_database_url: str, make_settings: MakeSettings) -> None:
     # SQLite and the embedded broker: the notice travels through the embedded Redis.
     async with serve(make_settings(sqlite_database_url, None)) as served:
         events = served.services.events

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy import event, select
 from starlette.datastructures import Headers
 
+from tests.support.settings import MakeSettings
 from worker_automation.domain.errors import BadInput, Forbidden, NotFound, Unauthenticated
 from worker_automation.models import ApiKey, Perfil
 from worker_automation.models.database import Database
@@ -29,13 +30,12 @@ from worker_automation.resolvers.auth import (
     parse_scopes,
     revoke_key,
 )
-from worker_automation.settings import Settings
 
 BOTH = f"{SCOPE_READ},{SCOPE_WRITE}"
 
 
 @pytest.fixture
-async def db(sqlite_database_url: str, make_settings: Callable[..., Settings]) -> AsyncIterator[Database]:
+async def db(sqlite_database_url: str, make_settings: MakeSettings) -> AsyncIterator[Database]:
     await migrate(sqlite_database_url)
     database = Database(make_settings(sqlite_database_url, None))
     try:

@@ -4,12 +4,12 @@ websocket; other origins are refused both ways; clients sending no Origin are no
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from starlette.testclient import TestClient, WebSocketDenialResponse
 from starlette.websockets import WebSocketDisconnect
 
+from tests.support.settings import MakeSettings
 from worker_automation.asgi.app import create_app
 
 ALLOWED = "https://console.example"
@@ -21,7 +21,7 @@ PREFLIGHT = {
 
 
 @pytest.fixture
-def client(sqlite_database_url: str, make_settings: Any) -> Iterator[TestClient]:
+def client(sqlite_database_url: str, make_settings: MakeSettings) -> Iterator[TestClient]:
     settings = make_settings(sqlite_database_url, None, cors_origins=[ALLOWED])
     with TestClient(create_app(settings)) as test_client:
         yield test_client
@@ -50,7 +50,7 @@ def test_responses_name_only_an_allowed_origin(client: TestClient) -> None:
     assert "access-control-allow-origin" not in client.get("/healthz", headers={"Origin": OTHER}).headers
 
 
-def test_no_origin_is_allowed_by_default(sqlite_database_url: str, make_settings: Any) -> None:
+def test_no_origin_is_allowed_by_default(sqlite_database_url: str, make_settings: MakeSettings) -> None:
     with TestClient(create_app(make_settings(sqlite_database_url, None))) as plain:
         preflight = plain.options("/graphql", headers={"Origin": ALLOWED, **PREFLIGHT})
         assert preflight.status_code >= 400

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import insert
+from sqlalchemy import insert, update
 
 from tests.unit.graphql_support import Api, code, make_api
 from worker_automation.models import Job
@@ -145,8 +145,11 @@ def test_a_worker_from_a_view_matches_one_from_its_dict() -> None:
     from zoneinfo import ZoneInfo
 
     view = JobView(
-        7, "t-7", 3, None, None, "CONCLUIDO", T0, T0 + timedelta(seconds=5), None, "demo.echo", "scan",
-        2, 1, 100, {"message": "ok"}, {"n": 1}, {"value": 2}, T0, T0, 4, "Echo", "ACME",
+        id=7, task_id="t-7", cliente_id=3, usuario_id=None, path_file=None, status="CONCLUIDO",
+        data_inicio=T0, data_fim=T0 + timedelta(seconds=5), mensagem_erro=None,
+        automation_type="demo.echo", queue="scan", priority=2, retry_count=1, progress=100,
+        metadata_json={"message": "ok"}, display_name="Echo", client_name="ACME", context={"n": 1},
+        result={"value": 2}, created_at=T0, updated_at=T0, machine_id=4,
     )  # fmt: skip
     tz = ZoneInfo("America/Sao_Paulo")
     assert JobType.from_view(view, tz) == JobType.from_dict(view.as_dict(tz))
@@ -155,9 +158,7 @@ def test_a_worker_from_a_view_matches_one_from_its_dict() -> None:
 async def test_the_json_documents_are_listed_when_selected_and_only_then(api: Api) -> None:
     await add_jobs(api, 4)
     async with api.services.db.session() as session:
-        await session.execute(
-            Job.__table__.update().values(context={"cnpj": "11222333000181"}, result={"ok": True})
-        )
+        await session.execute(update(Job).values(context={"cnpj": "11222333000181"}, result={"ok": True}))
     fields = "id status createdAt metadataJson displayName"
     plain = f"{{ workers(perPage: 3) {{ items {{ {fields} }} }} }}"
     documents = (

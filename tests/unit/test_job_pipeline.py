@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from worker_automation.worker.client import Claim
+from worker_automation.worker.client import Claim, WorkerApiClient
 from worker_automation.worker.http import ApiUnreachable
 from worker_automation.worker.outbox import Outbox
 from worker_automation.worker.pipeline import JobPipeline, Outcome
@@ -17,13 +18,17 @@ from worker_automation.worker.progress import report_progress
 AUTOMATION = "demo.test"
 
 
-class RecordingClient:
-    """Stands in for the API: grants every claim and records each call in order."""
+class RecordingClient(WorkerApiClient):
+    """Stands in for the API: grants every claim and records each call in order (it never
+    connects: every call the pipeline makes is answered here)."""
 
     def __init__(self) -> None:
+        super().__init__("http://127.0.0.1:9", "key")
         self.calls: list[tuple[Any, ...]] = []
 
-    async def claim(self, job_id: int, task_id: str | None = None, **_kw: Any) -> Claim:
+    async def claim(
+        self, job_id: int, task_id: str | None = None, on_sent: Callable[[], None] | None = None
+    ) -> Claim:
         self.calls.append(("start", job_id))
         return Claim({"id": job_id, "automation_type": AUTOMATION, "context": {}})
 
@@ -32,18 +37,31 @@ class RecordingClient:
         await asyncio.sleep(0)
         return True
 
-    async def complete(self, job_id: int, result: Any, **_kw: Any) -> bool:
+    async def complete(
+        self,
+        job_id: int,
+        result: Any,
+        on_sent: Callable[[], None] | None = None,
+        task_id: str | None = None,
+    ) -> bool:
         self.calls.append(("complete", result))
         return True
 
-    async def fail(self, job_id: int, error: str, exc_type: str | None = None, tb: str | None = None) -> bool:
+    async def fail(
+        self,
+        job_id: int,
+        error: str,
+        exc_type: str | None = None,
+        traceback: str | None = None,
+        task_id: str | None = None,
+    ) -> bool:
         self.calls.append(("fail", error))
         return True
 
 
 async def run(fn: Any) -> tuple[Outcome, list[tuple[Any, ...]]]:
     client = RecordingClient()
-    pipeline = JobPipeline(client, {AUTOMATION: fn})  # type: ignore[arg-type]
+    pipeline = JobPipeline(client, {AUTOMATION: fn})
     result = await pipeline.run(7)
     return result.outcome, client.calls
 
@@ -96,7 +114,13 @@ class SlowAnswers(RecordingClient):
         self.answer = asyncio.Event()
         self.still_ours = still_ours
 
-    async def complete(self, job_id: int, result: Any, on_sent: Any = None, task_id: Any = None) -> bool:
+    async def complete(
+        self,
+        job_id: int,
+        result: Any,
+        on_sent: Callable[[], None] | None = None,
+        task_id: str | None = None,
+    ) -> bool:
         self.calls.append(("complete", job_id))
         if on_sent is not None:
             on_sent()
@@ -117,7 +141,7 @@ def echo(job_id: int, automation: str, context: dict[str, Any]) -> int:
 async def test_a_completion_answered_in_background_is_read_before_the_next_claim(tmp_path: Path) -> None:
     client = SlowAnswers()
     outbox = Outbox(tmp_path)
-    pipeline = JobPipeline(client, {AUTOMATION: echo}, outbox=outbox)  # type: ignore[arg-type]
+    pipeline = JobPipeline(client, {AUTOMATION: echo}, outbox=outbox)
 
     first = await pipeline.run(1)
     # Returned once the completion was sent, its answer still outstanding and kept in the outbox.
@@ -139,7 +163,7 @@ async def test_a_completion_answered_in_background_is_read_before_the_next_claim
 
 async def test_a_completion_refused_in_background_does_not_stop_the_next_job(tmp_path: Path) -> None:
     client = SlowAnswers(still_ours=False)
-    pipeline = JobPipeline(client, {AUTOMATION: echo}, outbox=Outbox(tmp_path))  # type: ignore[arg-type]
+    pipeline = JobPipeline(client, {AUTOMATION: echo}, outbox=Outbox(tmp_path))
     await pipeline.run(1)
     client.answer.set()
     assert (await pipeline.run(2)).outcome is Outcome.LOST  # answered before it was sent: said at once
@@ -159,7 +183,7 @@ async def test_completions_left_by_ended_owners_are_sent_again_and_removed(tmp_p
     alive.hold(7, None)
     client = SlowAnswers()
     client.answer.set()
-    pipeline = JobPipeline(client, {AUTOMATION: echo}, outbox=outbox)  # type: ignore[arg-type]
+    pipeline = JobPipeline(client, {AUTOMATION: echo}, outbox=outbox)
 
     assert await pipeline.resend_left_behind() == 2
     assert sorted(client.calls) == [("answered", 5), ("answered", 8), ("complete", 5), ("complete", 8)]
@@ -180,7 +204,13 @@ class Unreachable(SlowAnswers):
         self.answer.set()
         self.up = False
 
-    async def complete(self, job_id: int, result: Any, on_sent: Any = None, task_id: Any = None) -> bool:
+    async def complete(
+        self,
+        job_id: int,
+        result: Any,
+        on_sent: Callable[[], None] | None = None,
+        task_id: str | None = None,
+    ) -> bool:
         if not self.up:
             if on_sent is not None:
                 on_sent()
@@ -193,7 +223,7 @@ async def test_a_completion_without_answer_stays_kept_and_goes_again_before_the_
     tmp_path: Path,
 ) -> None:
     client = Unreachable()
-    pipeline = JobPipeline(client, {AUTOMATION: echo}, outbox=Outbox(tmp_path))  # type: ignore[arg-type]
+    pipeline = JobPipeline(client, {AUTOMATION: echo}, outbox=Outbox(tmp_path))
     assert (await pipeline.run(1)).outcome is Outcome.COMPLETED
     await pipeline.settle()  # the answer never came: logged
     assert len(names(tmp_path)) == 1
@@ -209,7 +239,7 @@ async def test_an_outbox_that_cannot_be_written_falls_back_to_awaiting_the_answe
     box = tmp_path / "box"
     outbox = Outbox(box)
     client = SlowAnswers()
-    pipeline = JobPipeline(client, {AUTOMATION: echo}, outbox=outbox)  # type: ignore[arg-type]
+    pipeline = JobPipeline(client, {AUTOMATION: echo}, outbox=outbox)
     shutil.rmtree(box)
     box.write_text("")  # not a directory any more: writing an entry fails, root or not
     running = asyncio.create_task(pipeline.run(1))

@@ -3,11 +3,12 @@ queued jobs only of automations that run here, and an attempt for every job that
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import pytest
 from sqlalchemy import func, select
 
+from tests.support.settings import MakeSettings
 from worker_automation.catalog.forms import validate_context
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 from worker_automation.domain.documents import is_valid_cnpj
@@ -16,14 +17,14 @@ from worker_automation.models.database import Database
 from worker_automation.models.migrate import migrate
 from worker_automation.process.seed import seed_demo
 from worker_automation.resolvers.reads import JobFilter, list_jobs, stats
-from worker_automation.settings import DEFAULT_QUEUES, Settings
+from worker_automation.settings import DEFAULT_QUEUES
 from worker_automation.worker.implementations import load_implementations
 
 QUEUES = dict(DEFAULT_QUEUES)
 
 
 @pytest.fixture
-async def db(sqlite_database_url: str, make_settings: Callable[..., Settings]) -> AsyncIterator[Database]:
+async def db(sqlite_database_url: str, make_settings: MakeSettings) -> AsyncIterator[Database]:
     await migrate(sqlite_database_url)
     database = Database(make_settings(sqlite_database_url, None))
     try:

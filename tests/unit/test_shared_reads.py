@@ -49,7 +49,7 @@ async def test_different_keys_do_not_share() -> None:
     shared, source = SharedReads(), Source()
     source.release.set()
     results = await asyncio.gather(shared.run("a", source.read), shared.run("b", source.read))
-    assert results == [0, 0]
+    assert list(results) == [0, 0]
     assert source.runs == 2
 
 

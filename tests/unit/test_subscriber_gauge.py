@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY
 from starlette.testclient import TestClient
 
+from tests.support.settings import MakeSettings
 from worker_automation.asgi.app import create_app
 from worker_automation.models.database import Database
 from worker_automation.models.migrate import migrate
@@ -24,7 +24,7 @@ def subscribers() -> float:
 
 
 @pytest.fixture
-def client_and_key(sqlite_database_url: str, make_settings: Any) -> Iterator[tuple[TestClient, str]]:
+def client_and_key(sqlite_database_url: str, make_settings: MakeSettings) -> Iterator[tuple[TestClient, str]]:
     settings = make_settings(sqlite_database_url, None)
 
     async def key() -> str:
