@@ -20,6 +20,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import TextContent
 
 from tests.integration.harness import Processes, Stack, cli_command, run_cli, served_stack, wait_until
 
@@ -160,9 +161,10 @@ def test_metrics_logs_and_mcp_across_two_processes(observed: Stack, tmp_path: Pa
         "x-request-id"
     ]
     assert generated and " " not in generated and generated != "bad id\twith spaces"
-    assert stack.serve_proc is not None
-    wait_until(lambda: "trace-abc.123" in stack.serve_proc.output(), 10, "the request's line was not logged")  # type: ignore[union-attr]
-    lines = [json.loads(line) for line in stack.serve_proc.output().splitlines() if line.startswith("{")]
+    serve_proc = stack.serve_proc
+    assert serve_proc is not None
+    wait_until(lambda: "trace-abc.123" in serve_proc.output(), 10, "the request's line was not logged")
+    lines = [json.loads(line) for line in serve_proc.output().splitlines() if line.startswith("{")]
     assert lines and all({"time", "level", "logger", "message", "request_id"} <= set(line) for line in lines)
     mine = [line for line in lines if line["request_id"] == "trace-abc.123"]
     assert mine and "/stats" in mine[0]["message"]
@@ -227,7 +229,9 @@ def test_metrics_logs_and_mcp_across_two_processes(observed: Stack, tmp_path: Pa
 async def call(session: ClientSession, name: str, arguments: dict[str, Any] | None = None) -> Any:
     result = await session.call_tool(name, arguments or {})
     if result.is_error:
-        return str(result.content[0].text)  # type: ignore[union-attr]
+        content = result.content[0]
+        assert isinstance(content, TextContent), content
+        return content.text
     assert result.structured_content is not None, result
     return result.structured_content
 

@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import insert, select
 from sqlalchemy.exc import DBAPIError
 
+from tests.support.pools import checked_out
 from tests.support.reads import list_jobs_after, recent_terminal
 from tests.support.settings import MakeSettings
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
@@ -664,7 +665,7 @@ async def test_a_failing_list_statement_is_reported_as_sqlalchemy_reports_it(
     # (PostgreSQL refuses a negative OFFSET; the driver's error is run again through SQLAlchemy.)
     with pytest.raises(DBAPIError):
         await db.rows(rows_q, {"filter_status": "CONCLUIDO", "page_offset": -1, "page_size": 20})
-    assert db.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+    assert checked_out(db.engine) == 0
 
 
 async def test_driver_reads_hand_every_connection_back(db: Database, mixed: dict[str, int]) -> None:
@@ -672,7 +673,7 @@ async def test_driver_reads_hand_every_connection_back(db: Database, mixed: dict
     parameters = {"filter_status": "CONCLUIDO", "page_offset": 0, "page_size": 5}
     for _ in range(30):
         assert await db.rows(rows_q, parameters)
-    assert db.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+    assert checked_out(db.engine) == 0
 
 
 async def test_a_pooled_connection_closed_underneath_is_dropped_and_the_read_answers(
@@ -685,11 +686,13 @@ async def test_a_pooled_connection_closed_underneath_is_dropped_and_the_read_ans
     expected = [tuple(row) for row in await db.rows(rows_q, parameters)]
     # The one idle pooled connection dies (a database restart, a proxy timing it out).
     pooled = await db.engine.raw_connection()
-    await pooled.driver_connection.close()  # type: ignore[union-attr]
+    driver = pooled.driver_connection
+    assert driver is not None
+    await driver.close()
     pooled.close()
     assert [tuple(row) for row in await db.rows(rows_q, parameters)] == expected
     assert [tuple(row) for row in await db.rows(rows_q, parameters)] == expected
-    assert db.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+    assert checked_out(db.engine) == 0
 
 
 async def test_rest_items_of_a_page_are_the_views_rest_items(db: Database, mixed: dict[str, int]) -> None:

@@ -68,7 +68,7 @@ async def _machine(services: Services, name: str) -> RegisteredMachine:
 
 
 def _concluded() -> float:
-    return JOB_TRANSITIONS.labels("demo.sleep", "scan", "CONCLUIDO")._value.get()  # type: ignore[no-any-return]
+    return float(JOB_TRANSITIONS.labels("demo.sleep", "scan", "CONCLUIDO")._value.get())
 
 
 async def test_a_late_completion_replaces_worker_lost(services: Services, http: httpx.AsyncClient) -> None:

@@ -19,6 +19,7 @@ from websockets.typing import Subprotocol
 
 from tests.integration.graphql_ws_support import LegacyClient, Served, TransportClient, serve
 from tests.integration.job_rows import random_row
+from tests.support.pools import checked_out
 from tests.support.settings import MakeSettings
 from worker_automation.models import ApiKey, Job
 from worker_automation.resolvers.auth import hash_secret
@@ -245,8 +246,8 @@ async def test_a_client_leaving_mid_query_leaves_no_traceback_and_no_connection_
 ) -> None:
     async with serve(settings) as served:
         await add_jobs(served, 100, 30_000)
-        pool = served.services.db.engine.pool
-        baseline = pool.checkedout()  # type: ignore[attr-defined]
+        engine = served.services.db.engine
+        baseline = checked_out(engine)
         # (graphql-ws carries subscriptions only: there, a snapshot's reads are what is cut short.)
         start, query = ("subscribe", PAGE) if protocol == "graphql-transport-ws" else ("start", QUEUE_LOAD)
         for delay in (0.0, 0.005, 0.02, 0.05, 0.1, 0.2):
@@ -258,4 +259,4 @@ async def test_a_client_leaving_mid_query_leaves_no_traceback_and_no_connection_
                     await ws.send(json.dumps({"type": start, "id": str(n), "payload": {"query": query}}))
                 await asyncio.sleep(delay)
             # The client is gone; the server notices, ends its operations and returns connections.
-        await until(lambda: pool.checkedout() == baseline and len(sockets_of(served)) == 0)  # type: ignore[attr-defined]
+        await until(lambda: checked_out(engine) == baseline and len(sockets_of(served)) == 0)

@@ -31,6 +31,8 @@ class FakeApi:
     lost_status: str | None = None
     # Take the next claim, then drop the connection instead of answering (an API killed mid-way).
     drop_next_claim: bool = False
+    # Answer the next claim, then answer 503 until the test sets ``mode`` back (its database went).
+    down_after_next_claim: bool = False
     calls: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)
     unanswered: int = 0
     url: str = ""
@@ -39,6 +41,13 @@ class FakeApi:
         return [(kind, job) for kind, job, _ in self.calls]
 
     def answer(self, head: bytes, body: bytes) -> bytes | None:
+        reply = self._answer(head, body)
+        if self.down_after_next_claim and b"/start " in head:
+            self.down_after_next_claim = False
+            self.mode = "503"
+        return reply
+
+    def _answer(self, head: bytes, body: bytes) -> bytes | None:
         if self.mode == "down":
             self.unanswered += 1
             return None

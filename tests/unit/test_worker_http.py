@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
@@ -13,7 +13,7 @@ Script = Callable[[bytes, int], bytes | None]  # (request head, n-th request on 
 
 
 @pytest.fixture
-async def server() -> AsyncIterator[Callable[[Script], asyncio.Future[str]]]:
+async def server() -> AsyncIterator[Callable[[Script], Awaitable[str]]]:
     servers: list[asyncio.Server] = []
 
     async def start(script: Script) -> str:
@@ -46,7 +46,7 @@ async def server() -> AsyncIterator[Callable[[Script], asyncio.Future[str]]]:
         port = srv.sockets[0].getsockname()[1]
         return f"http://127.0.0.1:{port}/base"
 
-    yield start  # type: ignore[misc]
+    yield start
     for srv in servers:
         srv.close()
 
@@ -55,7 +55,7 @@ def ok(body: bytes, extra: bytes = b"") -> bytes:
     return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n%s\r\n%s" % (len(body), extra, body)
 
 
-async def test_json_body_headers_and_reuse(server: Callable[[Script], asyncio.Future[str]]) -> None:
+async def test_json_body_headers_and_reuse(server: Callable[[Script], Awaitable[str]]) -> None:
     seen: list[bytes] = []
 
     def script(request: bytes, n: int) -> bytes:
@@ -72,7 +72,7 @@ async def test_json_body_headers_and_reuse(server: Callable[[Script], asyncio.Fu
     await client.close()
 
 
-async def test_chunked_and_connection_close(server: Callable[[Script], asyncio.Future[str]]) -> None:
+async def test_chunked_and_connection_close(server: Callable[[Script], Awaitable[str]]) -> None:
     total = 0
     chunked = b"HTTP/1.1 409 Conflict\r\nTransfer-Encoding: chunked\r\n\r\n"
     chunked += b'4\r\n{"a"\r\n3\r\n:1}\r\n0\r\n\r\n'
@@ -91,7 +91,7 @@ async def test_chunked_and_connection_close(server: Callable[[Script], asyncio.F
 
 
 async def test_idle_connection_closed_by_the_server_is_replaced(
-    server: Callable[[Script], asyncio.Future[str]],
+    server: Callable[[Script], Awaitable[str]],
 ) -> None:
     # The server answers once per connection and then closes it, as after a keep-alive timeout.
     client = HttpClient(await server(lambda _r, n: ok(b'"ok"') if n == 1 else None))
@@ -101,7 +101,7 @@ async def test_idle_connection_closed_by_the_server_is_replaced(
     await client.close()
 
 
-async def test_unreachable_and_timeout(server: Callable[[Script], asyncio.Future[str]]) -> None:
+async def test_unreachable_and_timeout(server: Callable[[Script], Awaitable[str]]) -> None:
     with pytest.raises(ApiUnreachable):
         await HttpClient("http://127.0.0.1:1").request("GET", "/")
 
@@ -159,7 +159,7 @@ async def test_on_sent_is_called_once_the_request_is_out_and_before_its_answer()
 
 
 async def test_a_result_the_api_would_refuse_is_reported_as_a_failure(
-    server: Callable[[Script], asyncio.Future[str]],
+    server: Callable[[Script], Awaitable[str]],
 ) -> None:
     from worker_automation.worker.client import WorkerApiClient
 

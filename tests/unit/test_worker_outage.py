@@ -47,20 +47,6 @@ def pipeline_for(
     )
 
 
-def down_after_the_next_claim(api: FakeApi) -> None:
-    """The API answers the next claim, then is down (503) until the test sets it up again."""
-    original = api.answer
-
-    def answer(head: bytes, body: bytes) -> bytes | None:
-        reply = original(head, body)
-        if b"/start " in head:
-            api.mode = "503"
-            api.answer = original  # type: ignore[method-assign]
-        return reply
-
-    api.answer = answer  # type: ignore[method-assign]
-
-
 async def until(probe: Callable[[], bool]) -> None:
     """Poll ``probe`` until it is true (AssertionError after ten seconds)."""
     for _ in range(200):
@@ -167,7 +153,7 @@ async def test_a_refused_claim_is_not_held(tmp_path: Path) -> None:
 async def test_a_failure_without_answer_is_kept_and_sent_once_the_api_is_back(tmp_path: Path) -> None:
     async with fake_api() as api:
         pipeline = pipeline_for(api, tmp_path, fn=broken)
-        down_after_the_next_claim(api)
+        api.down_after_next_claim = True
         running = asyncio.create_task(pipeline.run(5, "task-5"))
         await until(lambda: api.unanswered >= 2)
         # Not raised, not dropped: kept on disk, and the run waits for the API to answer it.
@@ -198,7 +184,7 @@ async def test_a_completion_the_api_cannot_take_is_kept_and_sent_before_the_next
     async with fake_api() as api:
         pipeline = pipeline_for(api, tmp_path)
         stopping = pipeline.reports.stopping = asyncio.Event()
-        down_after_the_next_claim(api)
+        api.down_after_next_claim = True
         running = asyncio.create_task(pipeline.run(6, "task-6"))
         await until(lambda: api.unanswered >= 1)
         stopping.set()  # a shutdown ends the wait; the completion stays kept
@@ -214,7 +200,7 @@ async def test_a_completion_the_api_cannot_take_is_kept_and_sent_before_the_next
 async def test_a_kept_completion_is_sent_once_the_api_is_back_without_another_job(tmp_path: Path) -> None:
     async with fake_api() as api:
         pipeline = pipeline_for(api, tmp_path)
-        down_after_the_next_claim(api)
+        api.down_after_next_claim = True
         assert (await pipeline.run(7, "task-7")).outcome is Outcome.COMPLETED
         await pipeline.settle()
         assert [e["kind"] for e in entries(tmp_path / "outbox")] == ["complete"]
