@@ -1,18 +1,32 @@
-"""What a job row looks like to callers: one view, rendered by each transport."""
+"""What a job row looks like to callers: declared once, as :class:`JobView`, and rendered from
+that declaration by each transport.
+
+Each field of the view is stated once, in the order callers see it, with its type, its
+description and its bounds (see :mod:`worker_automation.domain.shapes`). The rest is derived
+from it when the module loads: the columns a list reads (:data:`ROW_FIELDS`), the documented REST
+item (:data:`ITEM_FIELDS`), the full job that events, the worker protocol and GraphQL carry
+(:data:`FIELDS`), and elsewhere the GraphQL ``Worker`` type and the OpenAPI schemas. The hot paths
+(a list page builds hundreds of items) use tables made here, never a walk over the declaration.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime
+from enum import Enum
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from operator import attrgetter
+from typing import TYPE_CHECKING, Annotated, Any, Final, get_args, get_origin, get_type_hints
 from zoneinfo import ZoneInfo
 
+from annotated_types import Ge, Interval
 from sqlalchemy import ColumnElement, Select, UnaryExpression, null, select
 from sqlalchemy.engine import Row
 
-from worker_automation.models import Cliente, Job
+from worker_automation.domain.ranges import PRIORITY_MAX, PRIORITY_MIN, PRIORITY_RANGE
+from worker_automation.domain.shapes import Doc, facets, strip_optional
+from worker_automation.models import Cliente, Job, JobStatus
 
 if TYPE_CHECKING:
     from worker_automation.catalog.registry import Automation
@@ -28,80 +42,107 @@ def iso(value: datetime | None, tz: ZoneInfo) -> str | None:
     return value.astimezone(tz).isoformat(timespec="seconds")
 
 
+class Detail:
+    """Marks a field of the full job that the documented REST item leaves out."""
+
+
+DETAIL: Final = Detail()
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """Marks a text field whose values are those of ``enum`` (GraphQL types it as the enum)."""
+
+    enum: type[Enum]
+
+
 @dataclass(frozen=True)
 class JobView:
     """A job row enriched with its automation's display name and its client's name."""
 
-    id: int
-    task_id: str | None
-    cliente_id: int | None
-    usuario_id: int | None
-    path_file: str | None
-    status: str
-    data_inicio: datetime | None
-    data_fim: datetime | None
-    mensagem_erro: str | None
-    automation_type: str
-    queue: str
-    priority: int
-    retry_count: int
-    progress: int
-    metadata_json: dict[str, Any] | None
-    context: dict[str, Any] | None
-    result: Any
-    created_at: datetime
-    updated_at: datetime
-    machine_id: int | None
-    display_name: str
-    client_name: str | None
+    id: Annotated[int, Doc("Internal id."), Ge(1)]
+    task_id: Annotated[str | None, Doc("Celery task id (UUID); null if never sent.")]
+    cliente_id: Annotated[int | None, Doc("Client the job runs for (not enforced).")]
+    usuario_id: Annotated[int | None, Doc("User who triggered it.")]
+    path_file: Annotated[str | None, Doc("File produced or consumed, if any.")]
+    status: Annotated[str, Doc("Current state."), OneOf(JobStatus)]
+    data_inicio: Annotated[datetime | None, Doc("When it started running.")]
+    data_fim: Annotated[datetime | None, Doc("When it ended (done, failed, cancelled).")]
+    mensagem_erro: Annotated[str | None, Doc("Error or cancellation message.")]
+    automation_type: Annotated[str, Doc("Automation key in the registry.")]
+    queue: Annotated[str, Doc("Celery queue it runs on.")]
+    priority: Annotated[
+        int, Doc(f"{PRIORITY_RANGE}, lower runs first."), Interval(ge=PRIORITY_MIN, le=PRIORITY_MAX)
+    ]
+    retry_count: Annotated[int, Doc("How many times it was retried."), Ge(0)]
+    progress: Annotated[int, Doc("0..100, as reported by the automation."), Interval(ge=0, le=100)]
+    metadata_json: Annotated[dict[str, Any] | None, Doc("Free metadata (e.g. progress message).")]
+    # Not columns: the registry's name for automation_type, and the joined client's name.
+    display_name: Annotated[str, Doc("The automation's friendly name.")]
+    client_name: Annotated[str | None, Doc("The client's razao social, if it exists.")]
+    context: Annotated[dict[str, Any] | None, Doc("Input the job was dispatched with."), DETAIL]
+    result: Annotated[Any | None, Doc("Return value, or the error on failure."), DETAIL]
+    created_at: Annotated[datetime, Doc("When the job was created."), DETAIL]
+    updated_at: Annotated[datetime, Doc("When the row last changed."), DETAIL]
+    machine_id: Annotated[int | None, Doc("Machine that claimed it, if any."), DETAIL]
 
     def rest_item(self, tz: ZoneInfo) -> dict[str, Any]:
         """The documented REST item (snake_case, timestamps in ``tz``), keys in the documented order."""
-        return {
-            "id": self.id,
-            "task_id": self.task_id,
-            "cliente_id": self.cliente_id,
-            "usuario_id": self.usuario_id,
-            "path_file": self.path_file,
-            "status": self.status,
-            "data_inicio": iso(self.data_inicio, tz),
-            "data_fim": iso(self.data_fim, tz),
-            "mensagem_erro": self.mensagem_erro,
-            "automation_type": self.automation_type,
-            "queue": self.queue,
-            "priority": self.priority,
-            "retry_count": self.retry_count,
-            "progress": self.progress,
-            "metadata_json": self.metadata_json,
-            "display_name": self.display_name,
-            "client_name": self.client_name,
-        }
+        # A dataclass's __dict__ holds its fields in their order: copied, it is the full job.
+        item = dict(vars(self))
+        for name in DETAIL_FIELDS:
+            del item[name]
+        for name in _ITEM_INSTANTS:
+            item[name] = iso(item[name], tz)
+        return item
 
     def as_dict(self, tz: ZoneInfo) -> dict[str, Any]:
-        """Every field, JSON-ready: what events carry (the REST item, then the rest)."""
-        data = self.rest_item(tz)
-        data["context"] = self.context
-        data["result"] = self.result
-        data["created_at"] = iso(self.created_at, tz)
-        data["updated_at"] = iso(self.updated_at, tz)
-        data["machine_id"] = self.machine_id
+        """Every field, JSON-ready: what events carry (the REST item, then the details)."""
+        data = dict(vars(self))
+        for name in INSTANT_FIELDS:
+            data[name] = iso(data[name], tz)
         return data
 
 
-# The fields of WorkerView read straight from the job row, in the view's order; then come the
-# display name (from the registry) and the client's name (joined).
-ROW_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(JobView))[:-2]
+def _markers(name: str) -> tuple[object, ...]:
+    hint = _HINTS[name]
+    return get_args(hint)[1:] if get_origin(hint) is Annotated else ()
+
+
+_HINTS = get_type_hints(JobView, include_extras=True)
+# Every field, in the order callers see them; the REST item's, then the details.
+FIELDS: Final[tuple[str, ...]] = tuple(f.name for f in fields(JobView))
+DETAIL_FIELDS: Final = tuple(name for name in FIELDS if DETAIL in _markers(name))
+ITEM_FIELDS: Final = tuple(name for name in FIELDS if name not in DETAIL_FIELDS)
+# Instants: datetimes in a view, ISO text in the service's zone wherever a transport shows them.
+INSTANT_FIELDS: Final = tuple(f.name for f in facets(JobView) if strip_optional(f.hint)[0] is datetime)
+# Text fields whose values are an enum's.
+ENUM_FIELDS: Final[dict[str, type[Enum]]] = {
+    name: marker.enum for name in FIELDS for marker in _markers(name) if isinstance(marker, OneOf)
+}
+# The fields read straight from the job row, in the view's order (the columns of enriched_select,
+# then comes the client's name).
+ROW_FIELDS: Final = tuple(name for name in FIELDS if name in Job.__table__.columns)
+if FIELDS[: len(ITEM_FIELDS)] != ITEM_FIELDS:  # pragma: no cover - a declaration mistake
+    raise RuntimeError("the details of JobView must follow the fields of the REST item")
+# Where the two enriched fields stand: right after the item's columns, before the details'.
+_ENRICHED_AT = FIELDS.index("display_name")
+if (
+    *ROW_FIELDS[:_ENRICHED_AT],
+    "display_name",
+    CLIENT_NAME,
+    *ROW_FIELDS[_ENRICHED_AT:],
+) != FIELDS:  # pragma: no cover - a declaration mistake
+    raise RuntimeError("JobView must be its row's columns with display_name and client_name among them")
+_ITEM_INSTANTS = tuple(name for name in INSTANT_FIELDS if name in ITEM_FIELDS)
+# Positions in a row of enriched_select.
 _AUTOMATION_AT = ROW_FIELDS.index("automation_type")
+_CLIENT_AT = len(ROW_FIELDS)
+_ROW_ITEM_INSTANTS = tuple((ROW_FIELDS.index(name), name) for name in _ITEM_INSTANTS)
 # The JSON documents a job was dispatched with and ended with: the largest columns of a row and
 # the costliest to decode. REST list items never show them, nor a GraphQL list that does not
 # select them; such lists read NULL in their place (see enriched_select).
 DOCUMENT_FIELDS: tuple[str, ...] = ("context", "result")
-# The fields of a REST item read straight from the row: the leading fields of ROW_FIELDS, up to
-# metadata_json (then come the display name and the client's name).
-_REST_ROW_FIELDS = ROW_FIELDS.index("metadata_json") + 1
-_REST_ROW_KEYS = ROW_FIELDS[:_REST_ROW_FIELDS]
-_DATA_INICIO_AT = ROW_FIELDS.index("data_inicio")
-_DATA_FIM_AT = ROW_FIELDS.index("data_fim")
 
 
 def enriched_select(*, documents: bool = True) -> Select[Any]:
@@ -124,6 +165,9 @@ def enriched_select(*, documents: bool = True) -> Select[Any]:
         .select_from(Job)
         .outerjoin(Cliente, Cliente.id == Job.cliente_id)
     )
+
+
+_row_values = attrgetter(*ROW_FIELDS)
 
 
 # The two orders jobs are listed in: running ones longest running first, queued ones in the order
@@ -163,39 +207,26 @@ def _registry() -> Mapping[str, Automation]:
 
 def view_of(job: Job | Row[Any], client_name: str | None) -> JobView:
     """Build the view from a loaded row (an entity or a row of its columns) and the client name."""
-    return JobView(
-        id=job.id,
-        task_id=job.task_id,
-        cliente_id=job.cliente_id,
-        usuario_id=job.usuario_id,
-        path_file=job.path_file,
-        status=job.status,
-        data_inicio=job.data_inicio,
-        data_fim=job.data_fim,
-        mensagem_erro=job.mensagem_erro,
-        automation_type=job.automation_type,
-        queue=job.queue,
-        priority=job.priority,
-        retry_count=job.retry_count,
-        progress=job.progress,
-        metadata_json=job.metadata_json,
-        context=job.context,
-        result=job.result,
-        created_at=job.created_at,
-        updated_at=job.updated_at,
-        machine_id=job.machine_id,
-        display_name=display_name_of(job.automation_type),
-        client_name=client_name,
+    values: Any = (
+        *_row_values(job)[:_ENRICHED_AT],
+        display_name_of(job.automation_type),
+        client_name,
+        *_row_values(job)[_ENRICHED_AT:],
     )
+    return JobView(*values)
 
 
 def views_of(rows: Any) -> list[JobView]:
     """Views from the rows of :func:`enriched_select`, by position (a row's attribute lookups by
     name cost twice as much as building the view: lists and live screens build hundreds)."""
-    count = len(ROW_FIELDS)
     result: list[JobView] = []
     for row in rows:
-        values: Any = (*row[:count], display_name_of(row[_AUTOMATION_AT]), row[count])
+        values: Any = (
+            *row[:_ENRICHED_AT],
+            display_name_of(row[_AUTOMATION_AT]),
+            row[_CLIENT_AT],
+            *row[_ENRICHED_AT:_CLIENT_AT],
+        )
         result.append(JobView(*values))
     return result
 
@@ -203,13 +234,12 @@ def views_of(rows: Any) -> list[JobView]:
 def rest_items_of(rows: Any, tz: ZoneInfo) -> list[dict[str, Any]]:
     """The REST items (:meth:`JobView.rest_item`) of the rows of :func:`enriched_select`, built
     straight from each row: a list page renders its items without a view in between."""
-    client_at = len(ROW_FIELDS)
     items: list[dict[str, Any]] = []
     for row in rows:
-        item = dict(zip(_REST_ROW_KEYS, row[:_REST_ROW_FIELDS], strict=True))
-        item["data_inicio"] = iso(row[_DATA_INICIO_AT], tz)
-        item["data_fim"] = iso(row[_DATA_FIM_AT], tz)
+        item = dict(zip(ITEM_FIELDS, row[:_ENRICHED_AT]))  # noqa: B905 (the item's columns, then more)
+        for at, name in _ROW_ITEM_INSTANTS:
+            item[name] = iso(row[at], tz)
         item["display_name"] = display_name_of(row[_AUTOMATION_AT])
-        item["client_name"] = row[client_at]
+        item[CLIENT_NAME] = row[_CLIENT_AT]
         items.append(item)
     return items

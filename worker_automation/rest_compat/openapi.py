@@ -16,11 +16,12 @@ from starlette.routing import BaseRoute, Route
 
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 from worker_automation.domain.limits import INT32_MAX
+from worker_automation.domain.ranges import PRIORITY_MAX, PRIORITY_MIN
 from worker_automation.domain.vocabulary import REPORTED_FAULTS
 from worker_automation.models import JobStatus
 from worker_automation.resolvers.dispatch import MAX_BATCH
 from worker_automation.rest_compat.api_table import NO_NUL, OPERATIONS, Operation, Param
-from worker_automation.rest_compat.schemas import shape_schemas
+from worker_automation.rest_compat.schemas import job_schemas, shape_schemas
 from worker_automation.settings import Settings
 
 OPENAPI_PATH = "/api/v1/openapi.json"
@@ -74,34 +75,9 @@ _SPACE = (
 )
 # Text with something other than blanks in it, and no NUL.
 _NOT_BLANK: dict[str, Any] = {"type": "string", "pattern": f"^[^\\u0000]*[^\\u0000{_SPACE}][^\\u0000]*$"}
-_TIME: dict[str, Any] = {"type": "string", "format": "date-time", "nullable": True}
-
-
-def _job_item(statuses: list[str]) -> dict[str, Any]:
-    properties: dict[str, dict[str, Any]] = {
-        "id": _int(1),
-        "task_id": _nullable(_STR),
-        "cliente_id": _nullable(_int()),
-        "usuario_id": _nullable(_int()),
-        "path_file": _nullable(_STR),
-        "status": {"type": "string", "enum": statuses},
-        "data_inicio": _TIME,
-        "data_fim": _TIME,
-        "mensagem_erro": _nullable(_STR),
-        "automation_type": _STR,
-        "queue": _STR,
-        "priority": _int(0, 9),
-        "retry_count": _int(0),
-        "progress": _int(0, 100),
-        "metadata_json": {"type": "object", "nullable": True},
-        "display_name": _STR,
-        "client_name": _nullable(_STR),
-    }
-    return _obj(list(properties), **properties)
 
 
 def _schemas(queues: list[str]) -> dict[str, Any]:
-    statuses = [s.value for s in JobStatus]
     queue_enum = {"type": "string", "enum": queues}
     item = _ref("WorkerItem")
     search_item = _obj(
@@ -113,21 +89,6 @@ def _schemas(queues: list[str]) -> dict[str, Any]:
         requires_selenium={"type": "boolean"},
         score=_int(0, 100),
     )
-    job = {
-        "allOf": [
-            item,
-            {
-                "type": "object",
-                "properties": {
-                    "context": {"type": "object", "nullable": True},
-                    "result": {"nullable": True},
-                    "created_at": _TIME,
-                    "updated_at": _TIME,
-                    "machine_id": _nullable(_int()),
-                },
-            },
-        ]
-    }
     return {
         "ErrorEnvelope": _obj(
             ["status", "message", "data"],
@@ -135,8 +96,7 @@ def _schemas(queues: list[str]) -> dict[str, Any]:
             message=_STR,
             data={"type": "object", "nullable": True, "description": "field: o campo invalido (422)"},
         ),
-        "WorkerItem": _job_item(statuses),
-        "Job": job,
+        **job_schemas(),
         "WorkerPage": _obj(
             ["items", "total", "page", "per_page", "pages"],
             items={"type": "array", "items": item},
@@ -176,7 +136,7 @@ def _schemas(queues: list[str]) -> dict[str, Any]:
         ),
         **shape_schemas("ClearResult", "PurgeResult", "CleanupResult", "SyncResult"),
         "MoveBody": _obj(["target_queue"], target_queue=queue_enum),
-        "ReorderBody": _obj(["new_priority"], new_priority=_int(0, 9)),
+        "ReorderBody": _obj(["new_priority"], new_priority=_int(PRIORITY_MIN, PRIORITY_MAX)),
         "DispatchBody": _obj(
             ["automation_type"],
             automation_type={"type": "string", "enum": sorted(AUTOMATION_REGISTRY)},
@@ -184,7 +144,7 @@ def _schemas(queues: list[str]) -> dict[str, Any]:
             context=_nullable(
                 {"type": "object", "description": "Validado contra o formulario da automacao (null: vazio)"}
             ),
-            priority={**_int(0, 9), "default": 0},
+            priority={**_int(PRIORITY_MIN, PRIORITY_MAX), "default": PRIORITY_MIN},
         ),
         "DispatchBatchBody": _obj(
             ["jobs"],

@@ -8,6 +8,7 @@ answers cannot drift apart.
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import Enum
 from typing import Any, get_args, get_origin
 
@@ -15,7 +16,7 @@ from worker_automation.broker.inspect import InspectResult
 from worker_automation.domain.shapes import Facet, facets, strip_optional
 from worker_automation.resolvers import live, maintenance
 from worker_automation.resolvers import reads as read_ops
-from worker_automation.resolvers.job_views import JobView
+from worker_automation.resolvers.job_views import ENUM_FIELDS, INSTANT_FIELDS, ITEM_FIELDS, JobView
 
 _LOAD = ("queue_name", "workers_count", "active_count", "pending_count", "capacity", "load_percent")
 _TASKS = ("active_tasks", "pending_tasks")
@@ -58,6 +59,10 @@ def _type_schema(hint: Any) -> dict[str, Any]:
         return _ref(_COMPONENTS[hint])
     if hint in _SCALARS:
         return {"type": _SCALARS[hint]}
+    if hint is datetime:
+        return {"type": "string", "format": "date-time"}
+    if hint is Any:
+        return {}
     if isinstance(hint, type) and issubclass(hint, Enum):
         return {"type": "string", "enum": [member.value for member in hint]}
     if origin in (list, tuple):
@@ -96,3 +101,33 @@ def shape_schema(name: str) -> dict[str, Any]:
 def shape_schemas(*names: str) -> dict[str, dict[str, Any]]:
     """The components ``names``, in that order."""
     return {name: shape_schema(name) for name in names}
+
+
+def _job_property(facet: Facet) -> dict[str, Any]:
+    if facet.name in ENUM_FIELDS:
+        return _type_schema(ENUM_FIELDS[facet.name])
+    schema = _property(facet)
+    if facet.name in INSTANT_FIELDS:
+        # Instants are documented as text that may be null, whether or not the row allows it.
+        schema["nullable"] = True
+    return schema
+
+
+def job_schemas() -> dict[str, dict[str, Any]]:
+    """``WorkerItem``, the documented REST item (every key present, null where the job allows),
+    and ``Job``, that item and the details events and the worker protocol carry: both from
+    :class:`JobView`."""
+    shown = {f.name: _job_property(f) for f in facets(JobView)}
+    return {
+        "WorkerItem": {
+            "type": "object",
+            "required": list(ITEM_FIELDS),
+            "properties": {name: shown[name] for name in ITEM_FIELDS},
+        },
+        "Job": {
+            "allOf": [
+                _ref("WorkerItem"),
+                {"type": "object", "properties": {n: p for n, p in shown.items() if n not in ITEM_FIELDS}},
+            ]
+        },
+    }

@@ -8,17 +8,27 @@ or pushed by a subscription.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 import strawberry
 
 from worker_automation.broker.events import Event
+from worker_automation.domain.shapes import facets, strip_optional
 from worker_automation.models import utcnow
 from worker_automation.resolvers.clientes import ClienteView
-from worker_automation.resolvers.job_views import ROW_FIELDS, JobView, display_name_of, iso
+from worker_automation.resolvers.job_views import (
+    CLIENT_NAME,
+    ENUM_FIELDS,
+    FIELDS,
+    INSTANT_FIELDS,
+    ROW_FIELDS,
+    JobView,
+    display_name_of,
+    iso,
+)
 from worker_automation.resolvers.machines import MachineView
 from worker_automation.resolvers.pagination import Page, cursor_of
 from worker_automation.resolvers.presence import is_connected
@@ -26,11 +36,11 @@ from worker_automation.resolvers.reads import Slice
 from worker_automation.resolvers.waiting import Waiting
 from worker_automation.schema.attempt_types import Attempt
 from worker_automation.schema.context import Info
-from worker_automation.schema.derived import FromView, derived, register_view
+from worker_automation.schema.derived import FromView, derived
 from worker_automation.schema.enums import ChangeKind, EventKind, JobStatus, MachineStatus, change_of
 from worker_automation.schema.fields import field
 from worker_automation.schema.process_types import WaitingReason, waiting_of_job
-from worker_automation.schema.scalars import JSON, DateTime, ZonedInstant
+from worker_automation.schema.scalars import DateTime, ZonedInstant
 
 
 @strawberry.type(description="A registered worker process: serves one automation, or one queue.")
@@ -88,41 +98,18 @@ def _at(value: datetime | None, tz: ZoneInfo) -> DateTime | None:
     return None if value is None else DateTime(value.astimezone(tz).isoformat(timespec="seconds"))
 
 
-def _lazy_at(value: datetime | None, tz: ZoneInfo) -> DateTime | None:
-    """``_at`` rendered only if the field is selected (see ZonedInstant)."""
-    return None if value is None else cast(DateTime, ZonedInstant(value, tz))
-
-
-def _stamp(value: Any) -> DateTime | None:
-    return None if value is None else DateTime(str(value))
-
-
-@strawberry.type(name="Worker", description="One execution of an automation (a 'worker' in the REST API).")
+@derived(JobView, name="Worker", description="One execution of an automation (a 'worker' in the REST API).")
 class Job:
-    """A job row with its automation's display name and its client's name."""
+    """A job row with its automation's display name and its client's name: the fields of
+    :class:`JobView`, in its order, then what only GraphQL resolves."""
 
-    id: int = strawberry.field(description="Internal id.")
-    task_id: str | None = strawberry.field(description="Celery task id (UUID); null if never sent.")
-    cliente_id: int | None = strawberry.field(description="Client the job runs for (not enforced).")
-    usuario_id: int | None = strawberry.field(description="User who triggered it.")
-    path_file: str | None = strawberry.field(description="File produced or consumed, if any.")
-    status: JobStatus = strawberry.field(description="Current state.")
-    data_inicio: DateTime | None = strawberry.field(description="When it started running.")
-    data_fim: DateTime | None = strawberry.field(description="When it ended (done, failed, cancelled).")
-    mensagem_erro: str | None = strawberry.field(description="Error or cancellation message.")
-    automation_type: str = strawberry.field(description="Automation key in the registry.")
-    queue: str = strawberry.field(description="Celery queue it runs on.")
-    priority: int = strawberry.field(description="0..9, lower runs first.")
-    retry_count: int = strawberry.field(description="How many times it was retried.")
-    progress: int = strawberry.field(description="0..100, as reported by the automation.")
-    metadata_json: JSON | None = strawberry.field(description="Free metadata (e.g. progress message).")
-    display_name: str = strawberry.field(description="The automation's friendly name.")
-    client_name: str | None = strawberry.field(description="The client's razao social, if it exists.")
-    context: JSON | None = strawberry.field(description="Input the job was dispatched with.")
-    result: JSON | None = strawberry.field(description="Return value, or the error on failure.")
-    created_at: DateTime = strawberry.field(description="When the job was created.")
-    updated_at: DateTime = strawberry.field(description="When the row last changed.")
-    machine_id: int | None = strawberry.field(description="Machine that claimed it, if any.")
+    status: JobStatus  # the view's text, as the enum
+    if TYPE_CHECKING:  # the fields the code below and the subscriptions read, typed for the checker
+        id: int
+        task_id: str | None
+        cliente_id: int | None
+        progress: int
+        machine_id: int | None
 
     @field(description="The machine that claimed the job (batched per operation).")
     async def machine(self, info: Info) -> Machine | None:
@@ -177,61 +164,65 @@ class Job:
         """Build from a resolver's view, timestamps in ``tz`` (the same values as
         :meth:`from_dict` of :meth:`JobView.as_dict`, without the dict in between: lists and
         live screens build hundreds)."""
-        return cls(
-            id=view.id,
-            task_id=view.task_id,
-            cliente_id=view.cliente_id,
-            usuario_id=view.usuario_id,
-            path_file=view.path_file,
-            status=JobStatus(view.status),
-            data_inicio=_at(view.data_inicio, tz),
-            data_fim=_at(view.data_fim, tz),
-            mensagem_erro=view.mensagem_erro,
-            automation_type=view.automation_type,
-            queue=view.queue,
-            priority=view.priority,
-            retry_count=view.retry_count,
-            progress=view.progress,
-            metadata_json=JSON(view.metadata_json) if view.metadata_json is not None else None,
-            display_name=view.display_name,
-            client_name=view.client_name,
-            context=JSON(view.context) if view.context is not None else None,
-            result=view.result,
-            created_at=DateTime(iso(view.created_at, tz) or ""),
-            updated_at=DateTime(iso(view.updated_at, tz) or ""),
-            machine_id=view.machine_id,
-        )
+        values = dict(vars(view))
+        values["status"] = JobStatus(values["status"])
+        for name, empty in _INSTANTS:
+            values[name] = _at(values[name], tz) or empty
+        return _made(values)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Job:
-        """Build from :meth:`JobView.as_dict` output (what events carry)."""
-        return cls(
-            id=int(data["id"]),
-            task_id=data.get("task_id"),
-            cliente_id=data.get("cliente_id"),
-            usuario_id=data.get("usuario_id"),
-            path_file=data.get("path_file"),
-            status=JobStatus(data["status"]),
-            data_inicio=_stamp(data.get("data_inicio")),
-            data_fim=_stamp(data.get("data_fim")),
-            mensagem_erro=data.get("mensagem_erro"),
-            automation_type=str(data.get("automation_type", "")),
-            queue=str(data.get("queue", "")),
-            priority=int(data.get("priority") or 0),
-            retry_count=int(data.get("retry_count") or 0),
-            progress=int(data.get("progress") or 0),
-            metadata_json=data.get("metadata_json"),
-            display_name=str(data.get("display_name") or data.get("automation_type", "")),
-            client_name=data.get("client_name"),
-            context=data.get("context"),
-            result=data.get("result"),
-            created_at=DateTime(str(data.get("created_at") or "")),
-            updated_at=DateTime(str(data.get("updated_at") or "")),
-            machine_id=data.get("machine_id"),
+        """Build from :meth:`JobView.as_dict` output (what events carry); a field left out reads
+        as null, or as the empty value of its type where the type allows no null."""
+        values = {name: data.get(name) for name in FIELDS}
+        for name, convert in _FROM_JSON:
+            values[name] = convert(values[name])
+        if not values["display_name"]:
+            values["display_name"] = values["automation_type"]
+        return _made(values)
+
+
+def _made(values: dict[str, Any]) -> Job:
+    """A Worker holding ``values`` (one per field of :class:`JobView`). Its dataclass __init__
+    would only set them one by one, after matching 22 keywords: a list page builds one per row."""
+    job: Job = object.__new__(Job)
+    job.__dict__ = values
+    return job
+
+
+def _required(hint: Any) -> bool:
+    return not strip_optional(hint)[1]
+
+
+# Per instant of the view: what it is when null (the empty text where the type allows no null).
+_INSTANTS: tuple[tuple[str, DateTime | None], ...] = tuple(
+    (f.name, DateTime("") if _required(f.hint) else None) for f in facets(JobView) if f.name in INSTANT_FIELDS
+)
+
+
+def _from_json(hint: Any, name: str) -> Callable[[Any], Any] | None:
+    """How a field of :meth:`JobView.as_dict` output becomes the Worker's (None: as it is)."""
+    inner, optional = strip_optional(hint)
+    if name in ENUM_FIELDS:
+        return ENUM_FIELDS[name]
+    if inner is datetime:
+        return (
+            (lambda v: None if v is None else DateTime(str(v)))
+            if optional
+            else (lambda v: DateTime(str(v or "")))
         )
+    if optional:
+        return None
+    if inner is int:
+        return lambda v: int(v or 0)
+    if inner is str:
+        return lambda v: "" if v is None else str(v)
+    return None
 
 
-register_view(JobView, Job, Job.from_view)  # type: ignore[arg-type]
+_FROM_JSON: tuple[tuple[str, Callable[[Any], Any]], ...] = tuple(
+    (f.name, convert) for f in facets(JobView) if (convert := _from_json(f.hint, f.name)) is not None
+)
 
 
 def jobs_of(views: list[JobView], tz: ZoneInfo) -> list[Job]:
@@ -239,31 +230,8 @@ def jobs_of(views: list[JobView], tz: ZoneInfo) -> list[Job]:
     return [Job.from_view(v, tz) for v in views]
 
 
-# The row layout jobs_of_rows unpacks: the columns of enriched_select, then the client's name.
-_ROW_LAYOUT = (
-    "id",
-    "task_id",
-    "cliente_id",
-    "usuario_id",
-    "path_file",
-    "status",
-    "data_inicio",
-    "data_fim",
-    "mensagem_erro",
-    "automation_type",
-    "queue",
-    "priority",
-    "retry_count",
-    "progress",
-    "metadata_json",
-    "context",
-    "result",
-    "created_at",
-    "updated_at",
-    "machine_id",
-)
-if ROW_FIELDS != _ROW_LAYOUT:  # pragma: no cover - a reordered view must update jobs_of_rows
-    raise RuntimeError("jobs_of_rows no longer matches the columns of enriched_select")
+# The names of a row of enriched_select, by position: its columns, then the client's name.
+_ROW_NAMES = (*ROW_FIELDS, CLIENT_NAME)
 
 
 def jobs_of_rows(rows: Sequence[Sequence[Any]], tz: ZoneInfo) -> list[Job]:
@@ -271,56 +239,19 @@ def jobs_of_rows(rows: Sequence[Sequence[Any]], tz: ZoneInfo) -> list[Job]:
     :meth:`Job.from_view` of their views, without the views in between: a list page builds
     one per row). Their timestamps are rendered only for the fields the query selects."""
     jobs: list[Job] = []
+    new, instants = object.__new__, _INSTANTS  # (looked up once: this loop is the page)
     for row in rows:
-        (
-            id_,
-            task_id,
-            cliente_id,
-            usuario_id,
-            path_file,
-            status,
-            data_inicio,
-            data_fim,
-            mensagem_erro,
-            automation_type,
-            queue,
-            priority,
-            retry_count,
-            progress,
-            metadata_json,
-            context,
-            result,
-            created_at,
-            updated_at,
-            machine_id,
-            client_name,
-        ) = row[:21]
-        jobs.append(
-            Job(
-                id=id_,
-                task_id=task_id,
-                cliente_id=cliente_id,
-                usuario_id=usuario_id,
-                path_file=path_file,
-                status=JobStatus(status),
-                data_inicio=_lazy_at(data_inicio, tz),
-                data_fim=_lazy_at(data_fim, tz),
-                mensagem_erro=mensagem_erro,
-                automation_type=automation_type,
-                queue=queue,
-                priority=priority,
-                retry_count=retry_count,
-                progress=progress,
-                metadata_json=JSON(metadata_json) if metadata_json is not None else None,
-                display_name=display_name_of(automation_type),
-                client_name=client_name,
-                context=JSON(context) if context is not None else None,
-                result=result,
-                created_at=_lazy_at(created_at, tz) or DateTime(""),
-                updated_at=_lazy_at(updated_at, tz) or DateTime(""),
-                machine_id=machine_id,
-            )
-        )
+        # A row may carry more columns after these (zip stops at the names); strict= would cost
+        # a keyword call per row.
+        values = dict(zip(_ROW_NAMES, row))  # noqa: B905
+        values["status"] = JobStatus(values["status"])
+        for name, empty in instants:
+            value = values[name]
+            values[name] = empty if value is None else ZonedInstant(value, tz)
+        values["display_name"] = display_name_of(values["automation_type"])
+        job: Job = new(Job)
+        job.__dict__ = values  # as _made does
+        jobs.append(job)
     return jobs
 
 
