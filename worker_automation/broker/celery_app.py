@@ -10,14 +10,16 @@ from celery.backends.redis import RedisBackend
 from kombu.entity import Queue
 
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
+from worker_automation.domain.ranges import PRIORITY_MAX, PRIORITY_MIN
 from worker_automation.settings import Settings
 
 # Producers, workers, queue counters and purgers must agree on these or messages land in lists
-# that some of them never look at: one list per priority 0..9, named `queue`, `queue:1`..`queue:9`.
+# that some of them never look at: one list per priority (PRIORITY_MIN to PRIORITY_MAX), named `queue`,
+# `queue:1`, `queue:2` and so on.
 # A plain dict so it can be handed to kombu as is; treat it as read-only (transport_options() copies).
 TRANSPORT_OPTIONS: Final[dict[str, Any]] = {
     "queue_order_strategy": "priority",
-    "priority_steps": list(range(10)),
+    "priority_steps": list(range(PRIORITY_MIN, PRIORITY_MAX + 1)),
     "sep": ":",
 }
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from worker_automation import package_version
+from worker_automation.domain.ranges import PRIORITY_MAX, PRIORITY_MIN, PRIORITY_RANGE
 from worker_automation.domain.seed_limits import MAX_CLIENTES, MAX_JOBS
 
 
@@ -185,7 +186,10 @@ def build_parser() -> argparse.ArgumentParser:
     dispatch.add_argument("--cliente", type=int, default=None, help="the client's id (optional)")
     dispatch.add_argument("--context", default="{}", help="the job's input, a JSON object (default {})")
     dispatch.add_argument(
-        "--priority", type=_bounded(0, 9), default=0, help="0 (runs first) to 9 (default %(default)s)"
+        "--priority",
+        type=_bounded(PRIORITY_MIN, PRIORITY_MAX),
+        default=PRIORITY_MIN,
+        help=f"{PRIORITY_MIN} (runs first) to {PRIORITY_MAX} (default %(default)s)",
     )
     dispatch.set_defaults(fn=Command("dispatch", "cmd_dispatch"))
 
@@ -280,7 +284,7 @@ def _add_operator_commands(sub: Any) -> None:
     add.add_argument("--cron", required=True, help="five-field cron expression, e.g. '0 6 * * 1-5'")
     add.add_argument("--cliente", type=int, default=None, help="client id of the jobs")
     add.add_argument("--context", default="{}", help="JSON object: the jobs' input")
-    add.add_argument("--priority", type=int, default=0, help="0..9, lower runs first")
+    add.add_argument("--priority", type=int, default=PRIORITY_MIN, help=f"{PRIORITY_RANGE}, lower runs first")
     add.add_argument("--timezone", default=None, help="IANA zone of the cron (default: WA_TIMEZONE)")
     add.add_argument("--disabled", action="store_true", help="create it disabled")
     add.set_defaults(fn=Command("operator", "cmd_schedules_add"))

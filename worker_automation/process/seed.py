@@ -20,6 +20,7 @@ from sqlalchemy import Table, bindparam, func, insert, literal, select
 
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY, Automation
 from worker_automation.domain.documents import cnpj_check_digits
+from worker_automation.domain.ranges import PRIORITY_MAX, PRIORITY_MIN
 from worker_automation.domain.seed_limits import MAX_CLIENTES, MAX_JOBS
 from worker_automation.models import Attempt, Cliente, Job, JobStatus, Usuario, utcnow
 from worker_automation.models.database import Database
@@ -144,7 +145,9 @@ def _job_row(
         "mensagem_erro": None,
         "automation_type": automation.key,
         "queue": automation.queue,
-        "priority": rng.choices(range(10), weights=[40, 5, 5, 5, 10, 10, 5, 5, 5, 10])[0],
+        "priority": rng.choices(
+            range(PRIORITY_MIN, PRIORITY_MAX + 1), weights=[40, 5, 5, 5, 10, 10, 5, 5, 5, 10]
+        )[0],
         "retry_count": 0,
         "progress": 0,
         "metadata_json": None,

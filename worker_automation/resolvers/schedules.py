@@ -18,7 +18,7 @@ from sqlalchemy import select
 
 from worker_automation.catalog.forms import validate_context
 from worker_automation.domain.errors import BadInput, NotFound
-from worker_automation.domain.ranges import check_priority
+from worker_automation.domain.ranges import PRIORITY_RANGE, check_priority
 from worker_automation.domain.shapes import Doc
 from worker_automation.models import Schedule, utcnow
 from worker_automation.models.database import Database, Executor
@@ -52,7 +52,7 @@ class ScheduleView:
     automation_type: Annotated[str, Doc("Automation of the jobs it creates.")]
     cliente_id: Annotated[int | None, Doc("Client of the jobs it creates.")]
     context: Annotated[dict[str, Any] | None, Doc("Input of the jobs it creates (checked by the form).")]
-    priority: Annotated[int, Doc("Priority of the jobs it creates (0..9).")]
+    priority: Annotated[int, Doc(f"Priority of the jobs it creates ({PRIORITY_RANGE}).")]
     cron: Annotated[str, Doc("Five-field cron expression (minute hour day month weekday).")]
     timezone: Annotated[str, Doc("IANA zone the cron expression is read in.")]
     enabled: Annotated[bool, Doc("False: no occurrence fires.")]

@@ -9,6 +9,7 @@ import strawberry
 
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 from worker_automation.domain.errors import BadInput
+from worker_automation.domain.ranges import PRIORITY_RANGE
 from worker_automation.resolvers.job_order import JobOrder
 from worker_automation.resolvers.reads import JobFilter, check_queue
 from worker_automation.schema.enums import Direction, JobStatus, OrderField
@@ -91,7 +92,7 @@ class DispatchInput:
     context: JSON | None = strawberry.field(
         default=None, description="Input of the automation; must satisfy its form (see Automation.form)."
     )
-    priority: int = strawberry.field(default=0, description="0..9, lower runs first.")
+    priority: int = strawberry.field(default=0, description=f"{PRIORITY_RANGE}, lower runs first.")
     usuario_id: int | None = strawberry.field(default=None, description="User on whose behalf it runs.")
 
 

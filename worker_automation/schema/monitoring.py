@@ -8,6 +8,7 @@ from zoneinfo import ZoneInfo
 import strawberry
 
 from worker_automation.broker.inspect import InspectResult
+from worker_automation.domain.ranges import PRIORITY_RANGE
 from worker_automation.resolvers import live
 from worker_automation.resolvers.reads import Stats as StatsView
 from worker_automation.resolvers.reads import TaskStatus as TaskStatusView
@@ -72,7 +73,7 @@ class PriorityLength:
     """One priority list of a queue in the broker."""
 
     queue: str = strawberry.field(description="Queue name.")
-    priority: int = strawberry.field(description="Priority 0..9 (lower runs first).")
+    priority: int = strawberry.field(description=f"Priority {PRIORITY_RANGE} (lower runs first).")
     count: int = strawberry.field(description="Messages waiting at that priority.")
 
 

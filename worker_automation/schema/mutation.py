@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import strawberry
 
+from worker_automation.domain.ranges import PRIORITY_RANGE
 from worker_automation.resolvers import job_actions, machines, maintenance, recovery
 from worker_automation.resolvers.automations import update_settings
 from worker_automation.resolvers.dispatch import JobRequest, dispatch, dispatch_many
@@ -84,7 +85,9 @@ class Mutation(OperatorMutation):
         view = await job_actions.move(info.context.services, principal.actor, id, target_queue)
         return Job.from_view(view, info.context.tz)
 
-    @mutation(description="Change a queued job's priority (0..9, lower first).", extensions=write())
+    @mutation(
+        description=f"Change a queued job's priority ({PRIORITY_RANGE}, lower first).", extensions=write()
+    )
     async def reorder_worker(self, info: Info, id: int, new_priority: int) -> Job:
         principal = await info.context.principal()
         view = await job_actions.reorder(info.context.services, principal.actor, id, new_priority)

@@ -6,6 +6,7 @@ import dataclasses
 
 import strawberry
 
+from worker_automation.domain.ranges import PRIORITY_RANGE
 from worker_automation.resolvers.schedules import ScheduleInput as ScheduleData
 from worker_automation.resolvers.schedules import ScheduleView
 from worker_automation.schema.derived import FromView, derived
@@ -30,7 +31,7 @@ class ScheduleInput:
     cron: str = strawberry.field(description="Five-field cron expression, e.g. '0 6 * * 1-5'.")
     cliente_id: int | None = strawberry.field(default=None, description="Client of the jobs.")
     context: JSON | None = strawberry.field(default=None, description="Input of the jobs (the form).")
-    priority: int = strawberry.field(default=0, description="0..9, lower runs first.")
+    priority: int = strawberry.field(default=0, description=f"{PRIORITY_RANGE}, lower runs first.")
     timezone: str | None = strawberry.field(default=None, description="IANA zone (default: WA_TIMEZONE).")
     enabled: bool = strawberry.field(default=True, description="False: created paused.")
 
@@ -47,7 +48,7 @@ class ScheduleUpdateInput:
     cron: str | None = strawberry.field(default=None, description="Five-field cron expression.")
     cliente_id: int | None = strawberry.field(default=None, description="Client of the jobs.")
     context: JSON | None = strawberry.field(default=None, description="Input of the jobs.")
-    priority: int | None = strawberry.field(default=None, description="0..9, lower runs first.")
+    priority: int | None = strawberry.field(default=None, description=f"{PRIORITY_RANGE}, lower runs first.")
     timezone: str | None = strawberry.field(default=None, description="IANA zone.")
     enabled: bool | None = strawberry.field(default=None, description="False: no occurrence fires.")
 
