@@ -1,9 +1,11 @@
-"""The table of REST operations the OpenAPI document is generated from: one entry per route, with
-its parameters, body, permissions, success message and the schema of its ``data``."""
+"""The table of REST operations: one entry per route, with the handler that answers it, its
+parameters, body, permissions, success message and the schema of its ``data``. The app's routes
+(:mod:`worker_automation.rest_compat.documented_routes`) and the OpenAPI document
+(:mod:`worker_automation.rest_compat.openapi`) are both built from it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from worker_automation.domain.limits import INT32_MAX, INT32_MIN
@@ -15,6 +17,8 @@ from worker_automation.resolvers.maintenance import (
     PurgeResult,
     SyncResult,
 )
+from worker_automation.rest_compat import jobs, reads, writes
+from worker_automation.rest_compat.http import Handler
 from worker_automation.rest_compat.jobs import (
     MSG_COMPLETED,
     MSG_CREATED,
@@ -68,7 +72,7 @@ class Param:
 
 @dataclass(frozen=True)
 class Operation:
-    """One documented route."""
+    """One documented route, and the handler that answers it."""
 
     method: str
     path: str
@@ -86,6 +90,7 @@ class Operation:
     errors: tuple[int, ...] = ()
     success_code: int = 200
     description: str = ""
+    handler: Handler = field(kw_only=True)
 
 
 _INT: dict[str, Any] = {"type": "integer"}
@@ -131,7 +136,9 @@ def _maintenance(
     )
 
 
-def _action(path: str, op_id: str, message: str, summary: str, body: str | None = None) -> Operation:
+def _action(
+    path: str, op_id: str, message: str, summary: str, handler: Handler, body: str | None = None
+) -> Operation:
     return _wa(
         "POST",
         path,
@@ -144,6 +151,7 @@ def _action(path: str, op_id: str, message: str, summary: str, body: str | None 
         params=(WORKER_ID,),
         body=body,
         errors=(404, 409, 503),
+        handler=handler,
     )
 
 
@@ -181,59 +189,80 @@ REFUSALS = ", ".join(reason.value for reason in Refusal)
 # fmt: off
 _WORKER_OPS: tuple[Operation, ...] = (
     _wa("GET", "/", "listWorkers", ref("WorkerPage"), MSG_LIST, "Lista paginada de workers",
-        params=LIST_PARAMS),
-    _wa("GET", "/stats", "getStats", ref("Stats"), MSG_STATS, "Totais por status e por fila"),
-    _wa("GET", "/active", "listActive", array_of("WorkerItem"), MSG_ACTIVE, "Workers EXECUTANDO"),
+        params=LIST_PARAMS, handler=reads.list_route),
+    _wa("GET", "/stats", "getStats", ref("Stats"), MSG_STATS, "Totais por status e por fila",
+        handler=reads.stats_route),
+    _wa("GET", "/active", "listActive", array_of("WorkerItem"), MSG_ACTIVE, "Workers EXECUTANDO",
+        handler=reads.active_route),
     _wa("GET", "/queued", "listQueued", ref("WorkerPage"), MSG_QUEUED, "Workers AGENDADO, prioridade e idade",
-        params=(PAGE, per_page(10), QUEUE)),
+        params=(PAGE, per_page(10), QUEUE), handler=reads.queued_route),
     _wa("GET", "/search-automations", "searchAutomations", ref("SearchResult"),
         search_message(2), "Busca fuzzy no catalogo de automacoes",
         params=(Param("q", "query", _TEXT, "Termo de busca"),),
-        description="Com q: score >= 60, do mais relevante ao menos. Sem q: o catalogo, por categoria."),
+        description="Com q: score >= 60, do mais relevante ao menos. Sem q: o catalogo, por categoria.",
+        handler=reads.search_route),
     _wa("GET", "/queue-live-status", "queueLiveStatus", ref("QueueLiveStatus"), MSG_QUEUE_LIVE,
-        "Estado de cada fila agora"),
-    _wa("GET", "/broker-status", "brokerStatus", ref("BrokerStatus"), MSG_BROKER, "LLEN de cada fila"),
-    _wa("GET", "/workers-inspect", "workersInspect", ref("WorkersInspect"), MSG_INSPECT, "Inspect do Celery"),
+        "Estado de cada fila agora", handler=reads.queue_live_route),
+    _wa("GET", "/broker-status", "brokerStatus", ref("BrokerStatus"), MSG_BROKER, "LLEN de cada fila",
+        handler=reads.broker_status_route),
+    _wa("GET", "/workers-inspect", "workersInspect", ref("WorkersInspect"), MSG_INSPECT, "Inspect do Celery",
+        handler=reads.workers_inspect_route),
     _wa("GET", "/status/{task_id}", "taskStatus", ref("TaskStatus"), MSG_TASK_STATUS, "Estado de uma task",
-        params=(Param("task_id", "path", _TEXT, "Task id (UUID)"),), errors=(404,)),
+        params=(Param("task_id", "path", _TEXT, "Task id (UUID)"),), errors=(404,),
+        handler=reads.task_status_route),
     _wa("GET", "/dashboard", "dashboard", ref("Dashboard"), MSG_DASHBOARD, "Dashboard agregado",
-        description="Secoes isoladas: uma secao que falha vem vazia e nomeada em errors."),
+        description="Secoes isoladas: uma secao que falha vem vazia e nomeada em errors.",
+        handler=reads.dashboard_route),
     _maintenance("POST", "/clear-queue", "clearQueue", "ClearResult",
-                 ClearResult(18, ClearScope.ALL, None).message, "Cancela em massa", params=(SCOPE, QUEUE)),
+                 ClearResult(18, ClearScope.ALL, None).message, "Cancela em massa", params=(SCOPE, QUEUE),
+                 handler=writes.clear_queue_route),
     _maintenance("POST", "/broker/purge-queue/{queue_name}", "purgeQueue", "PurgeResult",
-                 PurgeResult("scraping", 0).message, "Apaga a fila no broker", params=PURGE_PARAMS),
+                 PurgeResult("scraping", 0).message, "Apaga a fila no broker", params=PURGE_PARAMS,
+                 handler=writes.purge_queue_route),
     _maintenance("DELETE", "/cleanup-no-client", "cleanupNoClient", "CleanupResult",
-                 CleanupResult(3).message, "Remove workers abertos sem cliente"),
+                 CleanupResult(3).message, "Remove workers abertos sem cliente",
+                 handler=writes.cleanup_no_client_route),
     _maintenance("POST", "/sync-orphans", "syncOrphans", "SyncResult",
-                 SyncResult(2, 2).message, "Cancela workers que perderam a task"),
+                 SyncResult(2, 2).message, "Cancela workers que perderam a task",
+                 handler=writes.sync_orphans_route),
     _wa("GET", "/{worker_id}", "getWorker", ref("WorkerItem"), MSG_JOB, "Detalhe de um worker",
-        params=(WORKER_ID,), errors=(404,)),
-    _action("/{worker_id}/cancel", "cancelWorker", MSG_CANCEL, "Revoga a task e marca CANCELADO"),
-    _action("/{worker_id}/retry", "retryWorker", MSG_RETRY, "Re-enfileira um worker FALHA ou CANCELADO"),
-    _action("/{worker_id}/move", "moveWorker", MSG_MOVE, "Migra o worker para outra fila", "MoveBody"),
-    _action("/{worker_id}/reorder", "reorderWorker", MSG_REORDER, "Altera a prioridade", "ReorderBody"),
+        params=(WORKER_ID,), errors=(404,), handler=reads.job_route),
+    _action("/{worker_id}/cancel", "cancelWorker", MSG_CANCEL, "Revoga a task e marca CANCELADO",
+            writes.cancel_route),
+    _action("/{worker_id}/retry", "retryWorker", MSG_RETRY, "Re-enfileira um worker FALHA ou CANCELADO",
+            writes.retry_route),
+    _action("/{worker_id}/move", "moveWorker", MSG_MOVE, "Migra o worker para outra fila",
+            writes.move_route, "MoveBody"),
+    _action("/{worker_id}/reorder", "reorderWorker", MSG_REORDER, "Altera a prioridade",
+            writes.reorder_route, "ReorderBody"),
 )
 
 _JOB_OPS: tuple[Operation, ...] = (
     Operation("POST", JOBS, "dispatchJob", "Dispara uma automacao", "jobs", ref("Job"),
               MSG_CREATED, WRITE, body="DispatchBody", success_code=201, errors=(409, 503),
-              description="O contexto e validado contra o formulario da automacao; publica JobCreated."),
+              description="O contexto e validado contra o formulario da automacao; publica JobCreated.",
+              handler=jobs.create_job),
     Operation("POST", f"{JOBS}/batch", "dispatchJobs", "Dispara um lote de automacoes", "jobs",
               array_of("Job"), batch_message(3), WRITE, body="DispatchBatchBody",
               success_code=201, errors=(409, 503),
-              description="Todos os jobs ou nenhum: um job invalido e um 422 que o nomeia (jobs[i].campo)."),
+              description="Todos os jobs ou nenhum: um job invalido e um 422 que o nomeia (jobs[i].campo).",
+              handler=jobs.create_jobs),
     _job("GET", "/pending", "pendingJobs", MSG_PENDING,
-         "Jobs que a maquina pode reivindicar", data=array_of("Job"), params=PENDING_PARAMS, errors=()),
+         "Jobs que a maquina pode reivindicar", data=array_of("Job"), params=PENDING_PARAMS, errors=(),
+         handler=jobs.pending),
     _job("POST", "/{job_id}/start", "startJob", MSG_STARTED, "Reivindica o job",
-         body="StartBody", body_required=False, description=f"Recusa: 409 com data.reason em {REFUSALS}."),
+         body="StartBody", body_required=False, description=f"Recusa: 409 com data.reason em {REFUSALS}.",
+         handler=jobs.claim),
     _job("POST", "/{job_id}/progress", "jobProgress", MSG_PROGRESS, "Progresso 0..100",
-         body="ProgressBody"),
+         body="ProgressBody", handler=jobs.progress),
     _job("POST", "/{job_id}/complete", "completeJob", MSG_COMPLETED, "Resultado (CONCLUIDO)",
-         body="CompleteBody", body_required=False),
-    _job("POST", "/{job_id}/fail", "failJob", MSG_FAILED, "Falha (FALHA)", body="FailBody"),
+         body="CompleteBody", body_required=False, handler=jobs.complete),
+    _job("POST", "/{job_id}/fail", "failJob", MSG_FAILED, "Falha (FALHA)", body="FailBody",
+         handler=jobs.fail),
     _job("POST", "/{job_id}/lost", "lostJob", MSG_LOST,
          "Execucao perdida (relatada na inicializacao)", body="LostBody",
-         description="O job volta a fila (automacao idempotente) ou termina FALHA (worker_lost)."),
+         description="O job volta a fila (automacao idempotente) ou termina FALHA (worker_lost).",
+         handler=jobs.lost),
 )
 # fmt: on
 

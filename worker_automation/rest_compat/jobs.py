@@ -6,7 +6,6 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
 
 from worker_automation.domain.errors import BadInput, Unavailable
 from worker_automation.domain.limits import INT32_MAX, check_text
@@ -29,7 +28,6 @@ from worker_automation.rest_compat.http import (
     text_param,
 )
 
-PREFIX = "/api/v1/jobs"
 MSG_CREATED = "Job criado com sucesso"
 MSG_PENDING = "Jobs pendentes recuperados com sucesso"
 MSG_STARTED = "Job reivindicado com sucesso"
@@ -195,16 +193,3 @@ async def lost(request: Request) -> Response:
     body = await json_body(request, checked=("fault", "task_id"))
     view = await lost_runs.recover_lost(services, machine, job_id, body.get("fault"), _task_id(body))
     return success(MSG_LOST, view.as_dict(services.settings.tz))
-
-
-def job_routes() -> list[BaseRoute]:
-    return [
-        Route(PREFIX, create_job, methods=["POST"]),
-        Route(f"{PREFIX}/batch", create_jobs, methods=["POST"]),
-        Route(f"{PREFIX}/pending", pending, methods=["GET"]),
-        Route(f"{PREFIX}/{{job_id}}/start", claim, methods=["POST"]),
-        Route(f"{PREFIX}/{{job_id}}/progress", progress, methods=["POST"]),
-        Route(f"{PREFIX}/{{job_id}}/complete", complete, methods=["POST"]),
-        Route(f"{PREFIX}/{{job_id}}/fail", fail, methods=["POST"]),
-        Route(f"{PREFIX}/{{job_id}}/lost", lost, methods=["POST"]),
-    ]

@@ -7,7 +7,6 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
 from worker_automation.rest_compat.documented_routes import documented_routes
-from worker_automation.rest_compat.jobs import job_routes
 from worker_automation.rest_compat.openapi import openapi_routes
 from worker_automation.rest_compat.unmatched import unmatched
 
@@ -22,11 +21,10 @@ class ApiFallback:
 
 
 def rest_routes() -> list[BaseRoute]:
-    """The documented worker-automation API, the worker protocol, the OpenAPI document, then the
-    fallback (last: it matches every path under /api/v1)."""
+    """The documented API (the worker-automation routes, then the worker protocol), the OpenAPI
+    document, then the fallback (last: it matches every path under /api/v1)."""
     return [
         *documented_routes(),
-        *job_routes(),
         *openapi_routes(),
         Route(f"{API_PREFIX}/{{rest:path}}", ApiFallback(), name="api_fallback"),
     ]
