@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,7 @@ from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.auth import create_key
 from worker_automation.resolvers.machines import machine_named, register_machine, set_machine_status
 from worker_automation.resolvers.services import Services
+from worker_automation.settings import Settings
 
 pytestmark = pytest.mark.services
 
@@ -73,15 +75,22 @@ async def keys_for(services: Services) -> tuple[dict[str, str], dict[str, str], 
     return {"X-API-Key": operator.secret}, machines[0], machines[1]
 
 
-@pytest.fixture
-async def api(pg_database_url: str, redis_url: str, make_settings: MakeSettings) -> AsyncIterator[Api]:
-    app = create_app(make_settings(pg_database_url, redis_url))
+@asynccontextmanager
+async def serving(settings: Settings) -> AsyncIterator[Api]:
+    """The app running with ``settings``, an operator key and two machines' keys."""
+    app = create_app(settings)
     async with app.router.lifespan_context(app):
         services = await served(app)
         operator, holder, other = await keys_for(services)
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
             yield Api(http, services, operator, holder, other)
+
+
+@pytest.fixture
+async def api(pg_database_url: str, redis_url: str, make_settings: MakeSettings) -> AsyncIterator[Api]:
+    async with serving(make_settings(pg_database_url, redis_url)) as running:
+        yield running
 
 
 def assert_error(response: httpx.Response, status: int, field: str | None = None) -> dict[str, Any]:
@@ -291,13 +300,8 @@ async def test_unknown_job_id_is_404(api: Api) -> None:
 @pytest.fixture
 async def broker_down(pg_database_url: str, make_settings: MakeSettings) -> AsyncIterator[Api]:
     """The app with its Redis URL on a port nobody listens on."""
-    app = create_app(make_settings(pg_database_url, f"redis://127.0.0.1:{free_port()}/0"))
-    async with app.router.lifespan_context(app):
-        services = await served(app)
-        operator, holder, other = await keys_for(services)
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
-            yield Api(http, services, operator, holder, other)
+    async with serving(make_settings(pg_database_url, f"redis://127.0.0.1:{free_port()}/0")) as running:
+        yield running
 
 
 async def test_trigger_with_the_broker_down_is_503_and_keeps_the_row(broker_down: Api) -> None:

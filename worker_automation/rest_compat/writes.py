@@ -6,6 +6,8 @@ about its input; the resolvers validate, apply the state rules and write the aud
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -44,14 +46,20 @@ async def retry_route(request: Request) -> Response:
     return success(MSG_RETRY, view.rest_item(services.settings.tz))
 
 
+async def _required(request: Request, name: str) -> Any:
+    """The body's one field ``name``, which may not be left out or null."""
+    body = await json_body(request, checked=(name,))
+    if body.get(name) is None:
+        raise BadInput(name, f"{name} e obrigatorio")
+    return body[name]
+
+
 @guarded
 async def move_route(request: Request) -> Response:
     services, principal = await principal_of(request, SCOPE_WRITE)
     job_id = job_id_of(request)
-    body = await json_body(request, checked=("target_queue",))
-    if body.get("target_queue") is None:
-        raise BadInput("target_queue", "target_queue e obrigatorio")
-    view = await job_actions.move(services, principal.actor, job_id, body["target_queue"])
+    target = await _required(request, "target_queue")
+    view = await job_actions.move(services, principal.actor, job_id, target)
     return success(MSG_MOVE, view.rest_item(services.settings.tz))
 
 
@@ -59,10 +67,8 @@ async def move_route(request: Request) -> Response:
 async def reorder_route(request: Request) -> Response:
     services, principal = await principal_of(request, SCOPE_WRITE)
     job_id = job_id_of(request)
-    body = await json_body(request, checked=("new_priority",))
-    if body.get("new_priority") is None:
-        raise BadInput("new_priority", "new_priority e obrigatorio")
-    view = await job_actions.reorder(services, principal.actor, job_id, body["new_priority"])
+    priority = await _required(request, "new_priority")
+    view = await job_actions.reorder(services, principal.actor, job_id, priority)
     return success(MSG_REORDER, view.rest_item(services.settings.tz))
 
 
