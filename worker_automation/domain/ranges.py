@@ -2,7 +2,8 @@
 
 A priority, a page size, a number of days: each is checked by :func:`check_range`, so REST,
 GraphQL and the CLI refuse a bad one with the same message naming the field. The bounds of a
-job's priority live here too, for the checks, the GraphQL descriptions and the OpenAPI document.
+job's priority and progress live here too, for the checks, the GraphQL descriptions and the
+OpenAPI document.
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ PRIORITY_MIN: Final = 0
 PRIORITY_MAX: Final = 9
 # How the bounds read in descriptions ("0..9").
 PRIORITY_RANGE: Final = f"{PRIORITY_MIN}..{PRIORITY_MAX}"
+# A job's progress, in percent.
+PROGRESS_MIN: Final = 0
+PROGRESS_MAX: Final = 100
+PROGRESS_RANGE: Final = f"{PROGRESS_MIN}..{PROGRESS_MAX}"
 
 
 def check_range(value: object, field: str, low: int, high: int) -> int:

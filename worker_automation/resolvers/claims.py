@@ -15,7 +15,7 @@ from sqlalchemy.orm import aliased
 
 from worker_automation.domain.errors import BadInput, Conflict, DomainError, NotFound
 from worker_automation.domain.limits import result_refusal
-from worker_automation.domain.ranges import check_range
+from worker_automation.domain.ranges import PROGRESS_MAX, PROGRESS_MIN, check_range
 from worker_automation.domain.vocabulary import EventKind, Refusal
 from worker_automation.infra.metrics import count_refused, observe_wait
 from worker_automation.models import AutomationSetting, Job, JobStatus, Machine, QueuePause, utcnow
@@ -289,7 +289,7 @@ def _check_held(row: Job, machine: MachineView) -> None:
 async def report_progress(
     services: Services, machine: MachineView, job_id: int, progress: Any, message: str | None = None
 ) -> JobView:
-    percent = check_range(progress, "progress", 0, 100)
+    percent = check_range(progress, "progress", PROGRESS_MIN, PROGRESS_MAX)
     async with services.db.session() as session:
         row = await _held(session, machine, job_id)
         row.progress = percent
@@ -365,7 +365,12 @@ async def complete(
         services,
         machine,
         job_id,
-        {"status": JobStatus.CONCLUIDO.value, "progress": 100, "result": result, "mensagem_erro": None},
+        {
+            "status": JobStatus.CONCLUIDO.value,
+            "progress": PROGRESS_MAX,
+            "result": result,
+            "mensagem_erro": None,
+        },
         task_id,
     )
     await announce(services, EventKind.COMPLETED, [view])

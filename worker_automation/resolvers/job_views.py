@@ -24,7 +24,14 @@ from annotated_types import Ge, Interval
 from sqlalchemy import ColumnElement, Select, UnaryExpression, null, select
 from sqlalchemy.engine import Row
 
-from worker_automation.domain.ranges import PRIORITY_MAX, PRIORITY_MIN, PRIORITY_RANGE
+from worker_automation.domain.ranges import (
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    PRIORITY_RANGE,
+    PROGRESS_MAX,
+    PROGRESS_MIN,
+    PROGRESS_RANGE,
+)
 from worker_automation.domain.shapes import Doc, facets, strip_optional
 from worker_automation.models import Cliente, Job, JobStatus
 
@@ -75,7 +82,11 @@ class JobView:
         int, Doc(f"{PRIORITY_RANGE}, lower runs first."), Interval(ge=PRIORITY_MIN, le=PRIORITY_MAX)
     ]
     retry_count: Annotated[int, Doc("How many times it was retried."), Ge(0)]
-    progress: Annotated[int, Doc("0..100, as reported by the automation."), Interval(ge=0, le=100)]
+    progress: Annotated[
+        int,
+        Doc(f"{PROGRESS_RANGE}, as reported by the automation."),
+        Interval(ge=PROGRESS_MIN, le=PROGRESS_MAX),
+    ]
     metadata_json: Annotated[dict[str, Any] | None, Doc("Free metadata (e.g. progress message).")]
     # Not columns: the registry's name for automation_type, and the joined client's name.
     display_name: Annotated[str, Doc("The automation's friendly name.")]

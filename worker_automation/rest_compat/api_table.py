@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from worker_automation.domain.limits import INT32_MAX, INT32_MIN
+from worker_automation.domain.ranges import PROGRESS_RANGE
 from worker_automation.domain.vocabulary import Refusal
 from worker_automation.resolvers.maintenance import (
     CleanupResult,
@@ -20,6 +21,7 @@ from worker_automation.resolvers.maintenance import (
 from worker_automation.rest_compat import jobs, reads, writes
 from worker_automation.rest_compat.http import Handler
 from worker_automation.rest_compat.jobs import (
+    MAX_PENDING,
     MSG_COMPLETED,
     MSG_CREATED,
     MSG_FAILED,
@@ -182,7 +184,9 @@ PURGE_PARAMS = (
 )
 PENDING_PARAMS = (
     Param("automation", "query", {"type": "string"}, "Automacao (padrao: a da maquina)", enum="automation"),
-    Param("limit", "query", {"type": "integer", "minimum": 1, "maximum": 500, "default": 100}, "Maximo"),
+    Param(
+        "limit", "query", {"type": "integer", "minimum": 1, "maximum": MAX_PENDING, "default": 100}, "Maximo"
+    ),
 )
 REFUSALS = ", ".join(reason.value for reason in Refusal)
 
@@ -253,7 +257,7 @@ _JOB_OPS: tuple[Operation, ...] = (
     _job("POST", "/{job_id}/start", "startJob", MSG_STARTED, "Reivindica o job",
          body="StartBody", body_required=False, description=f"Recusa: 409 com data.reason em {REFUSALS}.",
          handler=jobs.claim),
-    _job("POST", "/{job_id}/progress", "jobProgress", MSG_PROGRESS, "Progresso 0..100",
+    _job("POST", "/{job_id}/progress", "jobProgress", MSG_PROGRESS, f"Progresso {PROGRESS_RANGE}",
          body="ProgressBody", handler=jobs.progress),
     _job("POST", "/{job_id}/complete", "completeJob", MSG_COMPLETED, "Resultado (CONCLUIDO)",
          body="CompleteBody", body_required=False, handler=jobs.complete),

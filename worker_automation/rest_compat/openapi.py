@@ -16,7 +16,7 @@ from starlette.routing import BaseRoute, Route
 
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 from worker_automation.domain.limits import INT32_MAX
-from worker_automation.domain.ranges import PRIORITY_MAX, PRIORITY_MIN
+from worker_automation.domain.ranges import PRIORITY_MAX, PRIORITY_MIN, PROGRESS_MAX, PROGRESS_MIN
 from worker_automation.domain.vocabulary import REPORTED_FAULTS
 from worker_automation.models import JobStatus
 from worker_automation.resolvers.dispatch import MAX_BATCH
@@ -115,7 +115,7 @@ def _schemas(queues: list[str]) -> dict[str, Any]:
             state=_STR,
             result={"type": "object", "nullable": True},
             worker_id=_int(1),
-            progress=_int(0, 100),
+            progress=_int(PROGRESS_MIN, PROGRESS_MAX),
         ),
         "Dashboard": _obj(
             ["stats", "queues", "summary", "broker", "active", "queued", "history", "errors"],
@@ -151,7 +151,7 @@ def _schemas(queues: list[str]) -> dict[str, Any]:
             jobs={"type": "array", "minItems": 1, "maxItems": MAX_BATCH, "items": _ref("DispatchBody")},
         ),
         "StartBody": {"type": "object", "properties": {"task_id": _IN}},
-        "ProgressBody": _obj(["progress"], progress=_int(0, 100), message=_IN),
+        "ProgressBody": _obj(["progress"], progress=_int(PROGRESS_MIN, PROGRESS_MAX), message=_IN),
         "CompleteBody": {
             "type": "object",
             "properties": {

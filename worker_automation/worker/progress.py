@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from worker_automation.domain.ranges import PROGRESS_MAX, PROGRESS_MIN
+
 logger = logging.getLogger(__name__)
 
 Reporter = Callable[[int, str | None], None]
@@ -20,7 +22,8 @@ _reporter: ContextVar[Reporter | None] = ContextVar("worker_automation_progress_
 
 
 def report_progress(percent: int, message: str | None = None) -> None:
-    """Forward ``percent`` (clamped to 0..100) and an optional message to the current job's reporter.
+    """Forward ``percent`` (clamped to PROGRESS_MIN..PROGRESS_MAX) and an optional message to the
+    current job's reporter.
 
     Does nothing when no reporter is installed, so automations also run outside a worker (tests,
     scripts). A failing reporter is logged and ignored: progress is advisory and must never
@@ -29,7 +32,7 @@ def report_progress(percent: int, message: str | None = None) -> None:
     reporter = _reporter.get()
     if reporter is None:
         return
-    clamped = max(0, min(100, int(percent)))
+    clamped = max(PROGRESS_MIN, min(PROGRESS_MAX, int(percent)))
     try:
         reporter(clamped, message)
     except Exception:
