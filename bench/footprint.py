@@ -68,6 +68,8 @@ OPERATOR_KEY_COMMAND = [
 EMBEDDED_POOL_SIZE = 7
 FINISHED = ("CONCLUIDO", "FALHA", "CANCELADO")
 # What a process's command line is shortened to: the words after the first of these.
+EMBEDDED_WORKERS = "embedded_worker"
+EMBEDDED_KINDS = ("", " (forks the workers)", " (worker)", " (pool process)")
 PROGRAMS = (
     "worker_automation.cli.embedded_worker ",
     "worker_automation.cli ",
@@ -111,6 +113,19 @@ def pss_mib(pid: int) -> float:
     return 0.0
 
 
+def parent_of(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2 :].split()[1])
+
+
+def depth_below(pid: int, root: int) -> int:
+    """How many parents up ``root`` is from ``pid`` (0: ``pid`` is ``root``)."""
+    depth = 0
+    while pid != root and pid > 1:
+        pid, depth = parent_of(pid), depth + 1
+    return depth
+
+
 def label(pid: int, root: int) -> str:
     """A short name for a process of the tree: its command line after the interpreter."""
     with contextlib.suppress(OSError):
@@ -120,9 +135,11 @@ def label(pid: int, root: int) -> str:
             if marker in text:
                 text = text.split(marker, 1)[1]
                 break
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        parent = int(stat[stat.rindex(")") + 2 :].split()[1])
-        kind = "" if pid == root or parent == root else " (pool process)"
+        depth = depth_below(pid, root)
+        if EMBEDDED_WORKERS in text:
+            # serve -> the process that forks the workers -> a worker per queue -> pool processes
+            return EMBEDDED_WORKERS + EMBEDDED_KINDS[min(depth, len(EMBEDDED_KINDS) - 1)]
+        kind = "" if depth <= 1 else " (pool process)"
         return text[:60] + kind
     return "?"
 

@@ -41,8 +41,19 @@ SHARED_MODULES: Final = (
     "worker_automation.cli.processes",
     "worker_automation.worker.pool",
     "celery.apps.worker",
+    # Celery's command line (click, click-repl, prompt_toolkit, pygments: a third of a worker's
+    # imports), which starts the worker.
+    "celery.bin.celery",
     "celery.concurrency.prefork",
+    "celery.events.dispatcher",
+    "celery.events.receiver",
     "celery.worker.autoscale",
+    "celery.worker.consumer",
+    "celery.worker.heartbeat",
+    "celery.worker.loops",
+    "celery.worker.pidbox",
+    "kombu.mixins",
+    "kombu.pidbox",
     "kombu.transport.redis",
     "redis",
 )
