@@ -150,6 +150,8 @@ _ITEM_INSTANTS = tuple(name for name in INSTANT_FIELDS if name in ITEM_FIELDS)
 _AUTOMATION_AT = ROW_FIELDS.index("automation_type")
 _CLIENT_AT = len(ROW_FIELDS)
 _ROW_ITEM_INSTANTS = tuple((ROW_FIELDS.index(name), name) for name in _ITEM_INSTANTS)
+# A loaded row's columns, by name, in the view's order.
+_row_values = attrgetter(*ROW_FIELDS)
 # The JSON documents a job was dispatched with and ended with: the largest columns of a row and
 # the costliest to decode. REST list items never show them, nor a GraphQL list that does not
 # select them; such lists read NULL in their place (see enriched_select).
@@ -178,11 +180,8 @@ def enriched_select(*, documents: bool = True) -> Select[Any]:
     )
 
 
-_row_values = attrgetter(*ROW_FIELDS)
-
-
 # The two orders jobs are listed in: running ones longest running first, queued ones in the order
-# they will run (priority, 0 first, then age). Columns of both the statements and WorkerView.
+# they will run (priority, 0 first, then age). Columns of both the statements and JobView.
 RUNNING_ORDER: tuple[str, ...] = ("data_inicio", "id")
 RUN_ORDER: tuple[str, ...] = ("priority", "created_at", "id")
 
@@ -218,11 +217,12 @@ def _registry() -> Mapping[str, Automation]:
 
 def view_of(job: Job | Row[Any], client_name: str | None) -> JobView:
     """Build the view from a loaded row (an entity or a row of its columns) and the client name."""
+    columns = _row_values(job)
     values: Any = (
-        *_row_values(job)[:_ENRICHED_AT],
+        *columns[:_ENRICHED_AT],
         display_name_of(job.automation_type),
         client_name,
-        *_row_values(job)[_ENRICHED_AT:],
+        *columns[_ENRICHED_AT:],
     )
     return JobView(*values)
 
@@ -247,7 +247,8 @@ def rest_items_of(rows: Any, tz: ZoneInfo) -> list[dict[str, Any]]:
     straight from each row: a list page renders its items without a view in between."""
     items: list[dict[str, Any]] = []
     for row in rows:
-        item = dict(zip(ITEM_FIELDS, row[:_ENRICHED_AT]))  # noqa: B905 (the item's columns, then more)
+        # The item's columns come first in both; zip stops at the row's (the names go on).
+        item = dict(zip(ITEM_FIELDS, row[:_ENRICHED_AT]))  # noqa: B905
         for at, name in _ROW_ITEM_INSTANTS:
             item[name] = iso(row[at], tz)
         item["display_name"] = display_name_of(row[_AUTOMATION_AT])
