@@ -1,8 +1,10 @@
 """GraphQL object types of jobs and who they belong to: Worker, WorkerPage, WorkerEvent, Machine, Cliente.
 
-A ``Job`` is built from the same JSON-ready dict that REST items and bus events are made of
-(:meth:`JobView.as_dict`), so a job looks the same whether it was read, returned by a mutation
-or pushed by a subscription.
+``Worker`` (the class ``Job``) is derived from the job row's declaration, :class:`JobView`: its
+fields, their order, types and descriptions, and the tables its builders use. A Worker built from
+a view, from a row of a list page or from an event's dict (:meth:`JobView.as_dict`) holds the same
+values, so a job looks the same whether it was read, returned by a mutation or pushed by a
+subscription.
 """
 
 from __future__ import annotations
