@@ -55,14 +55,18 @@ def _job_id(request: Request) -> int:
 JOB_FIELDS = ("automation_type", "cliente_id", "context", "priority", "usuario_id")
 
 
+def _text(body: dict[str, Any], name: str) -> str | None:
+    """The body's optional text field ``name``."""
+    value = body.get(name)
+    if value is not None and not isinstance(value, str):
+        raise BadInput(name, f"{name} deve ser texto")
+    return value
+
+
 def _task_id(body: dict[str, Any]) -> str | None:
     """The run a worker's request is about (optional), text a database can compare."""
-    task_id = body.get("task_id")
-    if task_id is None:
-        return None
-    if not isinstance(task_id, str):
-        raise BadInput("task_id", "task_id deve ser texto")
-    return check_text(task_id, "task_id")
+    task_id = _text(body, "task_id")
+    return None if task_id is None else check_text(task_id, "task_id")
 
 
 def _job_request(body: dict[str, Any]) -> JobRequest:
@@ -148,9 +152,7 @@ async def progress(request: Request) -> Response:
     body = await json_body(request, checked=("progress", "message"))
     if "progress" not in body:
         raise BadInput("progress", "progress e obrigatorio")
-    message = body.get("message")
-    if message is not None and not isinstance(message, str):
-        raise BadInput("message", "message deve ser texto")
+    message = _text(body, "message")
     view = await claims.report_progress(services, machine, job_id, body["progress"], message)
     return success(MSG_PROGRESS, view.as_dict(services.settings.tz))
 
@@ -172,12 +174,7 @@ async def fail(request: Request) -> Response:
     async with key_first(services, machine):
         job_id = _job_id(request)
         body = await json_body(request, checked=("error", "exc_type", "traceback"))
-        exc_type = body.get("exc_type")
-        traceback = body.get("traceback")
-        if exc_type is not None and not isinstance(exc_type, str):
-            raise BadInput("exc_type", "exc_type deve ser texto")
-        if traceback is not None and not isinstance(traceback, str):
-            raise BadInput("traceback", "traceback deve ser texto")
+        exc_type, traceback = _text(body, "exc_type"), _text(body, "traceback")
         view = await claims.fail(
             services, machine, job_id, body.get("error"), exc_type, traceback, _task_id(body)
         )

@@ -6,6 +6,7 @@ about its input; the resolvers validate, apply the state rules and write the aud
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -14,7 +15,10 @@ from starlette.responses import Response
 from worker_automation.domain.errors import BadInput
 from worker_automation.domain.shapes import as_dict
 from worker_automation.resolvers import job_actions, maintenance
+from worker_automation.resolvers.audit import Actor
 from worker_automation.resolvers.auth import SCOPE_WRITE
+from worker_automation.resolvers.job_views import JobView
+from worker_automation.resolvers.services import Services
 from worker_automation.rest_compat.http import (
     bool_param,
     guarded,
@@ -46,30 +50,30 @@ async def retry_route(request: Request) -> Response:
     return success(MSG_RETRY, view.rest_item(services.settings.tz))
 
 
-async def _required(request: Request, name: str) -> Any:
-    """The body's one field ``name``, which may not be left out or null."""
+async def _change(
+    request: Request,
+    name: str,
+    change: Callable[[Services, Actor, int, Any], Awaitable[JobView]],
+    message: str,
+) -> Response:
+    """Apply ``change`` to the job with the body's one field ``name`` (required, not null)."""
+    services, principal = await principal_of(request, SCOPE_WRITE)
+    job_id = job_id_of(request)
     body = await json_body(request, checked=(name,))
     if body.get(name) is None:
         raise BadInput(name, f"{name} e obrigatorio")
-    return body[name]
+    view = await change(services, principal.actor, job_id, body[name])
+    return success(message, view.rest_item(services.settings.tz))
 
 
 @guarded
 async def move_route(request: Request) -> Response:
-    services, principal = await principal_of(request, SCOPE_WRITE)
-    job_id = job_id_of(request)
-    target = await _required(request, "target_queue")
-    view = await job_actions.move(services, principal.actor, job_id, target)
-    return success(MSG_MOVE, view.rest_item(services.settings.tz))
+    return await _change(request, "target_queue", job_actions.move, MSG_MOVE)
 
 
 @guarded
 async def reorder_route(request: Request) -> Response:
-    services, principal = await principal_of(request, SCOPE_WRITE)
-    job_id = job_id_of(request)
-    priority = await _required(request, "new_priority")
-    view = await job_actions.reorder(services, principal.actor, job_id, priority)
-    return success(MSG_REORDER, view.rest_item(services.settings.tz))
+    return await _change(request, "new_priority", job_actions.reorder, MSG_REORDER)
 
 
 @guarded
