@@ -55,8 +55,10 @@ def _refuse_closed(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
     # an idle timeout, pg_terminate_backend) is already marked closed when it is checked out.
     # Raising here makes the pool drop it and hand out a fresh one: the same protection as
     # pool_pre_ping without its round trip on every checkout.
-    raw = getattr(dbapi_connection, "_connection", None)
-    if raw is not None and raw.is_closed():
+    # SQLAlchemy's adapted connection hands out the driver's own (asyncpg's Connection) publicly.
+    driver = getattr(dbapi_connection, "driver_connection", None)
+    is_closed = getattr(driver, "is_closed", None)
+    if callable(is_closed) and is_closed():
         raise DisconnectionError("connection closed by the server")
 
 

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 from graphql import GraphQLError
 from strawberry import Schema
-from strawberry.extensions import SchemaExtension
-from strawberry.extensions.runner import SchemaExtensionsRunner
 from strawberry.schema.config import StrawberryConfig
 from strawberry.types import ExecutionContext
 from strawberry.utils.logging import StrawberryLogger
 
 from worker_automation.schema.context import GraphQLContext, OperationScopeExtension
 from worker_automation.schema.errors import is_expected, translate_in_place
-from worker_automation.schema.extension_runner import LeanExtensionsRunner
 from worker_automation.schema.limits import MAX_DOCUMENT_BYTES, guard_extension, without_suggestions
 from worker_automation.schema.mutation import Mutation
 from worker_automation.schema.plain_fields import PlainFieldsExecutionContext
@@ -41,11 +38,6 @@ class WorkerAutomationSchema(Schema):
         translate_in_place(errors)
         if self.hide_suggestions:
             without_suggestions(errors)
-
-    def create_extensions_runner(
-        self, execution_context: ExecutionContext, extensions: list[SchemaExtension]
-    ) -> SchemaExtensionsRunner:
-        return LeanExtensionsRunner(execution_context=execution_context, extensions=extensions)
 
 
 def build_schema(

@@ -173,6 +173,8 @@ class Guards(SchemaExtension):
         self.max_response_bytes = max_response_bytes
         self.text_bounds = text_bounds
         self.trusted = trusted
+        # The operationName the caller sent (None when it sent none), read in on_operation.
+        self.provided_operation_name: str | None = None
 
     def on_execute(self) -> Iterator[None]:
         context = self.execution_context
@@ -184,6 +186,9 @@ class Guards(SchemaExtension):
 
     def on_operation(self) -> Iterator[None]:
         context = self.execution_context
+        # Before the document is parsed, Strawberry's operation_name is what the caller sent; from
+        # then on it falls back to the first operation's name.
+        self.provided_operation_name = context.operation_name
         context.parse_options["max_tokens"] = self.cache.max_tokens
         context.validation_rules = context.validation_rules + self.rules
         yield
@@ -201,11 +206,7 @@ class Guards(SchemaExtension):
         refused = (
             untrusted(self.trusted, query)
             or variables_error(context.variables)
-            or _ambiguous(
-                context.graphql_document,
-                # What the caller sent: Strawberry's operation_name falls back to the first operation.
-                getattr(context, "_provided_operation_name", None),
-            )
+            or _ambiguous(context.graphql_document, self.provided_operation_name)
             or (self.text_bounds.variables_error(query, context.variables) if known else None)
         )
         if refused is not None:

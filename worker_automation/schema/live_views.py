@@ -25,7 +25,6 @@ path does when a subscriber's bus queue overflows.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import logging
 from collections import deque
@@ -35,14 +34,14 @@ from typing import Any, Final, Protocol
 from zoneinfo import ZoneInfo
 
 from graphql import ExecutionResult as GraphQLExecutionResult
-from graphql import FieldNode, GraphQLError, OperationType, execute
+from graphql import FieldNode, GraphQLError, OperationType
 from strawberry import Schema
 from strawberry.types.execution import ExecutionResult, PreExecutionError
+from strawberry.types.graphql import OperationType as StrawberryOperationType
 
 from worker_automation.broker.events import Event
 from worker_automation.domain.errors import DomainError
 from worker_automation.domain.json_codec import dumps_text
-from worker_automation.domain.sharing import parsed_document
 from worker_automation.domain.vocabulary import EventKind
 from worker_automation.overrides.ws_protocol import text_frame
 from worker_automation.resolvers.auth import SCOPE_READ, Principal
@@ -273,20 +272,15 @@ class LiveView:
         if root is None:
             return None
         key = self.key
-        document = parsed_document(key.query, context.services.settings.max_query_tokens)
-        if document is None:  # (a view's document parsed when it started: never the case)
-            return None
-        result = execute(
-            self._views.graphql_schema,
-            document,
-            root_value=root(context.tz),
-            context_value=context,
+        result = self._views.schema.execute_sync(
+            key.query,
             variable_values=json.loads(key.variables),
+            context_value=context,
+            root_value=root(context.tz),
             operation_name=key.operation_name,
+            allowed_operation_types=(StrawberryOperationType.SUBSCRIPTION,),
         )
-        if not isinstance(result, GraphQLExecutionResult) or result.errors:
-            if inspect.iscoroutine(result):
-                result.close()
+        if result.errors:
             logger.warning("live view without a RESYNC payload: %s", key.query)
             return None
         return payload_json(result)
@@ -332,8 +326,7 @@ class LiveViews:
     """The live views of one schema in this process, by :class:`ViewKey`."""
 
     def __init__(self, schema: Schema) -> None:
-        self._schema = schema
-        self.graphql_schema = schema._schema
+        self.schema = schema
         self._views: dict[ViewKey, LiveView] = {}
 
     @property
@@ -385,7 +378,7 @@ class LiveViews:
             # (see VIEW_FIELDS).
             own = GraphQLContext(context.services, authenticated=admission.principal)
             view = self._views[key] = LiveView(self, key, admission.kind, own)
-            view.start(self._schema)
+            view.start(self.schema)
         view.join(subscriber)
         try:
             return await subscriber.run()

@@ -72,13 +72,9 @@ def _plan(field: GraphQLField) -> _Plain | None:
         return known[1]
     definition = field.extensions.get("strawberry-definition") if field.extensions else None
     plan: _Plain | None = None
-    if (
-        isinstance(definition, StrawberryField)
-        and definition.is_basic_field
-        and not field.args
-        # Strawberry's resolver for such a field reads the attribute without the info object.
-        and getattr(field.resolve, "_is_default", False)
-    ):
+    # Strawberry's public word for a field it resolves by reading the attribute alone (no resolver,
+    # no extension, no permission); of a leaf type, no error handler of Strawberry's can apply.
+    if isinstance(definition, StrawberryField) and definition.is_basic_field and not field.args:
         inner = get_nullable_type(field.type)
         if is_leaf_type(inner):
             plan = _Plain(
