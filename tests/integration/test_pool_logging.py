@@ -1,6 +1,7 @@
 """A pool worker logging JSON: every line it writes is a JSON object, Celery's included, and each
 run is said once by our line (job, automation, outcome, time), never as a task that "succeeded",
-and with nothing the job carried (its context, its failure message)."""
+with nothing the job carried (its context, its failure message), and no word from the autoscaler
+at each burst."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ def test_a_json_pool_worker_says_each_run_once_and_nothing_the_job_carried(stack
         WA_API_URL=stack.api_url,
         WA_WORKER_API_KEY=stack.register_machine(queue="scan"),
         WA_LOG_FORMAT="json",
+        # Pool processes forked for the jobs and let go after: the autoscaler says nothing of it.
+        WA_POOL_ON_DEMAND="true",
     )
     args = [*cli_command(), "worker", "-Q", "scan", "-c", "1", "-n", f"json-scan-{stack.port}@test"]
     worker = stack.procs.start("worker-json", args, env, stack.workdir)
@@ -43,4 +46,5 @@ def test_a_json_pool_worker_says_each_run_once_and_nothing_the_job_carried(stack
     # Every line is one JSON object (json.loads above read each of them).
     assert all(line.startswith("{") for line in output.splitlines() if line.strip())
     assert "succeeded" not in output
+    assert "Scaling" not in output
     assert CONTEXT_SECRET not in output and FAILURE_SECRET not in output

@@ -8,7 +8,8 @@ own page shows it to those allowed to read it). A run that failed is logged as f
 task that succeeded. A task whose claim was refused is already logged by the pipeline as "not
 claimed: <reason>": it gets no line here. The warning Celery gives when a worker runs as root is
 left to the deployment (the image runs as a user of its own); repeated by every pool process it
-only buried the start-up lines. What Celery prints from its signal handlers ("Warm shutdown",
+only buried the start-up lines, and so did the autoscaler's "Scaling up/down" at every burst.
+What Celery prints from its signal handlers ("Warm shutdown",
 ...) comes out as one log line in the same format, minus its advice to press Ctrl-C again: these
 workers are stopped by ``serve`` or by a supervisor, never from a terminal of their own.
 """
@@ -33,6 +34,7 @@ from worker_automation.catalog.registry import TASK_PREFIX
 from worker_automation.infra.logs import configure
 
 SIGNAL_LOGGER = "celery.apps.worker"
+AUTOSCALE_LOGGER: Final = "celery.worker.autoscale"
 # The one line per run: ``job 12 (demo.echo): completed in 0.012s``.
 JOBS_LOGGER: Final = "worker_automation.worker.jobs"
 # What a job's task returns, as Celery shows it: ``{'outcome': 'failed', 'reason': ...}``.
@@ -97,5 +99,8 @@ def quiet_celery_logging(log_format: str) -> None:
     def _own_logging(**_kw: Any) -> None:
         configure(log_format)
         logging.getLogger("celery.app.trace").addFilter(JobOutcomeLine())
+        # "Scaling up/down N processes" at every burst: the pool follows the work by design
+        # (pool processes only while there are jobs), so that is no news to a reader.
+        logging.getLogger(AUTOSCALE_LOGGER).setLevel(logging.WARNING)
 
     warnings.filterwarnings("ignore", category=SecurityWarning)
