@@ -53,3 +53,18 @@ def test_an_unreachable_database_is_a_clear_error(
     monkeypatch.chdir(tmp_path)
     assert main(["serve", "--workers", "2"]) == 1
     assert "error: the database cannot be prepared" in capsys.readouterr().err
+
+
+def test_a_bad_trusted_documents_manifest_stops_several_processes_before_they_start(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest = tmp_path / "trusted.json"
+    manifest.write_text('{"list": "{ nosuchfield }"}', encoding="utf-8")
+    # Nothing answers on these ports: the manifest is refused before anything is reached.
+    monkeypatch.setenv("WA_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
+    monkeypatch.setenv("WA_REDIS_URL", "redis://127.0.0.1:1/0")
+    monkeypatch.setenv("WA_GRAPHQL_TRUSTED_DOCUMENTS", str(manifest))
+    assert main(["serve", "--workers", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: WA_GRAPHQL_TRUSTED_DOCUMENTS") and "'list'" in err
+    assert "Traceback" not in err

@@ -75,6 +75,7 @@ def _serve_processes(settings: Settings, workers: int, options: dict[str, Any]) 
     from worker_automation.asgi.metrics_export import make_multiprocess_dir, remove_multiprocess_dir
     from worker_automation.resolvers.automations import ensure_settings_rows
     from worker_automation.resolvers.services import Services
+    from worker_automation.schema.transport import check_trusted_documents
 
     if settings.redis_url is None or settings.is_sqlite:
         print(
@@ -83,6 +84,8 @@ def _serve_processes(settings: Settings, workers: int, options: dict[str, Any]) 
             file=sys.stderr,
         )
         return 2
+
+    check_trusted_documents(settings)
 
     async def prepare() -> None:
         services = await Services.start(settings)

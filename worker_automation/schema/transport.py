@@ -392,6 +392,14 @@ def _persisted_documents(schema: Schema, settings: Settings) -> PersistedDocumen
     return PersistedDocuments(trusted, settings.max_query_tokens, MAX_DOCUMENT_BYTES)
 
 
+def check_trusted_documents(settings: Settings) -> None:
+    """Validate the trusted-documents manifest of ``settings`` as each API process will at start
+    (BadInput naming the first document that fails): ``serve --workers`` asks once, before it
+    starts processes that would each fail with it."""
+    if settings.graphql_trusted_documents is not None:
+        _persisted_documents(build_schema(settings), settings)
+
+
 def _persisted_error(exc: PersistedQueryError) -> Response:
     """Apollo's answer shape: ``PERSISTED_QUERY_NOT_FOUND`` is a 200 its clients retry on."""
     error = {"message": exc.message, "extensions": {"code": exc.code}}
