@@ -8,6 +8,7 @@ effects and pulls in nothing heavy: the API, the CLI and every worker process re
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from worker_automation.catalog.forms import Form, FormField
 
@@ -19,6 +20,16 @@ INTERFACE = "Automações de Interface"
 DEMONSTRACAO = "Demonstração"
 
 TASK_PREFIX = "worker_automation.automations"
+# How long past its time limit a run may take to stop before it is ended from outside: Celery's
+# hard limit (the pool process killed) and the API's own check both wait this much longer.
+TIME_LIMIT_GRACE_SECONDS: Final = 10.0
+# The ``exc_type`` of a run ended by its time limit, whoever ended it (its worker or the API).
+TIMEOUT_EXC_TYPE: Final = "TimeLimitExceeded"
+
+
+def timeout_message(seconds: float) -> str:
+    """The failure message of a run that passed its automation's time limit of ``seconds``."""
+    return f"timeout: a execucao passou do limite de {seconds:g} s"
 
 
 @dataclass(frozen=True)
@@ -44,6 +55,9 @@ class Automation:
     max_attempts: int = 1
     retry_backoff_seconds: int = 10
     retry_backoff_max_seconds: int = 600
+    # Time limit of one run in seconds (None: none). A run past it ends FALHA ``timeout: ...`` as
+    # one attempt, so the retry policy applies to it.
+    timeout_seconds: float | None = None
 
 
 # Reusable fields: most automations act on one company (CNPJ) in one state or city.
@@ -96,6 +110,7 @@ def _automation(
     description: str = "",
     allow_extra: bool = False,
     idempotent: bool | None = None,
+    timeout: float | None = None,
 ) -> Automation:
     return Automation(
         key=key,
@@ -108,6 +123,7 @@ def _automation(
         max_concurrent_jobs=max_jobs,
         description=description,
         idempotent=queue in READ_ONLY_QUEUES if idempotent is None else idempotent,
+        timeout_seconds=timeout,
     )
 
 
@@ -304,6 +320,21 @@ _CATALOGUE: tuple[Automation, ...] = (
         max_jobs=5,
         description="Falha de propósito com a mensagem informada.",
     ),
+    _automation(
+        "demo.timeout", "Demonstração: Limite de tempo", DEMONSTRACAO, "scan",
+        FormField("seconds", "Segundos", "number", required=True, minimum=0, maximum=3600),
+        max_jobs=5, idempotent=False, timeout=2.0,
+        description="Aguarda os segundos informados com um limite de 2 s: acima dele, termina por timeout.",
+    ),
 )  # fmt: skip
 
 AUTOMATION_REGISTRY: dict[str, Automation] = {automation.key: automation for automation in _CATALOGUE}
+
+
+def celery_time_limits(task_name: str) -> tuple[float | None, float | None]:
+    """Celery's ``(hard, soft)`` time limits for a task of ``task_name`` (the order of a task
+    message's ``timelimit`` header): the automation's limit, then that plus the grace."""
+    automation = AUTOMATION_REGISTRY.get(task_name.removeprefix(f"{TASK_PREFIX}."))
+    if automation is None or automation.timeout_seconds is None:
+        return None, None
+    return automation.timeout_seconds + TIME_LIMIT_GRACE_SECONDS, automation.timeout_seconds

@@ -32,6 +32,10 @@ class Automation:
         description="Base of the wait before a retry: exponential from it, full jitter."
     )
     retry_backoff_max_seconds: int = strawberry.field(description="Cap of the wait before a retry.")
+    timeout_seconds: float | None = strawberry.field(
+        description="Time limit of one run in seconds (null: none): a run past it ends FALHA "
+        "'timeout: ...' as one attempt, retried like any failure."
+    )
     form: JSON = strawberry.field(
         description="The fields its dispatch context must carry: {allow_extra, fields: [{name, type, ...}]}."
     )
@@ -53,6 +57,7 @@ class Automation:
             max_attempts=automation.max_attempts,
             retry_backoff_seconds=automation.retry_backoff_seconds,
             retry_backoff_max_seconds=automation.retry_backoff_max_seconds,
+            timeout_seconds=automation.timeout_seconds,
             form=JSON(form_schema(automation.form)),
         )
 

@@ -22,6 +22,8 @@ BUILTIN_IMPLEMENTATIONS: dict[str, AutomationFn] = {
     "demo.sleep": demo_sleep,
     "demo.echo": demo_echo,
     "demo.fail": demo_fail,
+    # demo_sleep under the automation's time limit: a run longer than it ends by timeout.
+    "demo.timeout": demo_sleep,
 }
 
 
