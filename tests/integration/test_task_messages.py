@@ -24,8 +24,8 @@ from kombu.entity import Exchange, Queue
 from tests.integration.celery_probe_tasks import probe_worker
 from worker_automation.broker.gateway import BrokerGateway
 from worker_automation.broker.queues import priority_keys
-from worker_automation.broker.task_messages import TaskMessages, TaskSend
 from worker_automation.domain.errors import Unavailable
+from worker_automation.overrides.task_messages import TaskMessages, TaskSend
 from worker_automation.settings import Settings
 
 RESULT_TIMEOUT = 20.0
@@ -184,11 +184,11 @@ def test_a_layout_routed_through_bindings_is_refused(redis_url: str) -> None:
     app = Celery("bound", broker=redis_url)
     app.conf.task_queues = [Queue("fanned", Exchange("jobs", type="fanout"))]  # type: ignore[no-untyped-call]
     with pytest.raises(ValueError, match="fanout exchange"):
-        TaskMessages(app, redis_db=0)
+        TaskMessages(app, redis_db=0, priority_keys=priority_keys)
     routed = Celery("routed", broker=redis_url)
     routed.conf.task_routes = {"probe.echo": {"queue": "scan", "exchange": "jobs"}}
     with pytest.raises(ValueError, match="task routes"):
-        TaskMessages(routed, redis_db=0)
+        TaskMessages(routed, redis_db=0, priority_keys=priority_keys)
 
 
 async def test_a_worker_runs_what_the_gateway_sent(

@@ -16,9 +16,9 @@ from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from strawberry.types import Info
 
 from tests.unit.graphql_support import Api, make_api
+from worker_automation.overrides.acyclic_executor import AcyclicExecutionContext, ExecutorGone
+from worker_automation.overrides.plain_fields import PlainFieldsExecutionContext
 from worker_automation.resolvers.services import Services
-from worker_automation.schema.acyclic_executor import AcyclicExecutionContext, ExecutorGone
-from worker_automation.schema.plain_fields import PlainFieldsExecutionContext
 
 SETTLED: list[str] = []
 STASHED: list[Info] = []

@@ -32,7 +32,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "infra": frozenset({"domain", "settings"}),
     "catalog": frozenset({"domain"}),
     "models": _SHARED,
-    "broker": _SHARED | {"catalog"},
+    # overrides: the task messages written as Celery would write them.
+    "broker": _SHARED | {"catalog", "overrides"},
     "worker": _SHARED | {"catalog", "broker"},
     "resolvers": _DATA,
     "process": _PROCESS - {"process"},

@@ -14,8 +14,8 @@ from strawberry import Schema
 
 from worker_automation.broker.events import Event
 from worker_automation.domain.vocabulary import EventKind
+from worker_automation.overrides.plain_fields import PlainFieldsExecutionContext
 from worker_automation.schema import build_schema
-from worker_automation.schema.plain_fields import PlainFieldsExecutionContext
 from worker_automation.schema.types import JobEvent
 from worker_automation.settings import Settings
 

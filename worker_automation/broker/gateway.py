@@ -20,9 +20,9 @@ from redis.backoff import NoBackoff
 from worker_automation.broker import queues
 from worker_automation.broker.celery_app import CONNECT_TIMEOUT_SECONDS, SOCKET_TIMEOUT_SECONDS, make_celery
 from worker_automation.broker.inspect import InspectResult, inspect_workers
-from worker_automation.broker.task_messages import TaskMessages, TaskSend
-from worker_automation.broker.task_sender import TaskSender
+from worker_automation.broker.task_sender import TaskSend, TaskSender
 from worker_automation.domain.errors import Unavailable
+from worker_automation.overrides.task_messages import TaskMessages
 from worker_automation.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -124,7 +124,9 @@ class BrokerGateway:
         )
         # Task messages go out with this client, on the loop (see task_sender).
         db = int(self.redis.connection_pool.connection_kwargs.get("db", 0))
-        self.sender = TaskSender(self.redis, TaskMessages(self.app, redis_db=db))
+        self.sender = TaskSender(
+            self.redis, TaskMessages(self.app, redis_db=db, priority_keys=queues.priority_keys)
+        )
         # Celery's other blocking calls (revoke, inspect) get threads of their own so they never
         # queue behind unrelated work in the loop's default executor.
         self._executor = ThreadPoolExecutor(max_workers=EXECUTOR_THREADS, thread_name_prefix="broker")

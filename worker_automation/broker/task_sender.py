@@ -25,7 +25,7 @@ from typing import Final
 from kombu.exceptions import OperationalError
 from redis.asyncio import Redis
 
-from worker_automation.broker.task_messages import Publication, TaskMessages, TaskSend
+from worker_automation.overrides.task_messages import Publication, TaskMessages, TaskSend
 
 __all__ = ["CLOSED_MESSAGE", "TaskSend", "TaskSender"]
 

@@ -5,6 +5,13 @@ for the headers of a request that has begun to arrive, or for the first bytes of
 connection: a client trickling a byte at a time holds a connection and its buffers as long as it
 likes. These subclasses close a connection whose request headers are not complete within
 :data:`HEADERS_TIMEOUT_SECONDS`; the body has its own deadline (see :mod:`body_limit`).
+
+Kept because uvicorn has no public way to do it: its settings bound idle keep-alive connections
+(``timeout_keep_alive``) and header size (``h11_max_incomplete_event_size``) but set no deadline
+for headers. What it buys is not speed: without it a client sending a byte every few seconds
+holds a connection for as long as it likes; with it, 10 s. What it relies on (uvicorn's protocol
+classes, their hooks and ``cycle.response_complete``) is checked by
+``tests/contract/test_uvicorn_protocols.py``.
 """
 
 from __future__ import annotations

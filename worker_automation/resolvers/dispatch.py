@@ -156,7 +156,7 @@ async def send_all(
     """Send every task in one round trip to the broker; the ids of the jobs whose task the broker
     refused, whose rows then keep AGENDADO without a task id. ``notices``: the jobs' events
     (:func:`announcement`), published first in the same round trip."""
-    from worker_automation.broker.task_messages import TaskSend
+    from worker_automation.broker.task_sender import TaskSend
 
     try:
         outcomes = await services.broker.send_many(

@@ -8,12 +8,13 @@ from strawberry.schema.config import StrawberryConfig
 from strawberry.types import ExecutionContext
 from strawberry.utils.logging import StrawberryLogger
 
+from worker_automation.overrides.plain_fields import Budget, PlainFieldsExecutionContext
 from worker_automation.schema.context import GraphQLContext, OperationScopeExtension
 from worker_automation.schema.errors import is_expected, translate_in_place
 from worker_automation.schema.limits import MAX_DOCUMENT_BYTES, guard_extension, without_suggestions
 from worker_automation.schema.mutation import Mutation
-from worker_automation.schema.plain_fields import PlainFieldsExecutionContext
 from worker_automation.schema.query import Query
+from worker_automation.schema.response_budget import current_budget
 from worker_automation.schema.scalars import SCALAR_MAP
 from worker_automation.schema.subscription import Subscription
 from worker_automation.settings import Settings
@@ -40,6 +41,14 @@ class WorkerAutomationSchema(Schema):
             without_suggestions(errors)
 
 
+class BudgetedExecutionContext(PlainFieldsExecutionContext):
+    """The executor with its shortcut for plain fields, charging the answer's size budget."""
+
+    @staticmethod
+    def current_budget() -> Budget | None:
+        return current_budget()
+
+
 def build_schema(
     settings: Settings, *, max_document_bytes: int = MAX_DOCUMENT_BYTES
 ) -> WorkerAutomationSchema:
@@ -53,7 +62,7 @@ def build_schema(
             guard_extension(settings, max_document_bytes),
         ],
         config=StrawberryConfig(scalar_map=SCALAR_MAP),
-        execution_context_class=PlainFieldsExecutionContext,
+        execution_context_class=BudgetedExecutionContext,
     )
     schema.hide_suggestions = not settings.introspection
     return schema

@@ -12,6 +12,12 @@ Here the helpers reach the executor through a weak reference, so an execution's 
 as soon as its last reference goes. The helpers are only called while the execution runs (by
 resolvers and graphql-core itself), when the executor is alive; the subscription event executors,
 shallow copies, keep calling the executor they were copied from, as graphql-core's helpers do.
+
+What it buys, side by side in one run (``bench.scale``, 32 clients, 5 runs): ``{ __typename }`` p99
+21 ms instead of 71 ms, ``queueLiveStatus`` p99 41 ms instead of 68 ms (target < 100 ms), a GraphQL
+list page p99 79 ms instead of 97 ms (target < 50 ms). What it relies on (the executor keeps its
+helpers in ``async_helpers`` and hands them to every resolve info) is checked by
+``tests/contract/test_graphql_core_executor.py``.
 """
 
 from __future__ import annotations
