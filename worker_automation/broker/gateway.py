@@ -21,6 +21,7 @@ from worker_automation.broker import queues
 from worker_automation.broker.celery_app import CONNECT_TIMEOUT_SECONDS, SOCKET_TIMEOUT_SECONDS, make_celery
 from worker_automation.broker.inspect import InspectResult, inspect_workers
 from worker_automation.broker.task_sender import TaskSend, TaskSender
+from worker_automation.catalog.registry import celery_time_limits
 from worker_automation.domain.errors import Unavailable
 from worker_automation.overrides.task_messages import TaskMessages
 from worker_automation.settings import Settings
@@ -125,7 +126,10 @@ class BrokerGateway:
         # Task messages go out with this client, on the loop (see task_sender).
         db = int(self.redis.connection_pool.connection_kwargs.get("db", 0))
         self.sender = TaskSender(
-            self.redis, TaskMessages(self.app, redis_db=db, priority_keys=queues.priority_keys)
+            self.redis,
+            TaskMessages(
+                self.app, redis_db=db, priority_keys=queues.priority_keys, time_limits=celery_time_limits
+            ),
         )
         # Celery's other blocking calls (revoke, inspect) get threads of their own so they never
         # queue behind unrelated work in the loop's default executor.

@@ -84,7 +84,14 @@ def _encode(payload: Any) -> str:
 class TaskMessages:
     """Builds the messages ``app`` would send, for this process (origin, reply-to, event clock)."""
 
-    def __init__(self, app: Celery, *, redis_db: int, priority_keys: Callable[[str], Sequence[str]]) -> None:
+    def __init__(
+        self,
+        app: Celery,
+        *,
+        redis_db: int,
+        priority_keys: Callable[[str], Sequence[str]],
+        time_limits: Callable[[str], tuple[float | None, float | None]] = lambda _name: (None, None),
+    ) -> None:
         conf = app.conf
         if conf.task_protocol != 2:
             raise ValueError("only Celery message protocol 2 is written here")
@@ -102,6 +109,8 @@ class TaskMessages:
         self._app = app
         # A queue's lists by priority, as kombu's Redis transport names them.
         self._priority_keys = priority_keys
+        # A task's Celery time limits, (hard, soft) in seconds, by its name (None: none).
+        self._time_limits = time_limits
         self._argsrepr_maxsize: int = app.amqp.argsrepr_maxsize
         # Per process: Celery's producer computes these the same way for every message.
         self.origin = f"gen{os.getpid()}@{socket.gethostname()}"
@@ -134,7 +143,7 @@ class TaskMessages:
                 "group": None,
                 "group_index": None,
                 "retries": 0,
-                "timelimit": [None, None],
+                "timelimit": list(self._time_limits(send.task_name)),
                 "root_id": send.task_id,
                 "parent_id": None,
                 "argsrepr": argsrepr,

@@ -1,5 +1,5 @@
-"""The periodic work of ``serve`` that must run in exactly one place: recovery, and whatever else
-is added to :data:`PERIODIC`.
+"""The periodic work of ``serve`` that must run in exactly one place: recovery, time limits, and
+whatever else is added to :data:`PERIODIC`.
 
 Several API replicas may run against one PostgreSQL database. Each runs a :class:`Housekeeper`;
 only the one holding a session-level advisory lock (on a connection kept for that purpose) does
@@ -25,6 +25,7 @@ from worker_automation.resolvers.recovery import reconcile_periodic
 from worker_automation.resolvers.retention import retention_periodic
 from worker_automation.resolvers.schedule_firing import schedules_periodic
 from worker_automation.resolvers.services import Services
+from worker_automation.resolvers.time_limits import time_limits_periodic
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ TICK_SECONDS: Final = 1.0
 
 
 def _periodic() -> tuple[Periodic, ...]:
-    return (reconcile_periodic(), retention_periodic(), schedules_periodic())
+    return (reconcile_periodic(), retention_periodic(), schedules_periodic(), time_limits_periodic())
 
 
 class Leadership:

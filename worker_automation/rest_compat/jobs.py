@@ -7,6 +7,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 from worker_automation.domain.errors import BadInput, Unavailable
 from worker_automation.domain.limits import INT32_MAX, check_text
 from worker_automation.domain.ranges import check_range
@@ -142,7 +143,11 @@ async def claim(request: Request) -> Response:
         job_id = _job_id(request)
         body = await json_body(request, required=False, checked=("task_id",))
         view = await claims.claim(services, machine, job_id, _task_id(body))
-        return success(MSG_STARTED, view.as_dict(services.settings.tz))
+        # The run's time limit (None: none) beside the job: a machine stops the run on its own
+        # clock when it passes it.
+        automation = AUTOMATION_REGISTRY.get(view.automation_type)
+        timeout = automation.timeout_seconds if automation is not None else None
+        return success(MSG_STARTED, {**view.as_dict(services.settings.tz), "timeout_seconds": timeout})
 
 
 @guarded

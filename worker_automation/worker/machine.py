@@ -79,6 +79,7 @@ class MachineRunner:
             held=HeldJobs.for_machine(settings.worker_api_key),
             stopping=self.stopping,
             answer_in_background=False,
+            own_time_limits=True,
         )
         self.slots = asyncio.Semaphore(max(1, concurrency))
         self.subscribed = asyncio.Event()

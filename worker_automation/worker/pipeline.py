@@ -17,6 +17,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from worker_automation.catalog.registry import TIMEOUT_EXC_TYPE, timeout_message
 from worker_automation.infra.cancelling import cancel_and_wait
 from worker_automation.worker.client import ApiError, Claim, WorkerApiClient
 from worker_automation.worker.contract import AutomationFn, PermanentError
@@ -121,6 +122,10 @@ class JobPipeline:
 
     A claim the API does not answer (down, restarting, 5xx) is asked again with capped backoff
     until it is answered or ``stopping`` is set (``patience.Stopped`` is raised then).
+
+    With ``own_time_limits`` (a dedicated machine) a run is stopped on this process's clock once
+    it has run for the ``timeout_seconds`` its claim answer carries, and reported as a timeout; a
+    pool process leaves that to Celery's time limits (:meth:`time_limit_passed`).
     """
 
     def __init__(
@@ -132,8 +137,10 @@ class JobPipeline:
         held: HeldJobs | None = None,
         stopping: asyncio.Event | None = None,
         answer_in_background: bool = True,
+        own_time_limits: bool = False,
     ) -> None:
         self.client = client
+        self.own_time_limits = own_time_limits
         self.implementations = implementations
         self.reports = Reports(client, outbox, held, stopping)
         self.stopping = stopping
@@ -168,14 +175,20 @@ class JobPipeline:
         await self.reports.close()
 
     async def run(self, job_id: int, task_id: str | None = None) -> RunResult:
+        claim = await self.claim_settled(job_id, task_id)
+        if not claim.claimed:
+            return RunResult(Outcome.REFUSED, claim.reason)
+        assert claim.job is not None
+        return await self.execute(claim.job)
+
+    async def claim_settled(self, job_id: int, task_id: str | None = None) -> Claim:
+        """The first half of :meth:`run`: the answer still in flight read, then the claim."""
         await self.settle()
         claim = await self.claim(job_id, task_id)
         if not claim.claimed:
             # Refusals are an expected outcome (another machine won, limits, dev mode).
             log.info("job %s not claimed: %s", job_id, claim.reason)
-            return RunResult(Outcome.REFUSED, claim.reason)
-        assert claim.job is not None
-        return await self.execute(claim.job)
+        return claim
 
     async def claim(self, job_id: int, task_id: str | None = None) -> Claim:
         """Claim ``job_id``, first sending the reports kept for lack of an answer (they free the
@@ -229,8 +242,14 @@ class JobPipeline:
         pump = _ProgressPump(self.client, job_id, lost)
         work = asyncio.create_task(self._invoke(fn, job_id, automation, dict(job.get("context") or {}), pump))
         watcher = asyncio.create_task(lost.wait())
+        limit = self._time_limit(job)
         try:
-            done, _ = await asyncio.wait({work, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait({work, watcher}, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
+            if not done:
+                work.cancel()
+                await pump.close()
+                assert limit is not None
+                return await self.time_limit_passed(job_id, limit, task_id)
             if work not in done:
                 work.cancel()
                 log.info("job %s was taken away while running (cancelled or moved); stopped", job_id)
@@ -258,6 +277,21 @@ class JobPipeline:
         finally:
             watcher.cancel()
             await pump.close()
+
+    def _time_limit(self, job: dict[str, Any]) -> float | None:
+        """The run's time limit this process enforces itself (see ``own_time_limits``)."""
+        limit = job.get("timeout_seconds")
+        if not self.own_time_limits or isinstance(limit, bool) or not isinstance(limit, int | float):
+            return None
+        return float(limit) if limit > 0 else None
+
+    async def time_limit_passed(self, job_id: int, seconds: float, task_id: str | None) -> RunResult:
+        """The run of ``job_id`` was stopped at its time limit of ``seconds``: report it FALHA
+        ``timeout: ...`` (one attempt: the API applies the automation's retry policy)."""
+        message = timeout_message(seconds)
+        log.warning("job %s stopped at its time limit (%g s)", job_id, seconds)
+        await self._report_failure(job_id, message, TIMEOUT_EXC_TYPE, None, task_id)
+        return RunResult(Outcome.FAILED, message)
 
     async def _complete(self, job_id: int, result: Any, task_id: str | None) -> RunResult:
         entry = self.reports.keep_completion(job_id, result, task_id)

@@ -43,7 +43,7 @@ from concurrent.futures import Future
 from typing import Any, Final, TypeVar
 
 from celery import Celery, Task, states
-from celery.exceptions import BackendStoreError, Reject, WorkerLostError
+from celery.exceptions import BackendStoreError, Reject, SoftTimeLimitExceeded, WorkerLostError
 from celery.signals import (
     task_failure,
     worker_init,
@@ -57,6 +57,7 @@ from celery.worker import state as worker_state
 
 from worker_automation.broker.celery_app import JobTaskBackend, make_celery
 from worker_automation.broker.kept_reports import register_command
+from worker_automation.catalog.registry import celery_time_limits
 from worker_automation.domain.vocabulary import PASSING_REFUSALS
 from worker_automation.settings import Settings
 from worker_automation.worker.celery_logging import quiet_celery_logging
@@ -190,16 +191,34 @@ def register_tasks(app: Celery, settings: Settings) -> None:
 
     def run_job(task: Task, job_id: int) -> dict[str, Any]:
         state = _process_state(settings)
+        task_id = task.request.id
         try:
-            result = state.run(state.pipeline.run(int(job_id), task.request.id))
+            claim = state.run(state.pipeline.claim_settled(int(job_id), task_id))
         except Stopped:
             # Shutting down while the API did not answer the claim: the message goes back to
             # the queue, unacknowledged, for whichever worker comes next.
             log.warning("job %s: shutting down before the API answered its claim; task handed back", job_id)
             raise Reject("shutdown before the claim was answered", requeue=True) from None
-        if result.outcome is Outcome.REFUSED and result.reason in RETRIED_REFUSALS:
-            # The job stays AGENDADO; try again later without anyone acting.
-            raise task.retry(countdown=retry_delay(task.request.retries or 0), max_retries=None)
+        except SoftTimeLimitExceeded:
+            # The time limit counts from the task's start: waiting for the API is no run.
+            log.warning(
+                "job %s: time limit reached before the API answered its claim; task handed back", job_id
+            )
+            raise Reject("time limit before the claim was answered", requeue=True) from None
+        if not claim.claimed or claim.job is None:
+            if claim.reason in RETRIED_REFUSALS:
+                # The job stays AGENDADO; try again later without anyone acting.
+                raise task.retry(countdown=retry_delay(task.request.retries or 0), max_retries=None)
+            return {"outcome": Outcome.REFUSED.value, "reason": claim.reason}
+        try:
+            result = state.run(state.pipeline.execute(claim.job))
+        except SoftTimeLimitExceeded:
+            # Celery's soft limit (the automation's timeout_seconds): the run was stopped; its
+            # hard limit kills this process should reporting it outlast the grace.
+            seconds = _soft_limit(task)
+            result = state.run(
+                state.pipeline.time_limit_passed(int(job_id), seconds, claim.job.get("task_id"))
+            )
         return {"outcome": result.outcome.value, "reason": result.reason}
 
     backend = PoolTaskBackend(app=app, url=settings.redis_url)
@@ -222,6 +241,15 @@ def register_tasks(app: Celery, settings: Settings) -> None:
         # In the background: a pool process must come up at once, whether the API answers or not.
         recovered = asyncio.run_coroutine_threadsafe(state.pipeline.recover_left_behind(), state.loop)
         recovered.add_done_callback(_log_failure)
+
+
+def _soft_limit(task: Task) -> float:
+    """The soft time limit the running task was given (its message's, else its automation's)."""
+    limits = task.request.timelimit or (None, None)
+    soft = limits[1] if len(limits) > 1 else None
+    if soft is None:
+        soft = celery_time_limits(task.name)[1]
+    return float(soft or 0.0)
 
 
 def _log_failure(done: Future[Any]) -> None:
