@@ -32,7 +32,7 @@ def event(n: int) -> JobEvent:
 
 def graphql_schema(sqlite_database_url: str) -> GraphQLSchema:
     schema = cast(Schema, build_schema(Settings(database_url=sqlite_database_url)))
-    # The one read of a Strawberry attribute outside its API (live views run a RESYNC payload on it).
+    # Strawberry's graphql-core schema, read here only: the test builds an executor by hand.
     found = schema._schema
     assert isinstance(found, GraphQLSchema)
     return found

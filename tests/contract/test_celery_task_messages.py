@@ -3,7 +3,8 @@
 Each comparison sends one task through ``app.send_task`` (Celery and kombu's Redis transport) and
 the same task through the gateway, then reads both back from Redis: the same list, the same
 envelope but for the delivery tag kombu draws for every message, and (task events on) the same
-task-sent event on the same channel.
+task-sent event on the same channel. This is what ``overrides.task_messages`` relies on: a Celery
+or kombu release that writes a task otherwise fails here first (needs Redis).
 """
 
 from __future__ import annotations
