@@ -5,13 +5,17 @@ refused (409)."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
+import redis
 from sqlalchemy import select, update
 
 from tests.integration.operator_support import any_services, pool_machine
 from tests.unit.graphql_support import make_api
+from worker_automation.broker.gateway import BrokerGateway
+from worker_automation.broker.queues import priority_keys
 from worker_automation.catalog.registry import (
     AUTOMATION_REGISTRY,
     TIME_LIMIT_GRACE_SECONDS,
@@ -27,6 +31,7 @@ from worker_automation.resolvers.automations import update_settings
 from worker_automation.resolvers.machines import MachineView, register_machine
 from worker_automation.resolvers.services import Services
 from worker_automation.resolvers.time_limits import end_overdue_run, end_overdue_runs, overdue_runs
+from worker_automation.settings import Settings
 
 __all__ = ["any_services"]
 
@@ -68,10 +73,38 @@ async def _attempts(services: Services, job_id: int) -> list[tuple[str | None, s
 
 
 def test_the_limits_of_a_task_message() -> None:
-    assert celery_time_limits(AUTOMATION_REGISTRY[LIMITED].task_name) == (LIMIT + TIME_LIMIT_GRACE_SECONDS, LIMIT)
+    assert celery_time_limits(AUTOMATION_REGISTRY[LIMITED].task_name) == (
+        LIMIT + TIME_LIMIT_GRACE_SECONDS,
+        LIMIT,
+    )
     assert celery_time_limits(AUTOMATION_REGISTRY["demo.sleep"].task_name) == (None, None)
     assert celery_time_limits("probe.echo") == (None, None)
     assert "time_limits" in [periodic.name for periodic in _periodic()]
+
+
+async def test_the_task_message_carries_the_automation_s_limits_as_celery_writes_them(
+    redis_url: str, redis_prefix: str
+) -> None:
+    queue = f"{redis_prefix}-scan"
+    gateway = BrokerGateway(Settings(queues={queue: 1}), redis_url)
+    raw = redis.Redis.from_url(redis_url)
+    limited = AUTOMATION_REGISTRY[LIMITED].task_name
+    try:
+        with gateway.app.producer_or_acquire() as producer:
+            gateway.app.send_task(
+                limited, args=[1], queue=queue, priority=0, task_id="celery", producer=producer,
+                time_limit=LIMIT + TIME_LIMIT_GRACE_SECONDS, soft_time_limit=LIMIT,
+            )  # fmt: skip
+        await gateway.send(limited, queue=queue, priority=0, args=[1], task_id="ours")
+        await gateway.send(AUTOMATION_REGISTRY["demo.sleep"].task_name, queue=queue, priority=0, args=[2])
+        messages = [json.loads(m) for m in reversed(raw.lrange(priority_keys(queue)[0], 0, -1))]
+        theirs, ours, unlimited = (m["headers"]["timelimit"] for m in messages)
+        assert ours == theirs == [LIMIT + TIME_LIMIT_GRACE_SECONDS, LIMIT]
+        assert unlimited == [None, None]
+    finally:
+        raw.delete(*priority_keys(queue))
+        raw.close()
+        await gateway.close()
 
 
 async def test_a_run_past_its_limit_ends_falha_and_one_within_it_does_not(any_services: Services) -> None:

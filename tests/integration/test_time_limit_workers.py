@@ -1,0 +1,105 @@
+"""Time limits with real worker processes: a pool worker stops a run at Celery's soft time limit
+and a dedicated machine on its own clock, both well before the API's own check would; each
+timed-out run is one attempt, retried by the automation's policy."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import asyncpg
+import pytest
+
+from tests.integration.harness import Stack, plain_dsn
+from worker_automation.catalog.registry import AUTOMATION_REGISTRY, TIME_LIMIT_GRACE_SECONDS, TIMEOUT_EXC_TYPE
+from worker_automation.models.database import Database
+from worker_automation.resolvers.audit import Actor
+from worker_automation.resolvers.automations import update_settings
+from worker_automation.settings import Settings
+
+pytestmark = pytest.mark.services
+
+LIMITED = "demo.timeout"
+LIMIT = AUTOMATION_REGISTRY[LIMITED].timeout_seconds or 0.0
+TIMEOUT_MESSAGE = f"timeout: a execucao passou do limite de {LIMIT:g} s"
+
+
+def _retry_policy(database_url: str, attempts: int) -> None:
+    async def run() -> None:
+        db = Database(Settings(database_url=database_url))
+        try:
+            policy: dict[str, int | None] = {
+                "max_attempts": attempts,
+                "retry_backoff_seconds": 1,
+                "retry_backoff_max_seconds": 1,
+            }
+            await update_settings(db, LIMITED, actor=Actor("test"), retry_policy=policy)
+        finally:
+            await db.close()
+
+    asyncio.run(run())
+
+
+def _attempts(database_url: str, job_id: int) -> list[asyncpg.Record]:
+    async def run() -> list[asyncpg.Record]:
+        conn = await asyncpg.connect(plain_dsn(database_url))
+        try:
+            return list(
+                await conn.fetch("SELECT * FROM attempts WHERE worker_id = $1 ORDER BY number", job_id)
+            )
+        finally:
+            await conn.close()
+
+    return asyncio.run(run())
+
+
+def _exc_type(row: dict[str, Any]) -> Any:
+    result = row["result"]
+    return (json.loads(result) if isinstance(result, str) else result)["exc_type"]
+
+
+def _stopped_by_the_worker(attempt: asyncpg.Record) -> None:
+    """The run ended at its limit, by its worker: well before the API's check (limit + grace)."""
+    ran = (attempt["ended_at"] - attempt["started_at"]).total_seconds()
+    assert LIMIT - 0.5 <= ran < LIMIT + TIME_LIMIT_GRACE_SECONDS / 2, ran
+
+
+def test_a_pool_worker_stops_a_run_at_its_soft_time_limit_and_the_retry_runs_again(stack: Stack) -> None:
+    _retry_policy(stack.database_url, 2)
+    key = stack.register_machine(queue="scan")
+    stack.pool_worker("scan", 1, key=key)
+    job_id = stack.dispatch(LIMITED, {"seconds": 60})
+    row = stack.wait_status(job_id, "FALHA", 30.0)
+    assert row["mensagem_erro"] == f"retries_exhausted: {TIMEOUT_MESSAGE}"
+    assert row["retry_count"] == 1
+    attempts = _attempts(stack.database_url, job_id)
+    assert [(a["outcome"], a["error"]) for a in attempts] == [
+        ("FALHA", TIMEOUT_MESSAGE),
+        ("FALHA", f"retries_exhausted: {TIMEOUT_MESSAGE}"),
+    ]
+    assert attempts[0]["task_id"] != attempts[1]["task_id"]
+    assert attempts[1]["started_at"] >= attempts[0]["ended_at"]
+    for attempt in attempts:
+        _stopped_by_the_worker(attempt)
+    assert _exc_type(row) == TIMEOUT_EXC_TYPE
+
+    # A run within the limit is not touched.
+    quick = stack.dispatch(LIMITED, {"seconds": 0.2})
+    assert stack.wait_status(quick, {"CONCLUIDO", "FALHA"}, 30.0)["status"] == "CONCLUIDO"
+
+
+def test_a_dedicated_machine_stops_a_run_on_its_own_clock(stack: Stack) -> None:
+    machine = stack.machine(LIMITED)
+    machine.wait_for_output("machine for demo.timeout starting")
+    job_id = stack.dispatch(LIMITED, {"seconds": 60})
+    row = stack.wait_status(job_id, "FALHA", 30.0)
+    assert row["mensagem_erro"] == TIMEOUT_MESSAGE and row["retry_count"] == 0
+    (attempt,) = _attempts(stack.database_url, job_id)
+    assert attempt["outcome"] == "FALHA" and attempt["error"] == TIMEOUT_MESSAGE
+    _stopped_by_the_worker(attempt)
+    assert _exc_type(row) == TIMEOUT_EXC_TYPE
+    assert machine.alive()
+
+    quick = stack.dispatch(LIMITED, {"seconds": 0.2})
+    assert stack.wait_status(quick, {"CONCLUIDO", "FALHA"}, 30.0)["status"] == "CONCLUIDO"
