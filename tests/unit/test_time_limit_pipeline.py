@@ -5,6 +5,7 @@ refuses (the run ended by the API) stops the run too."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -97,3 +98,21 @@ async def test_a_refused_progress_report_stops_the_run() -> None:
     assert result.outcome is Outcome.LOST
     await asyncio.sleep(0)
     assert sleeper.stopped and not [call for call in client.calls if call[0] in ("fail", "complete")]
+
+
+async def test_a_stopped_sync_automation_is_counted_until_its_thread_returns() -> None:
+    release = threading.Event()
+
+    def blocking(job_id: int, automation: str, context: dict[str, Any]) -> None:
+        release.wait(10.0)
+
+    client = LimitedClient()
+    pipeline = JobPipeline(client, {AUTOMATION: blocking}, own_time_limits=True)
+    assert (await pipeline.run(7)).outcome is Outcome.FAILED
+    assert pipeline.automations_in_threads() == 1
+    release.set()
+    for _ in range(500):  # up to 5 s
+        if not pipeline.automations_in_threads():
+            break
+        await asyncio.sleep(0.01)
+    assert pipeline.automations_in_threads() == 0

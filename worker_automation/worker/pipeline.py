@@ -10,6 +10,7 @@ import asyncio
 import inspect
 import json
 import logging
+import threading
 import traceback as tb
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -141,6 +142,8 @@ class JobPipeline:
     ) -> None:
         self.client = client
         self.own_time_limits = own_time_limits
+        self._threads = 0
+        self._threads_lock = threading.Lock()
         self.implementations = implementations
         self.reports = Reports(client, outbox, held, stopping)
         self.stopping = stopping
@@ -346,10 +349,25 @@ class JobPipeline:
             if inspect.iscoroutinefunction(fn):
                 return await fn(job_id, automation, context)
             # to_thread copies the context, so report_progress works inside sync automations.
-            result = await asyncio.to_thread(fn, job_id, automation, context)
+            result = await asyncio.to_thread(self._in_thread, fn, job_id, automation, context)
             if inspect.isawaitable(result):
                 return await result
             return result
+
+    def _in_thread(self, fn: AutomationFn, job_id: int, automation: str, context: dict[str, Any]) -> Any:
+        with self._threads_lock:
+            self._threads += 1
+        try:
+            return fn(job_id, automation, context)
+        finally:
+            with self._threads_lock:
+                self._threads -= 1
+
+    def automations_in_threads(self) -> int:
+        """How many sync automations run in threads right now: a stopped run's thread cannot be
+        interrupted, and goes on until its function returns."""
+        with self._threads_lock:
+            return self._threads
 
     async def _failed(self, job_id: int, exc: BaseException, task_id: str | None) -> RunResult:
         message = str(exc) or type(exc).__name__

@@ -22,6 +22,11 @@ What each fault does to a task message and to its job (``task_acks_late=True``,
   again with a new task id, and the claim refuses the old message when it comes back (stale
   task). The jobs it was running are reported ``worker_lost`` by the next worker process of the
   same machine at its start (the held-jobs ledger), or found by the reconciler.
+- A run past its automation's time limit: Celery's soft limit (the task message's) interrupts the
+  wait for it, the run is stopped and reported FALHA ``timeout: ...``; a sync automation's thread
+  cannot be stopped, so the process waits for it, and Celery's hard limit (a grace later) kills
+  the process should it outlast that. A soft limit reached while the claim waits for the API
+  hands the message back instead.
 - The Celery worker stops on an "unrecoverable error" of its own (kombu failing on a broken Redis
   connection): once its pool has stopped, the command starts itself again in the same process
   (``restart.py``); the late-acked messages it held are in the ``unacked`` hash as above.
@@ -83,6 +88,8 @@ SETTLE_TIMEOUT_SECONDS: Final = 30.0
 STOP_SIGNAL: Final = signal.SIGUSR2
 # How long the worker's main process waits for each answer when it reports for its pool processes.
 MAIN_REPORT_TIMEOUT_SECONDS: Final = 10.0
+# How often a pool process past its soft time limit looks whether the automation's thread ended.
+THREAD_POLL_SECONDS: Final = 0.1
 
 
 class _ProcessState:
@@ -219,6 +226,7 @@ def register_tasks(app: Celery, settings: Settings) -> None:
             result = state.run(
                 state.pipeline.time_limit_passed(int(job_id), seconds, claim.job.get("task_id"))
             )
+            _wait_for_stopped_threads(state, job_id)
         return {"outcome": result.outcome.value, "reason": result.reason}
 
     backend = PoolTaskBackend(app=app, url=settings.redis_url)
@@ -241,6 +249,18 @@ def register_tasks(app: Celery, settings: Settings) -> None:
         # In the background: a pool process must come up at once, whether the API answers or not.
         recovered = asyncio.run_coroutine_threadsafe(state.pipeline.recover_left_behind(), state.loop)
         recovered.add_done_callback(_log_failure)
+
+
+def _wait_for_stopped_threads(state: _ProcessState, job_id: int) -> None:
+    """A sync automation's thread cannot be interrupted: this process takes no other task while it
+    runs, and Celery's hard time limit kills the process should it outlast the grace."""
+    if not state.pipeline.automations_in_threads():
+        return
+    log.warning(
+        "job %s: its automation still runs in a thread; waiting for it or the hard time limit", job_id
+    )
+    while state.pipeline.automations_in_threads():
+        time.sleep(THREAD_POLL_SECONDS)
 
 
 def _soft_limit(task: Task) -> float:
