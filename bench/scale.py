@@ -94,6 +94,35 @@ GRAPHQL_CURSOR_QUERY = (
     f"{{ total items {{ {WORKER_FIELDS} createdAt }} pageInfo {{ endCursor hasNextPage }} }} }}"
 )
 
+# The job list read other ways than by status and queue: free text that matches a CNPJ inside the
+# jobs' context, a week of finish times, sorted by finish time or run time (each client on a page
+# of its own), and the queued jobs of the busiest queue with their place in it.
+TEXT_QUERY = (
+    'query($page: Int!) { workers(filter: {q: "31020671000148"}, page: $page, perPage: 20) '
+    f"{{ total items {{ {WORKER_FIELDS} createdAt }} }} }}"
+)
+FINISHED_WEEK = (
+    f'finishedFrom: "{(datetime.now(UTC) - timedelta(days=14)).isoformat()}", '
+    f'finishedTo: "{(datetime.now(UTC) - timedelta(days=7)).isoformat()}"'
+)
+RANGE_QUERY = (
+    f"query($page: Int!) {{ workers(filter: {{{FINISHED_WEEK}}}, page: $page, perPage: 20) "
+    f"{{ total items {{ {WORKER_FIELDS} dataFim }} }} }}"
+)
+
+
+def ordered_query(field_name: str, direction: str) -> str:
+    return (
+        f"query($page: Int!) {{ workers(orderBy: {{field: {field_name}, direction: {direction}}}, "
+        f"page: $page, perPage: 20) {{ total items {{ {WORKER_FIELDS} dataInicio dataFim }} }} }}"
+    )
+
+
+QUEUE_POSITION_QUERY = (
+    'query($page: Int!) { workers(filter: {status: AGENDADO, queue: "certidao"}, page: $page, '
+    f"perPage: 20) {{ total items {{ {WORKER_FIELDS} queuePosition waitingReason }} }} }}"
+)
+
 
 @dataclass(frozen=True)
 class Endpoint:
@@ -192,6 +221,28 @@ ENDPOINTS = (
     Endpoint("GraphQL durations", "/graphql", AGGREGATE_TARGET_MS, DURATIONS_QUERY),
     Endpoint("GraphQL automationHealth 30 d", "/graphql", AGGREGATE_TARGET_MS, HEALTH_QUERY),
     Endpoint("GraphQL throughput 90 d by day", "/graphql", AGGREGATE_TARGET_MS, THROUGHPUT_90D_QUERY),
+    Endpoint("GraphQL workers q over context p1-32", "/graphql", LIST_TARGET_MS, TEXT_QUERY, first_page=1),
+    Endpoint(
+        "GraphQL workers finished in a week p1-32", "/graphql", LIST_TARGET_MS, RANGE_QUERY, first_page=1
+    ),
+    *(
+        Endpoint(
+            f"GraphQL workers by {name} {direction} p1-32",
+            "/graphql",
+            LIST_TARGET_MS,
+            ordered_query(name, direction),
+            first_page=1,
+        )
+        for name in ("FINISHED_AT", "DURATION")
+        for direction in ("DESC", "ASC")
+    ),
+    Endpoint(
+        "GraphQL workers queuePosition AGENDADO p1-32",
+        "/graphql",
+        LIST_TARGET_MS,
+        QUEUE_POSITION_QUERY,
+        first_page=1,
+    ),
     Endpoint("REST list CONCLUIDO+scan p1", f"{REST}/?status=CONCLUIDO&queue=scan&page=1", LIST_TARGET_MS),
     Endpoint(
         "REST list CONCLUIDO+scan p500", f"{REST}/?status=CONCLUIDO&queue=scan&page=500", LIST_TARGET_MS

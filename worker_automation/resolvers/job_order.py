@@ -108,6 +108,46 @@ def _duration_postgresql(element: duration_seconds, compiler: SQLCompiler, **kw:
     return f"CAST(EXTRACT(EPOCH FROM ({end} - {start})) AS DOUBLE PRECISION)"
 
 
+class _missing(ColumnElement[Any]):
+    """The sentinel that stands for NULL in a sort key. PostgreSQL gets it written into the
+    statement, as the expression indexes of these keys write it (migration 0013): an index is
+    used only for the expression it was built on, and a parameter in its place matches none
+    once a prepared statement runs its generic plan. SQLite gets a parameter. (asyncpg sends
+    the first instant a datetime holds as -infinity, so PostgreSQL's first sentinel is that.)"""
+
+    inherit_cache = True
+
+    def __init__(self, value: datetime | float, sql: str, type_: Any) -> None:
+        self.value = value
+        self.sql = sql
+        self.type = type_
+
+    def _gen_cache_key(self, anon_map: Any, bindparams: Any) -> tuple[Any, ...]:
+        return (self.__class__, self.sql)
+
+
+@compiles(_missing)
+def _missing_default(element: _missing, compiler: SQLCompiler, **kw: Any) -> str:
+    return compiler.process(literal(element.value, element.type), **kw)
+
+
+@compiles(_missing, "postgresql")
+def _missing_postgresql(element: _missing, compiler: SQLCompiler, **kw: Any) -> str:
+    return element.sql
+
+
+_NO_FINISH = {
+    True: _missing(_FIRST_TIME, "CAST('-infinity' AS TIMESTAMP WITH TIME ZONE)", UtcDateTime()),
+    False: _missing(
+        _LAST_TIME, "CAST('9999-12-31 23:59:59+00:00' AS TIMESTAMP WITH TIME ZONE)", UtcDateTime()
+    ),
+}
+_NO_DURATION = {
+    True: _missing(_FIRST_SECONDS, "CAST(-1e18 AS DOUBLE PRECISION)", Float()),
+    False: _missing(_LAST_SECONDS, "CAST(1e18 AS DOUBLE PRECISION)", Float()),
+}
+
+
 def _key_type(field: OrderField) -> TypeDecorator[Any] | Integer | Float[float]:
     if field in (OrderField.CREATED_AT, OrderField.FINISHED_AT):
         return UtcDateTime()
@@ -122,11 +162,9 @@ def sort_key(order: JobOrder) -> ColumnElement[Any]:
     if order.field is OrderField.PRIORITY:
         return columns.priority
     if order.field is OrderField.FINISHED_AT:
-        missing = _FIRST_TIME if order.descending else _LAST_TIME
-        return func.coalesce(Job.data_fim, literal(missing, UtcDateTime()), type_=UtcDateTime())
-    missing_seconds = _FIRST_SECONDS if order.descending else _LAST_SECONDS
+        return func.coalesce(Job.data_fim, _NO_FINISH[order.descending], type_=UtcDateTime())
     return func.coalesce(
-        duration_seconds(Job.data_fim, Job.data_inicio), literal(missing_seconds, Float()), type_=Float()
+        duration_seconds(Job.data_fim, Job.data_inicio), _NO_DURATION[order.descending], type_=Float()
     )
 
 

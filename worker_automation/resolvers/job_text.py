@@ -10,6 +10,11 @@ which every letter an accent can hide behind matches any one character ("metal_r
 "metalurgica"): a cast, a lower() and a LIKE per row, several times cheaper than folding the
 whole text, and only the rows that pass it have their values walked and folded.
 On SQLite the values are walked directly (the stored text escapes accented letters).
+
+On PostgreSQL every alternative is one an index answers (the context's text and the folded error
+message by trigram indexes when ``pg_trgm`` is installed, see migration 0013; the client and the
+automation as ``= ANY`` of an array, which an index takes, where ``IN`` a subquery or an empty
+list is not), so a search combines the rows each index finds instead of reading every row.
 """
 
 from __future__ import annotations
@@ -17,7 +22,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import Boolean, ColumnElement, Text, bindparam, cast, func, or_, select
+from sqlalchemy import (
+    ARRAY,
+    BindParameter,
+    Boolean,
+    ColumnElement,
+    String,
+    Text,
+    bindparam,
+    cast,
+    func,
+    or_,
+    select,
+)
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
@@ -71,6 +88,32 @@ def _value_text(element: _ValueText, compiler: SQLCompiler, **kw: Any) -> str:
     return "(wa_value.v #>> '{}')"
 
 
+class _one_of(FunctionElement[bool]):
+    """Whether a column equals one of a list: ``= ANY`` of an array on PostgreSQL (arguments: the
+    column, then the list's parameter, or a subquery of its values), ``IN`` elsewhere."""
+
+    type = Boolean()
+    inherit_cache = True
+
+
+@compiles(_one_of)
+def _one_of_default(element: _one_of, compiler: SQLCompiler, **kw: Any) -> str:
+    column, values = element.clauses
+    if isinstance(values, BindParameter):
+        values = bindparam(values.key, expanding=True)
+    return f"({compiler.process(column.in_(values), **kw)})"
+
+
+@compiles(_one_of, "postgresql")
+def _one_of_postgresql(element: _one_of, compiler: SQLCompiler, **kw: Any) -> str:
+    column, values = element.clauses
+    if isinstance(values, BindParameter):
+        array = compiler.process(bindparam(values.key, type_=ARRAY(String())), **kw)
+    else:
+        array = f"ARRAY{compiler.process(values, **kw)}"
+    return f"{compiler.process(column, **kw)} = ANY ({array})"
+
+
 def text_search() -> ColumnElement[bool]:
     """Free text, ignoring case and accents: task id, client, error message, an automation
     whose key or name matches, or a value of the context (parameters from
@@ -78,9 +121,9 @@ def text_search() -> ColumnElement[bool]:
     clients = select(Cliente.id).where(fold(Cliente.razao_social).like(bindparam("text_pattern")))
     return or_(
         Job.task_id == bindparam("text_exact"),
-        Job.cliente_id.in_(clients),
+        _one_of(Job.cliente_id, clients.scalar_subquery()),
         fold(Job.mensagem_erro).like(bindparam("text_pattern")),
-        Job.automation_type.in_(bindparam("text_automations", expanding=True)),
+        _one_of(Job.automation_type, bindparam("text_automations")),
         context_value_matches(Job.context, bindparam("text_pattern"), bindparam("text_json_pattern")),
     )
 
