@@ -231,7 +231,12 @@ def register_tasks(app: Celery, settings: Settings) -> None:
 
     backend = PoolTaskBackend(app=app, url=settings.redis_url)
     for automation in AUTOMATION_REGISTRY.values():
-        options = {"bind": True, "acks_late": True, "max_retries": None, "backend": backend}
+        options: dict[str, Any] = {"bind": True, "acks_late": True, "max_retries": None, "backend": backend}
+        # The task's own time limits: those of a message sent without them (this worker sending a
+        # task again, a message from before the limit) and of the messages it sends.
+        hard, soft = celery_time_limits(automation.task_name)
+        if soft is not None:
+            options.update(time_limit=hard, soft_time_limit=soft)
         app.task(name=automation.task_name, **options)(run_job)
     worker_process_shutdown.connect(_settle_before_exit, weak=False)
 
