@@ -1,17 +1,19 @@
 """Time limits with real worker processes: a pool worker stops a run at Celery's soft time limit
 and a dedicated machine on its own clock, both well before the API's own check would; each
-timed-out run is one attempt, retried by the automation's policy."""
+timed-out run is one attempt, retried by the automation's policy. A machine that hangs has its run
+ended by the API, and its late report, once it wakes, changes nothing."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import signal
 from typing import Any
 
 import asyncpg
 import pytest
 
-from tests.integration.harness import Stack, plain_dsn
+from tests.integration.harness import Stack, plain_dsn, wait_until
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY, TIME_LIMIT_GRACE_SECONDS, TIMEOUT_EXC_TYPE
 from worker_automation.models.database import Database
 from worker_automation.resolvers.audit import Actor
@@ -103,3 +105,30 @@ def test_a_dedicated_machine_stops_a_run_on_its_own_clock(stack: Stack) -> None:
 
     quick = stack.dispatch(LIMITED, {"seconds": 0.2})
     assert stack.wait_status(quick, {"CONCLUIDO", "FALHA"}, 30.0)["status"] == "CONCLUIDO"
+
+
+def test_the_api_ends_the_run_of_a_hung_machine_and_refuses_its_late_report(stack: Stack) -> None:
+    machine = stack.machine(LIMITED)
+    machine.wait_for_output("machine for demo.timeout starting")
+    job_id = stack.dispatch(LIMITED, {"seconds": 60})
+    stack.wait_status(job_id, "EXECUTANDO", 30.0)
+    machine.send(signal.SIGSTOP)  # hung: neither its clock nor its reports move
+    try:
+        row = stack.wait_status(job_id, "FALHA", LIMIT + TIME_LIMIT_GRACE_SECONDS + 20.0)
+    finally:
+        machine.send(signal.SIGCONT)
+    assert row["mensagem_erro"] == TIMEOUT_MESSAGE and _exc_type(row) == TIMEOUT_EXC_TYPE
+    (attempt,) = _attempts(stack.database_url, job_id)
+    ran = (attempt["ended_at"] - attempt["started_at"]).total_seconds()
+    assert attempt["error"] == TIMEOUT_MESSAGE and ran >= LIMIT + TIME_LIMIT_GRACE_SECONDS
+    # Awake again, the machine stops the run; its report of it is refused and changes nothing.
+    refused = ("failure not recorded, the job is no longer ours", "was taken away while running")
+    wait_until(
+        lambda: any(text in machine.output() for text in refused),
+        20.0,
+        lambda: f"no refusal seen:\n{machine.tail()}",
+    )
+    row = stack.db.job(job_id)
+    assert row["status"] == "FALHA" and row["mensagem_erro"] == TIMEOUT_MESSAGE
+    assert len(_attempts(stack.database_url, job_id)) == 1
+    assert machine.alive()
