@@ -114,7 +114,7 @@ async def fake_api(port: int = 0, **options: Any) -> AsyncIterator[FakeApi]:
             pass
         finally:
             handlers.discard(task)
-        writer.close()
+            writer.close()
 
     server = await asyncio.start_server(handle, "127.0.0.1", port)
     api.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
@@ -125,3 +125,4 @@ async def fake_api(port: int = 0, **options: Any) -> AsyncIterator[FakeApi]:
         for task in list(handlers):
             task.cancel()
         await asyncio.gather(*handlers, return_exceptions=True)
+        await server.wait_closed()

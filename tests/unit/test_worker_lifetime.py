@@ -38,18 +38,18 @@ def gone(pid: int, timeout: float) -> bool:
 
 
 def test_a_process_ends_when_its_parent_is_killed() -> None:
-    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
-    try:
-        assert parent.stdout is not None
-        pid, armed = parent.stdout.readline().split()
-        assert armed == "True"
-        assert not gone(int(pid), 0.2)
-        parent.send_signal(signal.SIGKILL)
-        parent.wait(10)
-        assert gone(int(pid), 5.0), "the child outlived its parent"
-    finally:
-        parent.kill()
-        parent.wait(10)
+    with subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True) as parent:
+        try:
+            assert parent.stdout is not None
+            pid, armed = parent.stdout.readline().split()
+            assert armed == "True"
+            assert not gone(int(pid), 0.2)
+            parent.send_signal(signal.SIGKILL)
+            parent.wait(10)
+            assert gone(int(pid), 5.0), "the child outlived its parent"
+        finally:
+            parent.kill()
+            parent.wait(10)
 
 
 def test_a_process_whose_parent_already_ended_ends_at_once() -> None:

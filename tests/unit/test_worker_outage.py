@@ -47,6 +47,13 @@ def pipeline_for(
     )
 
 
+async def close(pipeline: JobPipeline) -> None:
+    """What a worker process does as it ends: the pipeline settles, then its client's
+    connections close."""
+    await pipeline.close()
+    await pipeline.client.close()
+
+
 async def until(probe: Callable[[], bool]) -> None:
     """Poll ``probe`` until it is true (AssertionError after ten seconds)."""
     for _ in range(200):
@@ -76,7 +83,7 @@ async def test_a_claim_waits_while_the_api_answers_503_then_runs_the_job(tmp_pat
         assert not running.done()  # not raised, not given up: still waiting
         api.mode = "up"
         result = await asyncio.wait_for(running, 10)
-        await pipeline.close()
+        await close(pipeline)
     assert result.outcome is Outcome.COMPLETED
     assert api.kinds() == [("start", 1), ("complete", 1)]
     assert api.calls[0][2] == {"task_id": "task-1"}
@@ -90,7 +97,7 @@ async def test_a_claim_waits_while_the_api_cannot_be_reached(tmp_path: Path) -> 
         assert not running.done()
         api.mode = "up"
         assert (await asyncio.wait_for(running, 10)).outcome is Outcome.COMPLETED
-        await pipeline.close()
+        await close(pipeline)
     assert api.kinds() == [("start", 2), ("complete", 2)]
 
 
@@ -106,7 +113,7 @@ async def test_a_shutdown_ends_the_wait_for_a_claim_and_keeps_the_job_held(tmp_p
         # The claim may have gone through unanswered: the next process reports it (or learns
         # there was nothing to report).
         assert entries(tmp_path / "held") == [{"job_id": 3, "task_id": "task-3", "supervisor": None}]
-        await pipeline.close()
+        await close(pipeline)
     assert api.kinds() == []
 
 
@@ -119,7 +126,7 @@ async def test_a_claim_taken_without_its_answer_is_reported_lost(tmp_path: Path)
         result = await pipeline.run(9, "task-9")
         assert (result.outcome, result.reason) == (Outcome.REFUSED, "already_claimed")
         assert entries(tmp_path / "held") == []
-        await pipeline.close()
+        await close(pipeline)
     assert api.kinds() == [("start", 9), ("start", 9), ("lost", 9)]
     assert api.calls[2][2] == {"fault": NOT_STARTED, "task_id": "task-9"}
 
@@ -136,7 +143,7 @@ async def test_a_claim_refused_after_the_api_was_unreachable_is_not_reported(tmp
     assert not running.done()
     async with fake_api(port=port, refusals={10: "already_claimed"}) as api:
         assert (await asyncio.wait_for(running, 10)).reason == "already_claimed"
-        await pipeline.close()
+        await close(pipeline)
     assert api.kinds() == [("start", 10)]
     assert entries(tmp_path / "held") == []
 
@@ -147,7 +154,7 @@ async def test_a_refused_claim_is_not_held(tmp_path: Path) -> None:
         result = await pipeline.run(4, "task-4")
         assert (result.outcome, result.reason) == (Outcome.REFUSED, "queue_paused")
         assert entries(tmp_path / "held") == []
-        await pipeline.close()
+        await close(pipeline)
 
 
 async def test_a_failure_without_answer_is_kept_and_sent_once_the_api_is_back(tmp_path: Path) -> None:
@@ -173,7 +180,7 @@ async def test_a_failure_without_answer_is_kept_and_sent_once_the_api_is_back(tm
         api.mode = "up"
         assert (await asyncio.wait_for(running, 10)).outcome is Outcome.FAILED
         assert entries(tmp_path / "outbox") == []
-        await pipeline.close()
+        await close(pipeline)
     assert api.kinds() == [("start", 5), ("fail", 5)]
     assert api.calls[1][2]["error"] == "portal fora do ar"
 
@@ -193,7 +200,7 @@ async def test_a_completion_the_api_cannot_take_is_kept_and_sent_before_the_next
         api.mode = "up"
         stopping.clear()
         assert (await pipeline.run(7, "task-7")).outcome is Outcome.COMPLETED
-        await pipeline.close()
+        await close(pipeline)
     assert api.kinds() == [("start", 6), ("complete", 6), ("start", 7), ("complete", 7)]
 
 
@@ -207,7 +214,7 @@ async def test_a_kept_completion_is_sent_once_the_api_is_back_without_another_jo
         api.mode = "up"
         await until(lambda: not entries(tmp_path / "outbox"))
         assert entries(tmp_path / "outbox") == []
-        await pipeline.close()
+        await close(pipeline)
     assert api.kinds() == [("start", 7), ("complete", 7)]
 
 
@@ -220,7 +227,7 @@ async def test_a_failure_left_by_a_dead_process_is_sent_by_the_next(tmp_path: Pa
     async with fake_api() as api:
         pipeline = pipeline_for(api, tmp_path)
         assert await pipeline.recover_left_behind() == (1, 0)
-        await pipeline.close()
+        await close(pipeline)
     assert api.kinds() == [("fail", 8)]
     assert api.calls[0][2] == {"error": "boom", "exc_type": "E", "traceback": None, "task_id": "t8"}
 
@@ -289,7 +296,7 @@ async def test_held_jobs_left_behind_are_reported_lost_unless_their_end_is_kept(
         assert [e["job_id"] for e in entries(box)] == [11]
         api.mode = "up"
         await until(lambda: not entries(held) and not entries(box))
-        await pipeline.close()
+        await close(pipeline)
     assert sorted(api.kinds()) == [("complete", 11), ("lost", 10)]
     lost = next(body for kind, _, body in api.calls if kind == "lost")
     assert lost == {"fault": WORKER_LOST, "task_id": "t10"}
@@ -302,7 +309,7 @@ async def test_a_lost_report_answered_409_means_nothing_to_do(tmp_path: Path) ->
     async with fake_api(lost_answer=409) as api:
         pipeline = pipeline_for(api, tmp_path)
         assert await pipeline.recover_left_behind() == (0, 0)
-        await pipeline.close()
+        await close(pipeline)
     assert api.kinds() == [("lost", 12)]
     assert entries(held) == []
 
@@ -335,7 +342,7 @@ async def test_a_lost_report_about_a_job_still_agendado_is_sent_again_until_the_
         await until(lambda: len(api.calls) >= 2)
         api.lost_answer, api.lost_status = 200, None
         await until(lambda: not entries(held))
-        await pipeline.close()
+        await close(pipeline)
     kinds = api.kinds()
     assert set(kinds) == {("lost", 13)} and len(kinds) >= 3
     assert api.calls[-1][2] == {"fault": WORKER_LOST}
@@ -350,7 +357,7 @@ async def test_a_job_left_behind_that_stays_agendado_is_let_go_after_the_bound(t
         await pipeline.recover_left_behind()
         await until(lambda: not entries(held))
         elapsed = asyncio.get_running_loop().time() - started
-        await pipeline.close()
+        await close(pipeline)
     assert 0.5 <= elapsed <= 3.0
     assert set(api.kinds()) == {("lost", 14)} and 3 <= len(api.calls) <= 20
 
@@ -371,7 +378,7 @@ async def test_a_claim_of_a_watched_job_refused_as_already_claimed_reports_the_d
         assert (result.outcome, result.reason) == (Outcome.REFUSED, "already_claimed")
         await asyncio.sleep(0.3)  # the watch would have sent its report by now
         assert entries(tmp_path / "held") == []
-        await pipeline.close()
+        await close(pipeline)
     assert api.kinds() == [("lost", 15), ("start", 15), ("lost", 15)]
     assert api.calls[2][2] == {"fault": NOT_STARTED}
 
@@ -387,5 +394,5 @@ async def test_a_claim_of_a_watched_job_that_succeeds_is_never_reported_lost(tmp
         assert result.outcome is Outcome.COMPLETED
         await pipeline.settle()
         await asyncio.sleep(0.3)
-        await pipeline.close()
+        await close(pipeline)
     assert api.kinds() == [("lost", 16), ("start", 16), ("complete", 16)]
