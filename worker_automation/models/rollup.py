@@ -9,6 +9,10 @@ of any time zone (whose offsets are whole quarter hours) is a range of slots, ch
 
 A fixed-bucket histogram of run times merges by addition, so percentiles of a day (or of any
 range) come from summing its slots; a percentile read from it is within one bucket's width.
+
+``automation_rollups_daily`` holds the same sums per UTC day (``slot // 96``), kept by the same
+triggers, so a range of months reads days instead of quarter hours (see
+``resolvers.rollup_reads``); retention leaves it as it leaves the quarter hours.
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ from worker_automation.models.base import Base
 
 # Seconds per slot.
 SLOT_SECONDS: Final = 900
+# Seconds per day of the daily rollups, and slots per such day.
+DAY_SECONDS: Final = 86_400
+DAY_SLOTS: Final = DAY_SECONDS // SLOT_SECONDS
 # Upper bounds (exclusive, in milliseconds) of the run-time buckets: about x1.5 apart, from 20 ms to
 # 18 hours; a last, open bucket holds longer runs. The migration that made the table holds the
 # same numbers: changing them needs a migration that rebuilds the histograms.
@@ -44,4 +51,16 @@ automation_rollups: Final = Table(
     *(Column(name, BigInteger, nullable=False) for name in DURATION_COLUMNS),
     # Throughput of every automation (or of one queue) over a range of slots.
     Index("ix_automation_rollups_slot", "slot"),
+)
+
+automation_rollups_daily: Final = Table(
+    "automation_rollups_daily",
+    Base.metadata,
+    Column("automation_type", String(100), primary_key=True),
+    # UTC days since the epoch: the slots ``day * DAY_SLOTS`` to ``(day + 1) * DAY_SLOTS``.
+    Column("day", Integer, primary_key=True),
+    Column("queue", String(50), primary_key=True),
+    *(Column(name, BigInteger, nullable=False) for name in COUNT_COLUMNS),
+    *(Column(name, BigInteger, nullable=False) for name in DURATION_COLUMNS),
+    Index("ix_automation_rollups_daily_day", "day"),
 )

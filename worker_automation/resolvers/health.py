@@ -1,8 +1,9 @@
 """Health of one automation over days: finished jobs and run-time percentiles per day.
 
 Read from ``automation_rollups`` (quarter hours of UTC, kept by triggers, never deleted by
-retention), so a day keeps its counts after its jobs are pruned and the read costs the same at a
-thousand rows or ten million. A day is a day of ``WA_TIMEZONE``: its slots are chosen when read, so
+retention; whole UTC days from ``automation_rollups_daily``, see ``resolvers.rollup_reads``), so
+a day keeps its counts after its jobs are pruned and the read costs the same at a thousand rows
+or ten million. A day is a day of ``WA_TIMEZONE``: its slots are chosen when read, so
 a change of zone needs no rewrite. Percentiles come from the summed histograms (see
 :mod:`worker_automation.models.rollup`).
 """
@@ -28,6 +29,7 @@ from worker_automation.models.rollup import (
     automation_rollups,
 )
 from worker_automation.resolvers.history import check_automation
+from worker_automation.resolvers.rollup_reads import bucket_sums
 from worker_automation.resolvers.services import Services
 
 MAX_DAYS: Final = 400
@@ -128,12 +130,18 @@ async def _read_days(
     if by_ranges is None:
         by_ranges = len(lengths) != 1
     if not by_ranges:
-        index = ((r.slot - bounds[0]) // lengths.pop()).label("i")
-        statement = (
-            select(index, *summed)
-            .where(r.automation_type == automation, r.slot >= bounds[0], r.slot < bounds[-1])
-            .group_by(index)
-        )
+        # Day i is bucket i when the slots are counted from the first day's midnight.
+        width = lengths.pop() * SLOT_SECONDS
+        async with services.db.reader() as session:
+            return await bucket_sums(
+                session,
+                ("completed", "failed", "cancelled", *DURATION_COLUMNS),
+                bounds[0],
+                bounds[-1],
+                width,
+                -bounds[0] * SLOT_SECONDS,
+                lambda table: [table.c.automation_type == automation],
+            )
     else:
         days = (
             values(

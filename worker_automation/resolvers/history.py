@@ -3,7 +3,8 @@
 Both read only finished rows in a time range, through indexes that carry every column they need
 (``ix_workers_history``, ``ix_workers_automation_history``), so PostgreSQL answers from the
 index alone. Throughput in buckets of whole quarter hours (an hour, a day) reads the rollups
-instead (``automation_rollups``): its cost does not grow with the rows, and jobs retention deleted
+instead (``automation_rollups``; buckets of whole days mostly ``automation_rollups_daily``, see
+``resolvers.rollup_reads``): its cost does not grow with the rows, and jobs retention deleted
 still count. Identical questions asked at the same moment share one read.
 """
 
@@ -14,13 +15,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Final
 
-from sqlalchemy import ColumnElement, Integer, cast, func, select
+from sqlalchemy import ColumnElement, Integer, Table, cast, func, select
 
 from worker_automation.domain.errors import BadInput
 from worker_automation.domain.shapes import Doc
 from worker_automation.models import Job, JobStatus, utcnow
-from worker_automation.models.rollup import SLOT_SECONDS, automation_rollups
+from worker_automation.models.rollup import COUNT_COLUMNS, SLOT_SECONDS
 from worker_automation.resolvers.reads import check_queue
+from worker_automation.resolvers.rollup_reads import bucket_sums
 from worker_automation.resolvers.services import Services
 
 DEFAULT_WINDOW: Final = timedelta(hours=24)
@@ -171,24 +173,21 @@ async def _rolled_up_counts(
     first_slot = -(-math.ceil(start.timestamp()) // SLOT_SECONDS)
     head = datetime.fromtimestamp(first_slot * SLOT_SECONDS, tz=UTC)
     found = await _bucket_counts(services, start, width, offset, queue, automation, before=head)
-    r = automation_rollups.c
-    bucket = ((r.slot * SLOT_SECONDS + offset) // width).label("bucket")
-    conds: list[ColumnElement[bool]] = [r.slot >= first_slot]
-    if queue is not None:
-        conds.append(r.queue == queue)
-    if automation is not None:
-        conds.append(r.automation_type == automation)
-    statement = (
-        select(bucket, func.sum(r.completed), func.sum(r.failed), func.sum(r.cancelled))
-        .where(*conds)
-        .group_by(bucket)
-    )
+
+    def conditions(table: Table) -> list[ColumnElement[bool]]:
+        conds: list[ColumnElement[bool]] = []
+        if queue is not None:
+            conds.append(table.c.queue == queue)
+        if automation is not None:
+            conds.append(table.c.automation_type == automation)
+        return conds
+
     async with services.db.reader() as session:
-        rows = (await session.execute(statement)).all()
-    for index, *sums in rows:
-        into = found.setdefault(int(index), {})
-        for status, n in zip(FINISHED, sums, strict=True):
-            into[status] = into.get(status, 0) + int(n or 0)
+        sums = await bucket_sums(session, COUNT_COLUMNS, first_slot, None, width, offset, conditions)
+    for index, counts in sums.items():
+        into = found.setdefault(index, {})
+        for status, n in zip(FINISHED, counts, strict=True):
+            into[status] = into.get(status, 0) + n
     return found
 
 

@@ -1,0 +1,108 @@
+"""Sums of the rollups per bucket of whole days, read from the daily rollups where it can.
+
+A bucket of whole days on a zone's clock (a day, a week) starts at the same time of UTC day in
+every bucket (``boundary``): the zone's midnight. A UTC day then lies in one bucket except for the
+quarter hours on one side of that boundary. So such a range is read as: the UTC days, each counted
+whole in the bucket of its larger part; the quarter hours of each day's smaller part, moved from
+that bucket to their own; the quarter hours before the first whole UTC day and after the last,
+in their own buckets. For America/Sao_Paulo (UTC-3) that is a day's row plus its first twelve
+quarter hours instead of ninety-six quarter hours. Counts are the same either way, read off the
+same triggers' sums.
+
+Buckets are numbered ``(slot * SLOT_SECONDS + offset) // width``, as the callers number them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sqlalchemy import ColumnElement, Table, func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from worker_automation.models.rollup import (
+    DAY_SECONDS,
+    DAY_SLOTS,
+    SLOT_SECONDS,
+    automation_rollups,
+    automation_rollups_daily,
+)
+
+Conditions = Callable[[Table], list[ColumnElement[bool]]]
+
+
+def _add(into: dict[int, list[int]], bucket: int, sums: Sequence[Any], sign: int = 1) -> None:
+    found = into.setdefault(bucket, [0] * len(sums))
+    for i, n in enumerate(sums):
+        found[i] += sign * int(n or 0)
+
+
+async def bucket_sums(
+    session: AsyncSession,
+    names: Sequence[str],
+    first_slot: int,
+    end_slot: int | None,
+    width: int,
+    offset: int,
+    conditions: Conditions,
+) -> dict[int, list[int]]:
+    """The sums of the columns ``names`` per bucket over the slots ``[first_slot, end_slot)``
+    (``end_slot`` None: every slot from ``first_slot``), for the rollups ``conditions`` keeps.
+    ``width`` and ``offset`` are seconds; a width of whole days reads the daily rollups."""
+    q = automation_rollups.c
+    found: dict[int, list[int]] = {}
+
+    async def slots(low: int, high: int | None) -> None:
+        bucket = ((q.slot * SLOT_SECONDS + offset) // width).label("bucket")
+        where = [*conditions(automation_rollups), q.slot >= low]
+        if high is not None:
+            where.append(q.slot < high)
+        statement = select(bucket, *(func.sum(q[n]) for n in names)).where(*where).group_by(bucket)
+        for index, *sums in (await session.execute(statement)).all():
+            _add(found, int(index), sums)
+
+    first_day = -(-first_slot // DAY_SLOTS)
+    last_day = end_slot // DAY_SLOTS if end_slot is not None else None
+    if (
+        width % DAY_SECONDS != 0
+        or offset % SLOT_SECONDS != 0
+        or (last_day is not None and last_day <= first_day)
+    ):
+        await slots(first_slot, end_slot)
+        return found
+    await slots(first_slot, first_day * DAY_SLOTS)
+    if end_slot is not None and last_day is not None:
+        await slots(last_day * DAY_SLOTS, end_slot)
+    # The zone's midnight as a slot of the UTC day; a day counts in the bucket of its larger part.
+    boundary = (-offset % DAY_SECONDS) // SLOT_SECONDS
+    head_moves = boundary * 2 <= DAY_SLOTS
+    anchor = boundary if head_moves else 0
+    d = automation_rollups_daily.c
+    day_bucket = ((d.day * DAY_SECONDS + anchor * SLOT_SECONDS + offset) // width).label("bucket")
+    where = [*conditions(automation_rollups_daily), d.day >= first_day]
+    if last_day is not None:
+        where.append(d.day < last_day)
+    statement = select(day_bucket, *(func.sum(d[n]) for n in names)).where(*where).group_by(day_bucket)
+    for index, *sums in (await session.execute(statement)).all():
+        _add(found, int(index), sums)
+    if boundary == 0:
+        return found
+    # The quarter hours of each day's smaller part: out of the day's bucket, into their own.
+    own = ((q.slot * SLOT_SECONDS + offset) // width).label("own")
+    counted = (((q.slot // DAY_SLOTS) * DAY_SECONDS + anchor * SLOT_SECONDS + offset) // width).label(
+        "counted"
+    )
+    part = q.slot % DAY_SLOTS
+    where = [
+        *conditions(automation_rollups),
+        q.slot >= first_day * DAY_SLOTS,
+        part < boundary if head_moves else part >= boundary,
+    ]
+    if last_day is not None:
+        where.append(q.slot < last_day * DAY_SLOTS)
+    statement = select(own, counted, *(func.sum(q[n]) for n in names)).where(*where).group_by(own, counted)
+    for own_index, counted_index, *sums in (await session.execute(statement)).all():
+        if int(own_index) != int(counted_index):
+            _add(found, int(counted_index), sums, -1)
+            _add(found, int(own_index), sums)
+    return found
