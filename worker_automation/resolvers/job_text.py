@@ -5,16 +5,14 @@ matches the values of the job's context as well as its task id, client, error me
 automation. Only values match, never the keys every job of an automation shares ("cnpj").
 Matching ignores case and accents, as every text filter does (see ``models.folding``).
 
-On PostgreSQL the context's text form is tested first, lower-cased only, against a pattern in
-which every letter an accent can hide behind matches any one character ("metal_rg_c_" for
-"metalurgica"): a cast, a lower() and a LIKE per row, several times cheaper than folding the
-whole text, and only the rows that pass it have their values walked and folded.
+On PostgreSQL the context's text form is tested first, folded, against the needle as it reads
+inside a JSON text, and only the rows that pass have their values walked and folded. The folded
+text is what a trigram index holds (``pg_trgm``, see migration 0013): every alternative of the
+search is then one an index answers (the client and the automation too, as ``= ANY`` of an
+array, which an index takes where ``IN`` a subquery or an empty list is not), so a search
+combines the rows each index finds instead of reading every row. (Without the extension the
+text is folded row by row, a few times the cost of lower-casing it.)
 On SQLite the values are walked directly (the stored text escapes accented letters).
-
-On PostgreSQL every alternative is one an index answers (the context's text and the folded error
-message by trigram indexes when ``pg_trgm`` is installed, see migration 0013; the client and the
-automation as ``= ANY`` of an array, which an index takes, where ``IN`` a subquery or an empty
-list is not), so a search combines the rows each index finds instead of reading every row.
 """
 
 from __future__ import annotations
@@ -31,7 +29,6 @@ from sqlalchemy import (
     Text,
     bindparam,
     cast,
-    func,
     or_,
     select,
 )
@@ -41,10 +38,6 @@ from sqlalchemy.sql.functions import FunctionElement
 
 from worker_automation.models import Cliente, Job
 from worker_automation.models.folding import SQLITE_FUNCTION, fold, fold_text
-
-# The letters fold() reaches from accented ones (see models.folding): in the loose pattern of a
-# document's text each stands for any one character.
-_FOLDED_LETTERS = frozenset("aeioucny")
 
 
 class context_value_matches(FunctionElement[bool]):
@@ -67,7 +60,7 @@ def _matches_sqlite(element: context_value_matches, compiler: SQLCompiler, **kw:
 @compiles(context_value_matches, "postgresql")
 def _matches_postgresql(element: context_value_matches, compiler: SQLCompiler, **kw: Any) -> str:
     document, pattern, json_pattern = element.clauses
-    as_text = compiler.process(func.lower(cast(document, Text)), **kw)
+    as_text = compiler.process(fold(cast(document, Text)), **kw)
     value = compiler.process(fold(_ValueText()), **kw)
     return (
         f"({as_text} LIKE {compiler.process(json_pattern, **kw)} AND EXISTS (SELECT 1 FROM "
@@ -139,13 +132,11 @@ def text_parameters(q: str) -> dict[str, Any]:
         if needle in fold_text(a.display_name) or needle in fold_text(a.key)
     ]
     # The needle as it reads inside a JSON document's text (quotes and backslashes escaped), its
-    # backslashes then doubled for LIKE, where a backslash escapes the next character, and its
-    # letters that stand for accented ones left to match any character.
+    # backslashes then doubled for LIKE, where a backslash escapes the next character.
     escaped = json.dumps(needle, ensure_ascii=False)[1:-1].replace("\\", "\\\\")
-    loose = "".join("_" if ch in _FOLDED_LETTERS else ch for ch in escaped)
     return {
         "text_exact": q,
         "text_pattern": f"%{needle}%",
-        "text_json_pattern": f"%{loose}%",
+        "text_json_pattern": f"%{escaped}%",
         "text_automations": keys,
     }

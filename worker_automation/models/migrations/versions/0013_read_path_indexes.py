@@ -15,7 +15,7 @@ NULLs replaced by a value past every real one on the side the direction ends on 
 the page sends, then the id, walked in order and entered at a cursor's (key, id); status and queue
 ride along so the common filters are checked from the index.
 
-The free-text filter ``q`` tests a job's context as lower-cased text and its folded error message
+The free-text filter ``q`` tests a job's context as folded text and its folded error message
 with LIKE '%...%': trigram GIN indexes (``pg_trgm``) answer those, so a search reads the rows that
 contain the text instead of every row. Creating the extension needs a role allowed to (a
 superuser, or on PostgreSQL 13 and later the database's owner or a role with CREATE on it, as
@@ -51,11 +51,11 @@ ORDER_INDEXES = {
     "ix_workers_duration_desc": f"COALESCE({_SECONDS}, CAST(-1e18 AS DOUBLE PRECISION))",
     "ix_workers_duration_asc": f"COALESCE({_SECONDS}, CAST(1e18 AS DOUBLE PRECISION))",
 }
-# models.folding's fold() on PostgreSQL, and the context's text as job_text tests it.
+# models.folding's fold() on PostgreSQL, of the context's text and of the error message.
 _ACCENTED = "áàâãäåéèêëíìîïóòôõöúùûüçñýÿ"
 _PLAIN = "aaaaaaeeeeiiiiooooouuuucnyy"
 TRIGRAM_INDEXES = {
-    "ix_workers_context_trgm": "lower(CAST(context AS TEXT))",
+    "ix_workers_context_trgm": f"translate(lower(CAST(context AS TEXT)), '{_ACCENTED}', '{_PLAIN}')",
     "ix_workers_error_trgm": f"translate(lower(mensagem_erro), '{_ACCENTED}', '{_PLAIN}')",
 }
 
