@@ -10,7 +10,7 @@ subscription.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
@@ -176,9 +176,11 @@ class Job:
     def from_dict(cls, data: dict[str, Any]) -> Job:
         """Build from :meth:`JobView.as_dict` output (what events carry); a field left out reads
         as null, or as the empty value of its type where the type allows no null."""
-        values = {name: data.get(name) for name in FIELDS}
-        for name, convert in _FROM_JSON:
-            values[name] = convert(values[name])
+        values: dict[str, Any] = {name: data.get(name) for name in FIELDS}
+        for name, empty in _EMPTY:
+            if values[name] is None:
+                values[name] = empty
+        values["status"] = JobStatus(values["status"])
         if not values["display_name"]:
             values["display_name"] = values["automation_type"]
         return _made(values)
@@ -202,28 +204,11 @@ _INSTANTS: tuple[tuple[str, DateTime | None], ...] = tuple(
 )
 
 
-def _from_json(hint: Any, name: str) -> Callable[[Any], Any] | None:
-    """How a field of :meth:`JobView.as_dict` output becomes the Worker's (None: as it is)."""
-    inner, optional = strip_optional(hint)
-    if name in ENUM_FIELDS:
-        return ENUM_FIELDS[name]
-    if inner is datetime:
-        return (
-            (lambda v: None if v is None else DateTime(str(v)))
-            if optional
-            else (lambda v: DateTime(str(v or "")))
-        )
-    if optional:
-        return None
-    if inner is int:
-        return lambda v: int(v or 0)
-    if inner is str:
-        return lambda v: "" if v is None else str(v)
-    return None
-
-
-_FROM_JSON: tuple[tuple[str, Callable[[Any], Any]], ...] = tuple(
-    (f.name, convert) for f in facets(JobView) if (convert := _from_json(f.hint, f.name)) is not None
+# The empty value of each field that cannot be null, for a dict that leaves it out (the text of
+# an instant, as events carry instants).
+_EMPTIES: dict[Any, Any] = {int: 0, str: "", datetime: DateTime("")}
+_EMPTY: tuple[tuple[str, Any], ...] = tuple(
+    (f.name, _EMPTIES[f.hint]) for f in facets(JobView) if _required(f.hint) and f.name not in ENUM_FIELDS
 )
 
 
