@@ -25,6 +25,7 @@ path does when a subscriber's bus queue overflows.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 from collections import deque
@@ -272,7 +273,9 @@ class LiveView:
         if root is None:
             return None
         key = self.key
-        result = self._views.schema.execute_sync(
+        # In a copy of the caller's context: the operation's extensions open a scope of their own.
+        result = contextvars.copy_context().run(
+            self._views.schema.execute_sync,
             key.query,
             variable_values=json.loads(key.variables),
             context_value=context,
