@@ -15,7 +15,7 @@ Why: docs/decisions/0011-frames-written-once.md.
 
 What it buys, side by side in one run (``bench.subscriptions``, 45 subscribers, 60 events, three
 runs): 37, 30 and 41 us of API CPU per delivery instead of 48, 37 and 44 through the ASGI send
-(7 us less at the median, about 17%); at 2,000 subscribers of one process that is some 14 ms of
+(7 us less at the median, about 16%); at 2,000 subscribers of one process that is some 14 ms of
 an event's fan-out, against the target of p99 < 100 ms. What it relies on (uvicorn's
 ``WebSocketsSansIOProtocol`` and the attributes read in :meth:`write_frame`) is checked by
 ``tests/contract/test_uvicorn_protocols.py``.
