@@ -125,7 +125,10 @@ async def run_one(
     bus = EventBus(redis_url(), PREFIX)
     fleet = Fleet(client_procs)
     try:
-        api = start_api(procs, DATABASE, source=source, workers=api_workers)
+        # Every subscriber uses one key here, where a real fleet of consoles uses one each: the
+        # per-key socket budget is raised to the count (the per-socket budgets stay as shipped).
+        sockets = {"WA_WS_MAX_SOCKETS_PER_KEY": str(max(count, 50))}
+        api = start_api(procs, DATABASE, source=source, workers=api_workers, extra_env=sockets)
         key = api.operator_key()
         ws_url = api.url.replace("http://", "ws://") + "/graphql"
         started = time.monotonic()
