@@ -100,7 +100,7 @@ class JobView:
     def rest_item(self, tz: ZoneInfo) -> dict[str, Any]:
         """The documented REST item (snake_case, timestamps in ``tz``), keys in the documented order."""
         # A dataclass's __dict__ holds its fields in their order: copied, it is the full job.
-        item = dict(vars(self))
+        item = self.__dict__.copy()
         for name in DETAIL_FIELDS:
             del item[name]
         for name in _ITEM_INSTANTS:
@@ -109,7 +109,7 @@ class JobView:
 
     def as_dict(self, tz: ZoneInfo) -> dict[str, Any]:
         """Every field, JSON-ready: what events carry (the REST item, then the details)."""
-        data = dict(vars(self))
+        data = self.__dict__.copy()
         for name in INSTANT_FIELDS:
             data[name] = iso(data[name], tz)
         return data

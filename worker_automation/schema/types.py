@@ -166,7 +166,7 @@ class Job:
         """Build from a resolver's view, timestamps in ``tz`` (the same values as
         :meth:`from_dict` of :meth:`JobView.as_dict`, without the dict in between: lists and
         live screens build hundreds)."""
-        values = dict(vars(view))
+        values = view.__dict__.copy()
         values["status"] = JobStatus(values["status"])
         for name, empty in _INSTANTS:
             values[name] = _at(values[name], tz) or empty
