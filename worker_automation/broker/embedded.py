@@ -4,182 +4,26 @@ Everything else (Celery workers in other processes, redis-py, the event bus) rea
 exactly as it would reach a real Redis, so the embedded setup runs the production code paths. It
 needs the Lua engine (``fakeredis[lua]``): Celery workers use EVALSHA and die without it.
 
-fakeredis' own TCP server gives each connection a thread that wakes every 10 ms to look for a
-reply pushed without a request (a published message): with the few dozen connections of an
-embedded ``serve`` that was a third of a core spent on a service doing nothing. Here each
-connection's thread sleeps in ``select`` on its socket and on a pipe written whenever a reply is
-queued for it, so an idle connection costs nothing. A blocking command (BRPOP) already waits on
-the server's condition variable, in the same thread, until a write or its timeout.
+Its connections sleep until there is something to do: the server is fakeredis' own with a quieter
+connection handler (:mod:`worker_automation.overrides.quiet_redis_server`).
 
 Why: docs/decisions/0025-embedded-redis-without-polling.md.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import logging
-import os
-import select
 import threading
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import Final
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-
-class _Serving(Protocol):
-    """What :class:`EmbeddedRedis` uses of its server."""
-
-    server_address: Any
-
-    def serve_forever(self, poll_interval: float = ...) -> None: ...
-    def shutdown(self) -> None: ...
-    def server_close(self) -> None: ...
-    def wakeups(self) -> int: ...
-
+from worker_automation.overrides.quiet_redis_server import Serving, quiet_server_class
 
 log = logging.getLogger(__name__)
 DEFAULT_HOST: Final = "127.0.0.1"
 # How often the accept loop checks for shutdown.
 POLL_SECONDS: Final = 0.5
-# A fakeredis without the reply event its sockets raise (older releases) is polled this often.
-FALLBACK_POLL_SECONDS: Final = 0.01
-
-
-class _Wakeup(threading.Event):
-    """The event fakeredis sets whenever it queues a reply for a connection; setting it also
-    writes a byte to the connection's pipe, which ends the handler's ``select``."""
-
-    def __init__(self, fd: int) -> None:
-        super().__init__()
-        self._fd = fd
-
-    def set(self) -> None:
-        super().set()
-        self.poke()
-
-    def poke(self) -> None:
-        # The pipe is non-blocking: when full, a wake-up is already pending. Closed: nobody waits.
-        with contextlib.suppress(BlockingIOError, OSError):
-            os.write(self._fd, b"\0")
-
-
-def _server_class() -> Callable[[tuple[str, int]], _Serving]:
-    """The quiet server classes, built on first use: a process given a real Redis never loads
-    fakeredis."""
-    from fakeredis._clients._tcp_server import TCPFakeRequestHandler
-    from fakeredis._typing import RaiseErrorTypes
-
-    class QuietHandler(TCPFakeRequestHandler):
-        """One connection: sleeps until its client sends or a reply is queued for it."""
-
-        server: QuietServer
-
-        def setup(self) -> None:
-            super().setup()
-            self._wake_r, wake_w = os.pipe()
-            os.set_blocking(self._wake_r, False)
-            os.set_blocking(wake_w, False)
-            self._wakeup = _Wakeup(wake_w)
-            self._wake_w = wake_w
-            sock = self.current_client.get_socket()
-            self._timeout: float | None = None
-            self.woken = 0
-            if hasattr(sock, "response_ready"):
-                sock.response_ready = self._wakeup
-            else:
-                self._timeout = FALLBACK_POLL_SECONDS
-            self.server.track(self)
-
-        def wake(self) -> None:
-            self._wakeup.poke()
-
-        def _reply_pending(self) -> None:
-            try:
-                response = self.current_client.read_response()
-            except RaiseErrorTypes as exc:
-                # An error reply, raised as redis-py raises it: sent, and the connection goes on.
-                response = exc
-            self.writer.dump(response)
-
-        def _wait(self) -> bool:
-            """Sleep until the socket or the pipe is readable; True when the socket is."""
-            readable, _, _ = select.select([self.connection, self._wake_r], [], [], self._timeout)
-            self.woken += 1
-            if self._wake_r in readable:
-                with contextlib.suppress(BlockingIOError):
-                    while os.read(self._wake_r, 512):
-                        pass
-            return self.connection in readable
-
-        def handle(self) -> None:
-            stopping = self.server._shutdown_event
-            while not stopping.is_set():
-                try:
-                    if self.current_client.can_read():
-                        self._reply_pending()
-                        continue
-                    # Non-blocking: b"" is "nothing buffered yet" or the peer has gone.
-                    data = self.rfile.readline()
-                    if data == b"":
-                        if not self._wait():
-                            continue
-                        data = self.rfile.readline()
-                        if data == b"":
-                            break
-                    self.current_client.get_socket().sendall(data)
-                except ConnectionError:
-                    break
-                except Exception as exc:
-                    log.debug("embedded broker connection %s: %s", self.client_address, exc)
-                    self.writer.dump(exc)
-                    break
-
-        def finish(self) -> None:
-            self.server.forget(self)
-            try:
-                super().finish()
-            finally:
-                for fd in (self._wake_r, self._wake_w):
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
-
-    from fakeredis import TcpFakeServer
-
-    class QuietServer(TcpFakeServer):
-        """fakeredis' TCP server with :class:`QuietHandler` connections."""
-
-        def __init__(self, address: tuple[str, int]) -> None:
-            super().__init__(address)
-            self.RequestHandlerClass = QuietHandler
-            self._handlers: set[Any] = set()
-            self._handlers_lock = threading.Lock()
-            self._gone_wakeups = 0
-
-        def track(self, handler: Any) -> None:
-            with self._handlers_lock:
-                self._handlers.add(handler)
-
-        def forget(self, handler: Any) -> None:
-            with self._handlers_lock:
-                self._handlers.discard(handler)
-                self._gone_wakeups += handler.woken
-
-        def wakeups(self) -> int:
-            with self._handlers_lock:
-                return int(self._gone_wakeups + sum(handler.woken for handler in self._handlers))
-
-        def shutdown(self) -> None:
-            super().shutdown()
-            # Every connection's thread is asleep in select: woken, it sees the shutdown.
-            with self._handlers_lock:
-                handlers = list(self._handlers)
-            for handler in handlers:
-                handler.wake()
-
-    return QuietServer
 
 
 class EmbeddedRedis:
@@ -188,7 +32,7 @@ class EmbeddedRedis:
     def __init__(self, host: str = DEFAULT_HOST, port: int = 0) -> None:
         self.host = host
         self._requested_port = port
-        self._server: _Serving | None = None
+        self._server: Serving | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -221,7 +65,7 @@ class EmbeddedRedis:
             return self
         if importlib.util.find_spec("lupa") is None:
             raise RuntimeError("the embedded Redis needs Lua support: install fakeredis[lua]")
-        server = _server_class()((self.host, self._requested_port))
+        server = quiet_server_class()((self.host, self._requested_port))
         port = server.server_address[1]
         thread = threading.Thread(
             target=server.serve_forever,
