@@ -14,11 +14,15 @@ Buckets are numbered ``(slot * SLOT_SECONDS + offset) // width``, as the callers
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Table, func, select
+from sqlalchemy import Boolean, ColumnElement, Table, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import FunctionElement
 
 from worker_automation.models.rollup import (
     DAY_SECONDS,
@@ -29,6 +33,36 @@ from worker_automation.models.rollup import (
 )
 
 Conditions = Callable[[Table], list[ColumnElement[bool]]]
+
+
+class _day_parts(FunctionElement[bool]):
+    """Whether a slot is one of the slots ``low`` to ``high`` (exclusive) of a UTC day from
+    ``first_day`` to ``end_day`` (exclusive): on PostgreSQL a list of slots the index looks up
+    one by one (a few thousand rows of the tens of thousands the range holds), elsewhere a test
+    of each slot of the range."""
+
+    type = Boolean()
+    inherit_cache = True
+
+
+@compiles(_day_parts)
+def _day_parts_default(element: _day_parts, compiler: SQLCompiler, **kw: Any) -> str:
+    slot, first_day, end_day, low, high = (compiler.process(c, **kw) for c in element.clauses)
+    part = f"({slot} % {DAY_SLOTS})"
+    return (
+        f"({slot} >= {first_day} * {DAY_SLOTS} AND {slot} < {end_day} * {DAY_SLOTS} "
+        f"AND {part} >= {low} AND {part} < {high})"
+    )
+
+
+@compiles(_day_parts, "postgresql")
+def _day_parts_postgresql(element: _day_parts, compiler: SQLCompiler, **kw: Any) -> str:
+    slot, first_day, end_day, low, high = (compiler.process(c, **kw) for c in element.clauses)
+    return (
+        f"{slot} = ANY (ARRAY(SELECT wa_day.d * {DAY_SLOTS} + wa_part.p "
+        f"FROM generate_series({first_day}, {end_day} - 1) AS wa_day(d), "
+        f"generate_series({low}, {high} - 1) AS wa_part(p)))"
+    )
 
 
 def _add(into: dict[int, list[int]], bucket: int, sums: Sequence[Any], sign: int = 1) -> None:
@@ -92,14 +126,10 @@ async def bucket_sums(
     counted = (((q.slot // DAY_SLOTS) * DAY_SECONDS + anchor * SLOT_SECONDS + offset) // width).label(
         "counted"
     )
-    part = q.slot % DAY_SLOTS
-    where = [
-        *conditions(automation_rollups),
-        q.slot >= first_day * DAY_SLOTS,
-        part < boundary if head_moves else part >= boundary,
-    ]
-    if last_day is not None:
-        where.append(q.slot < last_day * DAY_SLOTS)
+    # Up to the day after today when the range is open (no slot is later).
+    days_end = last_day if last_day is not None else int(time.time()) // DAY_SECONDS + 2
+    low, high = (0, boundary) if head_moves else (boundary, DAY_SLOTS)
+    where = [*conditions(automation_rollups), _day_parts(q.slot, first_day, days_end, low, high)]
     statement = select(own, counted, *(func.sum(q[n]) for n in names)).where(*where).group_by(own, counted)
     for own_index, counted_index, *sums in (await session.execute(statement)).all():
         if int(own_index) != int(counted_index):
