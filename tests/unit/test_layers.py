@@ -34,7 +34,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "models": _SHARED,
     # overrides: the task messages written as Celery would write them.
     "broker": _SHARED | {"catalog", "overrides"},
-    "worker": _SHARED | {"catalog", "broker"},
+    # overrides: Celery's signal-time messages routed to the log.
+    "worker": _SHARED | {"catalog", "broker", "overrides"},
     "resolvers": _DATA,
     "process": _PROCESS - {"process"},
     "console": _SHARED,

@@ -25,13 +25,13 @@ import warnings
 from datetime import UTC, datetime
 from typing import Any, Final
 
-import celery.apps.worker
 from celery.app.trace import LOG_SUCCESS
 from celery.exceptions import SecurityWarning
 from celery.signals import setup_logging
 
 from worker_automation.catalog.registry import TASK_PREFIX
 from worker_automation.infra.logs import configure
+from worker_automation.overrides.celery_signal_lines import route_signal_lines
 
 SIGNAL_LOGGER = "celery.apps.worker"
 AUTOSCALE_LOGGER: Final = "celery.worker.autoscale"
@@ -92,8 +92,7 @@ def quiet_celery_logging(log_format: str) -> None:
         if line is not None:
             os.write(2, (line + "\n").encode("utf-8", "replace"))
 
-    # Celery looks this function up at each call; there is no setting for these messages.
-    celery.apps.worker.safe_say = say
+    route_signal_lines(say)
 
     @setup_logging.connect(weak=False)  # type: ignore[untyped-decorator]
     def _own_logging(**_kw: Any) -> None:
