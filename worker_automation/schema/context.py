@@ -115,6 +115,7 @@ class GraphQLContext:
         request: Any = None,
         response: Any = None,
         authenticated: Principal | None = None,
+        authenticated_machine: MachineView | None = None,
     ) -> None:
         self.services = services
         self.headers: dict[str, Any] = _lowercase(headers)
@@ -124,6 +125,7 @@ class GraphQLContext:
         self.response = response
         # The operator the transport already authenticated for this one request, if it did.
         self.authenticated = authenticated
+        self.authenticated_machine = authenticated_machine
         # A websocket's registration once it was let in (its budgets, its permission's end).
         self.socket: OpenSocket | None = None
 
@@ -193,7 +195,9 @@ class GraphQLContext:
         """The machine behind ``X-Worker-Api-Key`` (Unauthenticated when missing or unknown)."""
         scope = self.scope()
         if scope.machine is None:
-            scope.machine = await authenticate_machine(self.services.db, self.machine_key())
+            scope.machine = self.authenticated_machine or await authenticate_machine(
+                self.services.db, self.machine_key()
+            )
         return scope.machine
 
 

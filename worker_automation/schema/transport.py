@@ -273,8 +273,8 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
                 self.memory.answered(budget.spent)
 
     async def _authenticate(self, request: Request) -> Response | None:
-        """A 401 unless every key sent is valid and at least one was sent; the operator found is
-        kept for the request. Nothing of the document is read before: a caller without a key
+        """A 401 unless every key sent is valid and at least one was sent; the operator and the
+        machine found are kept for the request. Nothing of the document is read before: a caller without a key
         costs one lookup, whatever it sends."""
         api_key = key_from_headers(request.headers)
         machine_key = request.headers.get(MACHINE_KEY_HEADER, "").strip() or None
@@ -285,7 +285,7 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
             if api_key is not None:
                 request.state.principal = await authenticate(services.db, api_key)
             if machine_key is not None:
-                await authenticate_machine(services.db, machine_key)
+                request.state.machine = await authenticate_machine(services.db, machine_key)
         except DomainError as exc:
             return _unauthenticated(exc.message)
         return None
@@ -315,9 +315,15 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
         self, request: Request | WebSocket, response: Response | WebSocket
     ) -> GraphQLContext:
         services = await self.runtime.services()
-        authenticated = getattr(request.state, "principal", None) if isinstance(request, Request) else None
+        # Over HTTP the keys were looked up before the document was read: not again.
+        checked = request.state if isinstance(request, Request) else None
         return GraphQLContext(
-            services, request.headers, request=request, response=response, authenticated=authenticated
+            services,
+            request.headers,
+            request=request,
+            response=response,
+            authenticated=getattr(checked, "principal", None),
+            authenticated_machine=getattr(checked, "machine", None),
         )
 
     async def on_ws_connect(self, context: GraphQLContext) -> UnsetType | dict[str, object] | None:
