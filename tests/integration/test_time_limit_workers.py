@@ -5,7 +5,6 @@ ended by the API, and its late report, once it wakes, changes nothing."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import signal
 from typing import Any
@@ -13,47 +12,15 @@ from typing import Any
 import asyncpg
 import pytest
 
-from tests.integration.harness import Stack, plain_dsn, wait_until
+from tests.integration.attempt_support import attempts_of, set_retry_policy
+from tests.integration.harness import Stack, wait_until
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY, TIME_LIMIT_GRACE_SECONDS, TIMEOUT_EXC_TYPE
-from worker_automation.models.database import Database
-from worker_automation.resolvers.audit import Actor
-from worker_automation.resolvers.automations import update_settings
-from worker_automation.settings import Settings
 
 pytestmark = pytest.mark.services
 
 LIMITED = "demo.timeout"
 LIMIT = AUTOMATION_REGISTRY[LIMITED].timeout_seconds or 0.0
 TIMEOUT_MESSAGE = f"timeout: a execucao passou do limite de {LIMIT:g} s"
-
-
-def _retry_policy(database_url: str, attempts: int) -> None:
-    async def run() -> None:
-        db = Database(Settings(database_url=database_url))
-        try:
-            policy: dict[str, int | None] = {
-                "max_attempts": attempts,
-                "retry_backoff_seconds": 1,
-                "retry_backoff_max_seconds": 1,
-            }
-            await update_settings(db, LIMITED, actor=Actor("test"), retry_policy=policy)
-        finally:
-            await db.close()
-
-    asyncio.run(run())
-
-
-def _attempts(database_url: str, job_id: int) -> list[asyncpg.Record]:
-    async def run() -> list[asyncpg.Record]:
-        conn = await asyncpg.connect(plain_dsn(database_url))
-        try:
-            return list(
-                await conn.fetch("SELECT * FROM attempts WHERE worker_id = $1 ORDER BY number", job_id)
-            )
-        finally:
-            await conn.close()
-
-    return asyncio.run(run())
 
 
 def _exc_type(row: dict[str, Any]) -> Any:
@@ -68,14 +35,14 @@ def _stopped_by_the_worker(attempt: asyncpg.Record) -> None:
 
 
 def test_a_pool_worker_stops_a_run_at_its_soft_time_limit_and_the_retry_runs_again(stack: Stack) -> None:
-    _retry_policy(stack.database_url, 2)
+    set_retry_policy(stack.database_url, LIMITED, 2)
     key = stack.register_machine(queue="scan")
     stack.pool_worker("scan", 1, key=key)
     job_id = stack.dispatch(LIMITED, {"seconds": 60})
     row = stack.wait_status(job_id, "FALHA", 30.0)
     assert row["mensagem_erro"] == f"retries_exhausted: {TIMEOUT_MESSAGE}"
     assert row["retry_count"] == 1
-    attempts = _attempts(stack.database_url, job_id)
+    attempts = attempts_of(stack.database_url, job_id)
     assert [(a["outcome"], a["error"]) for a in attempts] == [
         ("FALHA", TIMEOUT_MESSAGE),
         ("FALHA", f"retries_exhausted: {TIMEOUT_MESSAGE}"),
@@ -97,7 +64,7 @@ def test_a_dedicated_machine_stops_a_run_on_its_own_clock(stack: Stack) -> None:
     job_id = stack.dispatch(LIMITED, {"seconds": 60})
     row = stack.wait_status(job_id, "FALHA", 30.0)
     assert row["mensagem_erro"] == TIMEOUT_MESSAGE and row["retry_count"] == 0
-    (attempt,) = _attempts(stack.database_url, job_id)
+    (attempt,) = attempts_of(stack.database_url, job_id)
     assert attempt["outcome"] == "FALHA" and attempt["error"] == TIMEOUT_MESSAGE
     _stopped_by_the_worker(attempt)
     assert _exc_type(row) == TIMEOUT_EXC_TYPE
@@ -118,7 +85,7 @@ def test_the_api_ends_the_run_of_a_hung_machine_and_refuses_its_late_report(stac
     finally:
         machine.send(signal.SIGCONT)
     assert row["mensagem_erro"] == TIMEOUT_MESSAGE and _exc_type(row) == TIMEOUT_EXC_TYPE
-    (attempt,) = _attempts(stack.database_url, job_id)
+    (attempt,) = attempts_of(stack.database_url, job_id)
     ran = (attempt["ended_at"] - attempt["started_at"]).total_seconds()
     assert attempt["error"] == TIMEOUT_MESSAGE and ran >= LIMIT + TIME_LIMIT_GRACE_SECONDS
     # Awake again, the machine stops the run; its report of it is refused and changes nothing.
@@ -130,5 +97,5 @@ def test_the_api_ends_the_run_of_a_hung_machine_and_refuses_its_late_report(stac
     )
     row = stack.db.job(job_id)
     assert row["status"] == "FALHA" and row["mensagem_erro"] == TIMEOUT_MESSAGE
-    assert len(_attempts(stack.database_url, job_id)) == 1
+    assert len(attempts_of(stack.database_url, job_id)) == 1
     assert machine.alive()
