@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import Boolean, ColumnElement, Table, func, select
+from sqlalchemy import Boolean, ColumnElement, Integer, Select, Table, cast, func, null, select, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -84,16 +84,18 @@ async def bucket_sums(
     (``end_slot`` None: every slot from ``first_slot``), for the rollups ``conditions`` keeps.
     ``width`` and ``offset`` are seconds; a width of whole days reads the daily rollups."""
     q = automation_rollups.c
-    found: dict[int, list[int]] = {}
+    parts: list[Select[Any]] = []
 
-    async def slots(low: int, high: int | None) -> None:
-        bucket = ((q.slot * SLOT_SECONDS + offset) // width).label("bucket")
+    def slots(low: int, high: int | None) -> None:
+        bucket = (q.slot * SLOT_SECONDS + offset) // width
         where = [*conditions(automation_rollups), q.slot >= low]
         if high is not None:
             where.append(q.slot < high)
-        statement = select(bucket, *(func.sum(q[n]) for n in names)).where(*where).group_by(bucket)
-        for index, *sums in (await session.execute(statement)).all():
-            _add(found, int(index), sums)
+        parts.append(
+            select(bucket.label("own"), _NO_BUCKET, *(func.sum(q[n]) for n in names))
+            .where(*where)
+            .group_by(bucket)
+        )
 
     first_day = -(-first_slot // DAY_SLOTS)
     last_day = end_slot // DAY_SLOTS if end_slot is not None else None
@@ -102,37 +104,52 @@ async def bucket_sums(
         or offset % SLOT_SECONDS != 0
         or (last_day is not None and last_day <= first_day)
     ):
-        await slots(first_slot, end_slot)
-        return found
-    await slots(first_slot, first_day * DAY_SLOTS)
+        slots(first_slot, end_slot)
+        return await _summed(session, parts)
+    slots(first_slot, first_day * DAY_SLOTS)
     if end_slot is not None and last_day is not None:
-        await slots(last_day * DAY_SLOTS, end_slot)
+        slots(last_day * DAY_SLOTS, end_slot)
     # The zone's midnight as a slot of the UTC day; a day counts in the bucket of its larger part.
     boundary = (-offset % DAY_SECONDS) // SLOT_SECONDS
     head_moves = boundary * 2 <= DAY_SLOTS
     anchor = boundary if head_moves else 0
     d = automation_rollups_daily.c
-    day_bucket = ((d.day * DAY_SECONDS + anchor * SLOT_SECONDS + offset) // width).label("bucket")
+    day_bucket = (d.day * DAY_SECONDS + anchor * SLOT_SECONDS + offset) // width
     where = [*conditions(automation_rollups_daily), d.day >= first_day]
     if last_day is not None:
         where.append(d.day < last_day)
-    statement = select(day_bucket, *(func.sum(d[n]) for n in names)).where(*where).group_by(day_bucket)
-    for index, *sums in (await session.execute(statement)).all():
-        _add(found, int(index), sums)
-    if boundary == 0:
-        return found
-    # The quarter hours of each day's smaller part: out of the day's bucket, into their own.
-    own = ((q.slot * SLOT_SECONDS + offset) // width).label("own")
-    counted = (((q.slot // DAY_SLOTS) * DAY_SECONDS + anchor * SLOT_SECONDS + offset) // width).label(
-        "counted"
+    parts.append(
+        select(day_bucket.label("own"), _NO_BUCKET, *(func.sum(d[n]) for n in names))
+        .where(*where)
+        .group_by(day_bucket)
     )
-    # Up to the day after today when the range is open (no slot is later).
-    days_end = last_day if last_day is not None else int(time.time()) // DAY_SECONDS + 2
-    low, high = (0, boundary) if head_moves else (boundary, DAY_SLOTS)
-    where = [*conditions(automation_rollups), _day_parts(q.slot, first_day, days_end, low, high)]
-    statement = select(own, counted, *(func.sum(q[n]) for n in names)).where(*where).group_by(own, counted)
-    for own_index, counted_index, *sums in (await session.execute(statement)).all():
-        if int(own_index) != int(counted_index):
-            _add(found, int(counted_index), sums, -1)
-            _add(found, int(own_index), sums)
+    if boundary != 0:
+        # The quarter hours of each day's smaller part: out of the day's bucket, into their own.
+        own = (q.slot * SLOT_SECONDS + offset) // width
+        counted = ((q.slot // DAY_SLOTS) * DAY_SECONDS + anchor * SLOT_SECONDS + offset) // width
+        # Up to the day after today when the range is open (no slot is later).
+        days_end = last_day if last_day is not None else int(time.time()) // DAY_SECONDS + 2
+        low, high = (0, boundary) if head_moves else (boundary, DAY_SLOTS)
+        where = [*conditions(automation_rollups), _day_parts(q.slot, first_day, days_end, low, high)]
+        parts.append(
+            select(own.label("own"), counted.label("counted"), *(func.sum(q[n]) for n in names))
+            .where(*where)
+            .group_by(own, counted)
+        )
+    return await _summed(session, parts)
+
+
+# A part's rows whose sums count in one bucket only.
+_NO_BUCKET = cast(null(), Integer).label("counted")
+
+
+async def _summed(session: AsyncSession, parts: list[Select[Any]]) -> dict[int, list[int]]:
+    """The parts read in one statement: each row's sums added to its bucket (``own``) and, when
+    it names one, taken from the bucket they were counted in (``counted``)."""
+    found: dict[int, list[int]] = {}
+    statement = parts[0] if len(parts) == 1 else union_all(*parts)
+    for own, counted, *sums in (await session.execute(statement)).all():
+        _add(found, int(own), sums)
+        if counted is not None:
+            _add(found, int(counted), sums, -1)
     return found
