@@ -21,7 +21,7 @@ from worker_automation.models.rollup import (
     automation_rollups_daily,
 )
 from worker_automation.resolvers.retention import delete_finished
-from worker_automation.resolvers.rollup_reads import bucket_sums
+from worker_automation.resolvers.rollup_reads import LONG_RANGE_DAYS, bucket_sums
 from worker_automation.resolvers.services import Services
 
 __all__ = ["any_services"]
@@ -47,10 +47,10 @@ def _row(end: datetime, status: str, **extra: Any) -> dict[str, Any]:
 
 
 def _ends() -> list[datetime]:
-    """Ends spread over 40 days at every hour of the UTC day and on quarter-hour edges, so every
+    """Ends spread over 70 days at every hour of the UTC day and on quarter-hour edges, so every
     zone's midnight falls between some of them."""
     now = utcnow().replace(microsecond=0)
-    ends = [now - timedelta(days=n % 40, hours=(n * 7) % 24, minutes=(n * 15) % 60) for n in range(160)]
+    ends = [now - timedelta(days=n % 70, hours=(n * 7) % 24, minutes=(n * 15) % 60) for n in range(280)]
     return [end for end in ends if end < now]
 
 
@@ -127,8 +127,10 @@ async def test_buckets_of_whole_days_read_from_days_count_as_the_jobs_do(any_ser
     now_slot = math.floor(utcnow().timestamp()) // SLOT_SECONDS
     # A first slot inside a day, a window ending inside another, or open.
     windows = [
-        (now_slot - 35 * DAY_SLOTS - 7, None),
-        (now_slot - 30 * DAY_SLOTS + 5, now_slot - 3 * DAY_SLOTS - 41),
+        (now_slot - (LONG_RANGE_DAYS + 20) * DAY_SLOTS - 7, None),
+        (now_slot - (LONG_RANGE_DAYS + 5) * DAY_SLOTS + 5, now_slot - 3 * DAY_SLOTS - 41),
+        # A short range: the quarter hours alone.
+        (now_slot - 10 * DAY_SLOTS + 5, None),
     ]
     # UTC, America/Sao_Paulo, Asia/Tokyo, Asia/Kolkata, Asia/Kathmandu: midnights before and after
     # noon UTC, on whole and on half and quarter hours.
