@@ -20,10 +20,11 @@ from functools import partial
 from typing import Any
 
 from worker_automation.models.database import Database
+from worker_automation.resolvers.job_filter import JobFilter
 from worker_automation.resolvers.job_order import Direction, JobOrder, OrderField
 from worker_automation.resolvers.job_views import views_of
 from worker_automation.resolvers.pagination import position_of_cursor
-from worker_automation.resolvers.reads import JobFilter, list_page, slice_after
+from worker_automation.resolvers.reads import list_page, slice_after
 from worker_automation.settings import Settings
 
 

@@ -9,7 +9,7 @@ from sqlalchemy import select
 
 from worker_automation.models import Job, utcnow
 from worker_automation.models.database import Database
-from worker_automation.resolvers.reads import JobFilter
+from worker_automation.resolvers.job_filter import JobFilter
 
 QUEUES = {"certidao": 0, "scan": 0}
 STATUSES = ["AGENDADO", "CONCLUIDO", "FALHA"]

@@ -14,7 +14,8 @@ from worker_automation.models import BUCKET_IDS, Job, JobBucketCount
 from worker_automation.models.database import Database
 from worker_automation.models.migrate import migrate
 from worker_automation.resolvers import reads
-from worker_automation.resolvers.reads import JobFilter, list_jobs
+from worker_automation.resolvers.job_filter import JobFilter
+from worker_automation.resolvers.reads import list_jobs
 
 PER_PAGE = 25
 

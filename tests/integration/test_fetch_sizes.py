@@ -18,10 +18,10 @@ from worker_automation.models import Job
 from worker_automation.models.database import Database, driver_statement, make_engine
 from worker_automation.models.migrate import migrate
 from worker_automation.resolvers import reads
+from worker_automation.resolvers.job_filter import JobFilter
 from worker_automation.resolvers.pagination import MAX_PER_PAGE
 from worker_automation.resolvers.reads import (
     FETCH_SIZES,
-    JobFilter,
     _list_statements,
     fetch_size,
     list_jobs,

@@ -12,10 +12,11 @@ import pytest
 from tests.integration.test_read_resolvers import QUEUES, T0, db, insert_rows, job
 from worker_automation.domain.errors import BadInput
 from worker_automation.models.database import Database
+from worker_automation.resolvers.job_filter import JobFilter
 from worker_automation.resolvers.job_order import Direction, JobOrder, OrderField
 from worker_automation.resolvers.job_views import views_of
 from worker_automation.resolvers.pagination import cursor_of, position_of_cursor
-from worker_automation.resolvers.reads import JobFilter, list_jobs, list_page, slice_after
+from worker_automation.resolvers.reads import list_jobs, list_page, slice_after
 
 __all__ = ["db"]
 

@@ -15,8 +15,8 @@ from tests.support.settings import MakeSettings
 from worker_automation.models import Cliente, Job, JobStatus
 from worker_automation.models.database import Database
 from worker_automation.models.migrate import migrate
+from worker_automation.resolvers.job_filter import JobFilter
 from worker_automation.resolvers.reads import (
-    JobFilter,
     active_jobs,
     list_jobs,
     queued_jobs,

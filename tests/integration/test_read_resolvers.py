@@ -21,9 +21,9 @@ from worker_automation.domain.shapes import as_dict
 from worker_automation.models import Cliente, Job, JobStatus
 from worker_automation.models.database import Database, driver_statement
 from worker_automation.models.migrate import migrate
+from worker_automation.resolvers.job_filter import JobFilter
 from worker_automation.resolvers.reads import (
     MSG_JOB_NOT_FOUND,
-    JobFilter,
     _list_statements,
     active_jobs,
     get_job,

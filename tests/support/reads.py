@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from worker_automation.models import Job, JobStatus
 from worker_automation.models.database import Database
+from worker_automation.resolvers.job_filter import JobFilter
 from worker_automation.resolvers.job_views import JobView, enriched_select, views_of
-from worker_automation.resolvers.reads import JobFilter, Slice, slice_after
+from worker_automation.resolvers.reads import Slice, slice_after
 
 
 async def list_jobs_after(

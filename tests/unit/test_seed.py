@@ -16,7 +16,8 @@ from worker_automation.models import TERMINAL_STATUSES, Attempt, Cliente, Job, J
 from worker_automation.models.database import Database
 from worker_automation.models.migrate import migrate
 from worker_automation.process.seed import seed_demo
-from worker_automation.resolvers.reads import JobFilter, list_jobs, stats
+from worker_automation.resolvers.job_filter import JobFilter
+from worker_automation.resolvers.reads import list_jobs, stats
 from worker_automation.settings import DEFAULT_QUEUES
 from worker_automation.worker.implementations import load_implementations
 

@@ -22,7 +22,7 @@ from worker_automation.settings import Settings
 if TYPE_CHECKING:  # the command line starts without the database layer loaded
     from worker_automation.models.database import Database
     from worker_automation.resolvers.audit import Actor
-    from worker_automation.resolvers.reads import JobFilter
+    from worker_automation.resolvers.job_filter import JobFilter
     from worker_automation.resolvers.services import Services
 
 NO_BROKER = (
@@ -56,7 +56,7 @@ def _run_services(fn: Callable[[Services], Awaitable[int]]) -> int:
 
 
 def _filter_of(args: argparse.Namespace, tz: ZoneInfo | None = None) -> JobFilter:
-    from worker_automation.resolvers.reads import JobFilter
+    from worker_automation.resolvers.job_filter import JobFilter
 
     return JobFilter(
         status=args.status,

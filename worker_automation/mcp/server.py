@@ -41,6 +41,7 @@ from worker_automation.resolvers.auth import (
 )
 from worker_automation.resolvers.automations import all_effective
 from worker_automation.resolvers.dispatch import dispatch
+from worker_automation.resolvers.job_filter import JobFilter
 from worker_automation.resolvers.search import search_automations
 from worker_automation.resolvers.services import Services
 from worker_automation.rest_compat.http import text_param
@@ -130,7 +131,7 @@ def build_server(
         livre (q); paginado (page a partir de 1, per_page ate 100), mais recentes primeiro."""
         async with domain_errors():
             services, _ = await caller(ctx, SCOPE_READ)
-            filters = read_ops.JobFilter(
+            filters = JobFilter(
                 status=text_param(status, "status"),
                 queue=text_param(queue, "queue"),
                 automation_type=text_param(automation_type, "automation_type"),

@@ -23,8 +23,8 @@ from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.automations import registered
 from worker_automation.resolvers.dispatch import Send, send_all
+from worker_automation.resolvers.job_filter import JobFilter, filter_conditions
 from worker_automation.resolvers.job_views import JobView, enriched_select, views_of
-from worker_automation.resolvers.reads import JobFilter, filter_conditions
 from worker_automation.resolvers.services import Services
 from worker_automation.resolvers.transitions import allows, mark_cancelled, mark_retried
 

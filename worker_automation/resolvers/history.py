@@ -21,7 +21,7 @@ from worker_automation.domain.errors import BadInput
 from worker_automation.domain.shapes import Doc
 from worker_automation.models import Job, JobStatus, utcnow
 from worker_automation.models.rollup import COUNT_COLUMNS, SLOT_SECONDS
-from worker_automation.resolvers.reads import check_queue
+from worker_automation.resolvers.job_filter import check_queue
 from worker_automation.resolvers.rollup_reads import bucket_sums
 from worker_automation.resolvers.services import Services
 

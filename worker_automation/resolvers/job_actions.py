@@ -12,8 +12,8 @@ from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.automations import registered
 from worker_automation.resolvers.dispatch import enqueue
+from worker_automation.resolvers.job_filter import check_queue
 from worker_automation.resolvers.job_views import JobView
-from worker_automation.resolvers.reads import check_queue
 from worker_automation.resolvers.rows import lock_job, view_in
 from worker_automation.resolvers.services import Services
 from worker_automation.resolvers.transitions import (

@@ -17,8 +17,8 @@ from worker_automation.domain.vocabulary import EventKind
 from worker_automation.models import Cliente, Job, JobStatus, Machine, MachineStatus, utcnow
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.audit import Actor, audited
+from worker_automation.resolvers.job_filter import check_queue
 from worker_automation.resolvers.job_views import JobView, enriched_select, views_of
-from worker_automation.resolvers.reads import check_queue
 from worker_automation.resolvers.services import Services
 
 

@@ -26,8 +26,8 @@ from worker_automation.models.database import Database
 from worker_automation.resolvers.announce import announce_queue
 from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.automations import registered
+from worker_automation.resolvers.job_filter import check_queue
 from worker_automation.resolvers.job_views import RUN_ORDER, order_by
-from worker_automation.resolvers.reads import check_queue
 
 log = logging.getLogger(__name__)
 

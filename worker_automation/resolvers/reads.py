@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from functools import cache
 from typing import Annotated, Any, Generic, Literal, TypeVar
 from zoneinfo import ZoneInfo
@@ -16,11 +15,11 @@ from worker_automation.domain.errors import BadInput, NotFound
 from worker_automation.domain.limits import INT32_MAX, INT32_MIN
 from worker_automation.domain.shapes import Doc
 from worker_automation.models import CELERY_STATE, Job, JobStatus
-from worker_automation.models.base import UtcDateTime
 from worker_automation.models.database import Database
 from worker_automation.resolvers.counts import bucketed_seek, count_matching, counted_total, counters
+from worker_automation.resolvers.job_filter import JobFilter, check_queue, filter_parameters, range_conditions
 from worker_automation.resolvers.job_order import JobOrder, after_condition, order_clauses, sort_key
-from worker_automation.resolvers.job_text import text_parameters, text_search
+from worker_automation.resolvers.job_text import text_search
 from worker_automation.resolvers.job_views import (
     RUN_ORDER,
     RUNNING_ORDER,
@@ -48,117 +47,6 @@ FETCH_SIZES = (1, 2, 5, 10, 11, 20, 21, 25, 26, 50, 51, 100, 101)
 MSG_JOB_NOT_FOUND = "Worker nao encontrado."
 MSG_TASK_NOT_FOUND = "Task nao encontrada."
 T = TypeVar("T")
-
-
-def parse_status(value: str, field: str = "status") -> JobStatus:
-    try:
-        return JobStatus(value.strip().upper())
-    except ValueError:
-        allowed = ", ".join(s.value for s in JobStatus)
-        raise BadInput(field, f"{field} invalido: {value!r} (use {allowed})") from None
-
-
-def check_queue(value: str, queues: dict[str, int], field: str = "queue") -> str:
-    if value not in queues:
-        raise BadInput(field, f"{field} desconhecida: {value!r} (use {', '.join(queues)})")
-    return value
-
-
-@dataclass(frozen=True)
-class JobFilter:
-    """Filters of the job list; every field optional."""
-
-    status: str | None = None
-    queue: str | None = None
-    automation_type: str | None = None
-    cliente_id: int | None = None
-    usuario_id: int | None = None
-    task_id: str | None = None
-    q: str | None = None
-    created_from: datetime | None = None
-    created_to: datetime | None = None
-    finished_from: datetime | None = None
-    finished_to: datetime | None = None
-
-    @property
-    def only_status_or_queue(self) -> bool:
-        """True when the counters can give the total (no other filter narrows it)."""
-        return not (
-            self.automation_type
-            or self.ranges()
-            or self.cliente_id is not None
-            or self.usuario_id is not None
-            or self.task_id
-            or (self.q and self.q.strip())
-        )
-
-    def values(self, queues: dict[str, int]) -> dict[str, Any]:
-        """The equality filters that are set, validated (BadInput names the field), by column."""
-        from worker_automation.catalog.registry import AUTOMATION_REGISTRY
-
-        found: dict[str, Any] = {}
-        if self.status:
-            found["status"] = parse_status(self.status).value
-        if self.queue:
-            found["queue"] = check_queue(self.queue, queues)
-        if self.automation_type:
-            if self.automation_type not in AUTOMATION_REGISTRY:
-                raise BadInput("automation_type", f"automation_type desconhecido: {self.automation_type!r}")
-            found["automation_type"] = self.automation_type
-        if self.cliente_id is not None:
-            found["cliente_id"] = self.cliente_id
-        if self.usuario_id is not None:
-            found["usuario_id"] = self.usuario_id
-        if self.task_id:
-            found["task_id"] = self.task_id
-        return found
-
-    @property
-    def text(self) -> str | None:
-        """The free-text search, if any."""
-        return self.q.strip() if self.q and self.q.strip() else None
-
-    def ranges(self) -> dict[str, datetime]:
-        """The time bounds that are set, by name (``created_from``...); a ``from`` after its
-        ``to`` is BadInput naming the ``from``."""
-        found = {name: value for name in RANGES if (value := getattr(self, name)) is not None}
-        for start, end in (("created_from", "created_to"), ("finished_from", "finished_to")):
-            if start in found and end in found and found[start] > found[end]:
-                raise BadInput(start, f"{start} ({found[start].isoformat()}) e depois de {end}")
-        return found
-
-
-# The time bounds of the job list: name -> (column, whether it is the inclusive lower bound;
-# the upper bound is exclusive, so consecutive ranges never share a job).
-RANGES: dict[str, tuple[str, bool]] = {
-    "created_from": ("created_at", True),
-    "created_to": ("created_at", False),
-    "finished_from": ("data_fim", True),
-    "finished_to": ("data_fim", False),
-}
-
-
-def _range_conditions(names: Sequence[str]) -> list[ColumnElement[bool]]:
-    """The conditions of the bounds ``names`` (parameters ``range_<name>``)."""
-    conds: list[ColumnElement[bool]] = []
-    for name in names:
-        column_name, lower = RANGES[name]
-        column = getattr(Job, column_name)
-        bound = bindparam(f"range_{name}", type_=UtcDateTime())
-        conds.append(column >= bound if lower else column < bound)
-    return conds
-
-
-def _parameters(filters: JobFilter, queues: dict[str, int]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The equality filters that are set (validated) and every parameter of the statement's
-    conditions: the filters', the bounds' and the text search's."""
-    values = filters.values(queues)
-    parameters: dict[str, Any] = {f"filter_{name}": value for name, value in values.items()}
-    parameters.update({f"range_{name}": value for name, value in filters.ranges().items()})
-    text = filters.text
-    if text is not None:
-        parameters.update(text_parameters(text))
-    return values, parameters
 
 
 async def list_jobs(
@@ -206,7 +94,7 @@ async def list_page(
     :func:`enriched_select` (a transport's own items, without views in between), sorted by
     ``order`` (newest first when None)."""
     request = PageRequest.of(page, per_page, default_per_page=20)
-    values, parameters = _parameters(filters, queues)
+    values, parameters = filter_parameters(filters, queues)
     from_counters = filters.only_status_or_queue
     bucketed = from_counters and order is None and request.offset >= BUCKETED_FROM
     rows_q, count_q = _list_statements(
@@ -279,7 +167,7 @@ def _list_statements(
     conds: list[ColumnElement[bool]] = [
         getattr(Job, name) == bindparam(f"filter_{name}") for name in filtered
     ]
-    conds.extend(_range_conditions(ranges))
+    conds.extend(range_conditions(ranges))
     if with_text:
         conds.append(text_search())
     # The page's ids first (an index-only scan skips ``offset`` entries without visiting their
@@ -349,7 +237,7 @@ async def slice_after(
     Keyset pagination: each slice starts at its cursor's id in the index, so its cost does not
     grow with depth, and jobs created meanwhile (newer ids) never shift the slices that follow.
     """
-    values, parameters = _parameters(filters, queues)
+    values, parameters = filter_parameters(filters, queues)
     # One row more than asked for says whether another slice follows.
     rows_q, count_q = _list_statements(
         tuple(values),
@@ -504,16 +392,3 @@ async def task_status_from_db(db: Database, task_id: str) -> TaskStatus | None:
     job = views_of(rows[:1])[0]
     status = JobStatus(job.status)
     return TaskStatus(task_id, CELERY_STATE[status], result_object(status, job), job)
-
-
-def filter_conditions(
-    filters: JobFilter, queues: dict[str, int]
-) -> tuple[list[ColumnElement[bool]], dict[str, Any]]:
-    """The conditions the job list applies for ``filters`` (validated: BadInput names the field)
-    and their parameters, for operations over the same jobs the list shows (bulk actions)."""
-    values, parameters = _parameters(filters, queues)
-    conds: list[ColumnElement[bool]] = [getattr(Job, name) == bindparam(f"filter_{name}") for name in values]
-    conds.extend(_range_conditions(tuple(filters.ranges())))
-    if filters.text is not None:
-        conds.append(text_search())
-    return conds, parameters

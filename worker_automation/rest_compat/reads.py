@@ -21,6 +21,7 @@ from worker_automation.models import JobStatus
 from worker_automation.resolvers import live
 from worker_automation.resolvers import reads as read_ops
 from worker_automation.resolvers.automations import all_effective
+from worker_automation.resolvers.job_filter import JobFilter
 from worker_automation.resolvers.job_views import JobView
 from worker_automation.resolvers.pagination import MAX_PER_PAGE, Page
 from worker_automation.resolvers.search import search_automations
@@ -92,7 +93,7 @@ def queue_dict(state: live.QueueState, tz: ZoneInfo, *, with_tasks: bool) -> dic
 @read_route
 async def list_route(request: Request, services: Services) -> Response:
     query = request.query_params
-    filters = read_ops.JobFilter(
+    filters = JobFilter(
         status=text_param(query.get("status"), "status"),
         queue=text_param(query.get("queue"), "queue"),
         automation_type=text_param(query.get("automation_type"), "automation_type"),

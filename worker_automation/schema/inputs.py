@@ -10,8 +10,8 @@ import strawberry
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 from worker_automation.domain.errors import BadInput
 from worker_automation.domain.ranges import PRIORITY_RANGE
+from worker_automation.resolvers.job_filter import JobFilter, check_queue
 from worker_automation.resolvers.job_order import JobOrder
-from worker_automation.resolvers.reads import JobFilter, check_queue
 from worker_automation.schema.enums import Direction, JobStatus, OrderField
 from worker_automation.schema.operator_types import instant
 from worker_automation.schema.scalars import JSON, DateTime

@@ -21,7 +21,7 @@ from worker_automation.schema.types import Job
 
 if TYPE_CHECKING:
     from worker_automation.resolvers.audit import Actor
-    from worker_automation.resolvers.reads import JobFilter
+    from worker_automation.resolvers.job_filter import JobFilter
     from worker_automation.resolvers.services import Services
 
     BulkAction = Callable[[Services, Actor, JobFilter, int | None], Awaitable[bulk.BulkResult]]
