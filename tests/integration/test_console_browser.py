@@ -134,6 +134,32 @@ def embedded_system(procs: Processes, workdir: Path) -> Iterator[System]:
     yield system
 
 
+def embedded_console(name: str) -> Any:
+    """A module-scoped ``system`` fixture: one embedded ``serve`` for the module's browser tests
+    (skipped, with the reason, where Debian's chromium is missing)."""
+
+    @pytest.fixture(scope="module")
+    def system(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
+        require_browser()
+        base = tmp_path_factory.mktemp(name)
+        workdir = base / "work"
+        workdir.mkdir()
+        with (
+            managed_processes(base / "logs", request.session) as procs,
+            embedded_system(procs, workdir) as built,
+        ):
+            yield built
+
+    return system
+
+
+def shot(page: Any, name: str) -> None:
+    """Save the page as ``NAME.png`` in ``WA_CONSOLE_SCREENSHOTS``, when set."""
+    if SHOTS:
+        Path(SHOTS).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(SHOTS) / f"{name}.png"), full_page=True)
+
+
 async def _admin_sql(sql: str) -> None:
     import asyncpg
 

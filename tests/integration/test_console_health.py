@@ -7,14 +7,12 @@ One embedded ``serve`` for the module. ``WA_CONSOLE_SCREENSHOTS=DIR`` also saves
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.harness import managed_processes
 from tests.integration.test_console_browser import (
     AXE,
     AXE_RUN,
@@ -22,10 +20,9 @@ from tests.integration.test_console_browser import (
     SHOTS,
     System,
     browser,
-    embedded_system,
+    embedded_console,
     open_console,
 )
-from tests.integration.test_graphiql_browser import require_browser
 
 pytestmark = pytest.mark.browser
 __all__ = ["browser"]
@@ -33,14 +30,7 @@ __all__ = ["browser"]
 HEALTH = 'query { automationHealth(automationType: "demo.echo") { day completed failed cancelled } }'
 
 
-@pytest.fixture(scope="module")
-def system(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
-    require_browser()
-    base = tmp_path_factory.mktemp("console-health")
-    workdir = base / "work"
-    workdir.mkdir()
-    with managed_processes(base / "logs", request.session) as procs, embedded_system(procs, workdir) as built:
-        yield built
+system = embedded_console("console-health")
 
 
 def _history(workdir: Path) -> int:

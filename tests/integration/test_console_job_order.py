@@ -8,7 +8,6 @@ One embedded ``serve`` for the module. ``WA_CONSOLE_SCREENSHOTS=DIR`` also saves
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,6 @@ from urllib.parse import unquote
 
 import pytest
 
-from tests.integration.harness import managed_processes
 from tests.integration.test_console_browser import (
     AXE,
     AXE_RUN,
@@ -24,10 +22,9 @@ from tests.integration.test_console_browser import (
     SHOTS,
     System,
     browser,
-    embedded_system,
+    embedded_console,
     open_console,
 )
-from tests.integration.test_graphiql_browser import require_browser
 
 pytestmark = pytest.mark.browser
 __all__ = ["browser"]
@@ -36,14 +33,7 @@ T0 = datetime(2026, 3, 2, 15, 0, tzinfo=UTC)
 ROWS = 12
 
 
-@pytest.fixture(scope="module")
-def system(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
-    require_browser()
-    base = tmp_path_factory.mktemp("console-job-order")
-    workdir = base / "work"
-    workdir.mkdir()
-    with managed_processes(base / "logs", request.session) as procs, embedded_system(procs, workdir) as built:
-        yield built
+system = embedded_console("console-job-order")
 
 
 def _text(moment: datetime) -> str:

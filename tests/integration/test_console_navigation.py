@@ -13,16 +13,15 @@ from typing import Any
 
 import pytest
 
-from tests.integration.harness import managed_processes
 from tests.integration.test_console_browser import (
     AXE,
     AXE_RUN,
     JOB_STEP,
     System,
-    embedded_system,
+    embedded_console,
     open_console,
 )
-from tests.integration.test_graphiql_browser import CHROMIUM, CHROMIUM_ARGS, require_browser
+from tests.integration.test_graphiql_browser import CHROMIUM, CHROMIUM_ARGS
 
 pytestmark = pytest.mark.browser
 
@@ -30,14 +29,7 @@ ROW_STEP = JOB_STEP * 1000  # ms: a row reaching a state
 DEV_MODE = 'mutation($dev: Boolean) { updateAutomationSettings(key: "demo.echo", devMode: $dev) { key } }'
 
 
-@pytest.fixture(scope="module")
-def system(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
-    require_browser()
-    base = tmp_path_factory.mktemp("console-navigation")
-    workdir = base / "work"
-    workdir.mkdir()
-    with managed_processes(base / "logs", request.session) as procs, embedded_system(procs, workdir) as built:
-        yield built
+system = embedded_console("console-navigation")
 
 
 @pytest.fixture(scope="module")

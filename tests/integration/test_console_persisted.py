@@ -4,27 +4,17 @@ document only when the service asks for it, and never twice for the same documen
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.integration.harness import managed_processes
-from tests.integration.test_console_browser import System, embedded_system, go, open_console
+from tests.integration.test_console_browser import System, embedded_console, go, open_console
 from tests.integration.test_console_browser import browser as chromium  # noqa: F401
-from tests.integration.test_graphiql_browser import require_browser
 
 pytestmark = pytest.mark.browser
 
 
-@pytest.fixture(scope="module")
-def system(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
-    require_browser()
-    base = tmp_path_factory.mktemp("console-apq")
-    workdir = base / "work"
-    workdir.mkdir()
-    with managed_processes(base / "logs", request.session) as procs, embedded_system(procs, workdir) as built:
-        yield built
+system = embedded_console("console-apq")
 
 
 def test_the_console_sends_hashes_and_each_document_once(

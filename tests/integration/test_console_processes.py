@@ -7,43 +7,26 @@ One embedded ``serve`` for the module. ``WA_CONSOLE_SCREENSHOTS=DIR`` also saves
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.harness import managed_processes
 from tests.integration.test_console_browser import (
     AXE,
     AXE_RUN,
     JOB_STEP,
-    SHOTS,
     System,
     browser,
-    embedded_system,
+    embedded_console,
     open_console,
+    shot,
 )
-from tests.integration.test_graphiql_browser import require_browser
 
 pytestmark = pytest.mark.browser
 __all__ = ["browser"]
 
 
-@pytest.fixture(scope="module")
-def system(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
-    require_browser()
-    base = tmp_path_factory.mktemp("console-processes")
-    workdir = base / "work"
-    workdir.mkdir()
-    with managed_processes(base / "logs", request.session) as procs, embedded_system(procs, workdir) as built:
-        yield built
-
-
-def _shot(page: Any, name: str) -> None:
-    if SHOTS:
-        Path(SHOTS).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(SHOTS) / f"{name}.png"), full_page=True)
+system = embedded_console("console-processes")
 
 
 def test_processes_page_and_a_waiting_job(browser: Any, system: System) -> None:
@@ -57,7 +40,7 @@ def test_processes_page_and_a_waiting_job(browser: Any, system: System) -> None:
         assert "Pool Celery" in row and "scan" in row and "Ativo" in row
         page.add_script_tag(path=str(AXE))
         assert page.evaluate(AXE_RUN) == []
-        _shot(page, "processos")
+        shot(page, "processos")
 
         system.graphql('mutation { pauseQueue(queue: "scan") { queue } }')
         first = system.dispatch("demo.echo", {"n": 1})
@@ -66,7 +49,7 @@ def test_processes_page_and_a_waiting_job(browser: Any, system: System) -> None:
         page.wait_for_selector('[data-field="waiting"][data-reason="QUEUE_PAUSED"]')
         assert "Fila pausada" in page.inner_text('[data-field="waiting"]')
         assert page.inner_text('[data-field="queue-position"]') == "2º na fila"
-        _shot(page, "trabalho-aguardando")
+        shot(page, "trabalho-aguardando")
 
         system.graphql('mutation { resumeQueue(queue: "scan") { queue } }')
         for job in (first, second):

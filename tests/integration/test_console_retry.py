@@ -5,14 +5,11 @@ One embedded ``serve`` for the module (demo.fail retries there, after up to an h
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.integration.harness import managed_processes
-from tests.integration.test_console_browser import JOB_STEP, System, browser, embedded_system, open_console
-from tests.integration.test_graphiql_browser import require_browser
+from tests.integration.test_console_browser import JOB_STEP, System, browser, embedded_console, open_console
 
 pytestmark = pytest.mark.browser
 __all__ = ["browser"]
@@ -24,14 +21,7 @@ POLICY = (
 COUNTDOWN = '[data-field="Próxima tentativa"] [data-countdown]'
 
 
-@pytest.fixture(scope="module")
-def system(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
-    require_browser()
-    base = tmp_path_factory.mktemp("console-retry")
-    workdir = base / "work"
-    workdir.mkdir()
-    with managed_processes(base / "logs", request.session) as procs, embedded_system(procs, workdir) as built:
-        yield built
+system = embedded_console("console-retry")
 
 
 def test_a_retry_waiting_its_backoff_shows_a_countdown(browser: Any, system: System) -> None:
