@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 import httpx
 
 from bench.common import (

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 import httpx
 
 from bench.common import (

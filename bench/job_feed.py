@@ -11,7 +11,7 @@ import asyncio
 import time
 from datetime import datetime
 
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 import redis
 
 from bench.common import pg_url, redis_url

@@ -23,7 +23,7 @@ from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 
 from bench.common import (
     check_bench_name,
