@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 LEADER_LOCK_KEY: Final = 0x7761_686B  # "wahk"
 # How often a replica that does not lead asks again, and how often due work is looked for.
 TICK_SECONDS: Final = 1.0
+# How long stopping waits for the periodic work in progress before cancelling it: cancelled in the
+# middle of a statement, a connection may never go back to its pool.
+STOP_PATIENCE_SECONDS: Final = 10.0
 
 
 def _periodic() -> tuple[Periodic, ...]:
@@ -99,30 +102,41 @@ class Housekeeper:
         self.periodic = periodic if periodic is not None else _periodic()
         self.leadership = Leadership(services)
         self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
         self._next_run: dict[str, float] = {}
 
     def start(self) -> None:
         if self._task is None:
+            self._stopping.clear()
             self._task = asyncio.create_task(self._loop(), name="housekeeping")
 
     async def stop(self) -> None:
+        """Let the work in progress end (its database connection goes back to the pool), then
+        stop; cancelled only if it takes longer than :data:`STOP_PATIENCE_SECONDS`."""
         task, self._task = self._task, None
+        self._stopping.set()
+        if task is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(task), STOP_PATIENCE_SECONDS)
         await cancel_and_wait(task)
         await self.leadership.release()
 
     async def _loop(self) -> None:
-        while True:
+        while not self._stopping.is_set():
             try:
                 if await self.leadership.held():
                     await self.run_due()
             except Exception:
                 log.exception("housekeeping tick failed")
-            await asyncio.sleep(TICK_SECONDS)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), TICK_SECONDS)
 
     async def run_due(self) -> None:
         """Run each periodic whose time has come (first ones right away)."""
         now = time.monotonic()
         for periodic in self.periodic:
+            if self._stopping.is_set():
+                return
             interval = periodic.interval(self.services.settings)
             if interval <= 0 or now < self._next_run.get(periodic.name, 0.0):
                 continue

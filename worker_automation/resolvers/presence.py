@@ -123,12 +123,9 @@ class Presence:
         if self._refresher is not None:
             self._refresher.cancel()
         try:
-            loop = asyncio.get_running_loop()
+            self.services.in_background(self._release())
         except RuntimeError:
             return  # finalised outside a loop (the process ending): the row goes stale by itself
-        task = loop.create_task(self._release())
-        _RELEASING.add(task)
-        task.add_done_callback(_RELEASING.discard)
 
     async def _release(self) -> None:
         try:
@@ -136,9 +133,6 @@ class Presence:
         except Exception as exc:
             # The row goes stale by itself instead (nothing refreshes it any more).
             log.info("presence of machine %s not cleared: %s", self.machine_id, exc)
-
-
-_RELEASING: set[asyncio.Task[None]] = set()
 
 
 async def machine_present(services: Services, machine: MachineView) -> Presence:

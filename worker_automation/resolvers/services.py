@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from typing import Any, Final
 
 from worker_automation.broker.embedded import EmbeddedRedis
 from worker_automation.broker.events import EventBus
@@ -13,6 +16,8 @@ from worker_automation.models.migrate import migrate
 from worker_automation.settings import Settings
 
 log = logging.getLogger(__name__)
+# How long closing waits for the writes still in flight (see :meth:`Services.in_background`).
+SETTLE_SECONDS: Final = 5.0
 
 
 @dataclass
@@ -25,6 +30,19 @@ class Services:
     events: EventBus
     redis_url: str
     embedded_redis: EmbeddedRedis | None = field(default=None)
+    _background: set[asyncio.Task[Any]] = field(default_factory=set)
+
+    def in_background(self, work: Coroutine[Any, Any, Any]) -> None:
+        """Run ``work`` without waiting for it (a write that must outlive a cancelled caller);
+        :meth:`close` waits for it, so its database connection goes back before the pool closes."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            work.close()  # never started: nothing to warn about
+            raise
+        task = loop.create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     @classmethod
     async def start(cls, settings: Settings, *, migrate_db: bool = True) -> Services:
@@ -47,6 +65,8 @@ class Services:
         return services
 
     async def close(self) -> None:
+        if self._background:
+            await asyncio.wait(set(self._background), timeout=SETTLE_SECONDS)
         await self.events.stop()
         await self.broker.close()
         await self.db.close()
