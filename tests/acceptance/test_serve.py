@@ -231,11 +231,17 @@ def wait_for_task(server: Server, key: str, task_id: str, timeout: float) -> dic
     pytest.fail(f"task {task_id} still {data.get('status')} after {timeout:.0f} s:\n{server.output()}")
 
 
+def pool_workers(serve: int) -> list[int]:
+    """The queues' Celery workers: forked by the one process ``serve`` starts for them (each
+    forks its own pool processes in turn)."""
+    return [worker for launcher in children_of(serve) for worker in children_of(launcher)]
+
+
 def wait_for_pool_workers(server: Server, timeout: float) -> set[int]:
     """The embedded pool: a worker process per queue under serve (they fork their own children)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if len(children_of(server.process.pid)) >= QUEUE_COUNT:
+        if len(pool_workers(server.process.pid)) >= QUEUE_COUNT:
             break
         time.sleep(0.25)
     # Let the pool workers fork their own children before taking the census.
@@ -276,7 +282,8 @@ def test_serve_with_zero_setup_answers_and_stops_cleanly(server: Server, stop_si
     assert finished["result"] == {"eco": "ola"}
 
     spawned = wait_for_pool_workers(server, START_TIMEOUT)
-    assert len(children_of(server.process.pid)) >= QUEUE_COUNT, server.output()
+    assert len(children_of(server.process.pid)) == 1, server.output()
+    assert len(pool_workers(server.process.pid)) == QUEUE_COUNT, server.output()
 
     server.process.send_signal(stop_signal)
     try:
