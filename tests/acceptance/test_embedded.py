@@ -10,7 +10,7 @@ import signal
 import sqlite3
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,23 @@ def processes(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Proces
         yield procs
 
 
+MakeUser = Callable[[Path, int], "Embedded"]
+
+
+@pytest.fixture
+def users() -> Iterator[MakeUser]:
+    """Users' terminals (:class:`Embedded`), their HTTP connections closed after the test."""
+    made: list[Embedded] = []
+
+    def make(directory: Path, port: int) -> Embedded:
+        made.append(Embedded(directory, port))
+        return made[-1]
+
+    yield make
+    for user in made:
+        user.close()
+
+
 class Embedded:
     """A user's terminal in ``directory``: no WA_* variable at all."""
 
@@ -55,6 +72,9 @@ class Embedded:
         self.url = f"http://127.0.0.1:{port}"
         self.http = httpx.Client(base_url=self.url, timeout=15.0)
         self.headers: dict[str, str] = {}
+
+    def close(self) -> None:
+        self.http.close()
 
     def cli(self, *args: str) -> str:
         return run_cli(args, self.env, self.directory)
@@ -96,11 +116,13 @@ class Embedded:
         return str(self._stored("status", job_id))
 
 
-def test_serve_with_no_configuration_runs_everything(tmp_path: Path, processes: Processes) -> None:
+def test_serve_with_no_configuration_runs_everything(
+    tmp_path: Path, processes: Processes, users: MakeUser
+) -> None:
     workdir = tmp_path / "empty"
     workdir.mkdir()
     port = free_port()
-    user = Embedded(workdir, port)
+    user = users(workdir, port)
     started = time.monotonic()
     serve = processes.start("serve", [*cli_command(), "serve", "--port", str(port)], user.env, workdir)
     wait_ready(user.url, serve, READY_TIMEOUT)
@@ -167,12 +189,12 @@ def test_serve_with_no_configuration_runs_everything(tmp_path: Path, processes: 
 
 
 def test_restarting_serve_keeps_queued_jobs_and_ends_the_ones_it_was_running(
-    tmp_path: Path, processes: Processes
+    tmp_path: Path, processes: Processes, users: MakeUser
 ) -> None:
     workdir = tmp_path / "restart"
     workdir.mkdir()
     port = free_port()
-    user = Embedded(workdir, port)
+    user = users(workdir, port)
     command = [*cli_command(), "serve", "--port", str(port)]
     serve = processes.start("serve", command, user.env, workdir)
     wait_ready(user.url, serve, READY_TIMEOUT)
@@ -229,12 +251,12 @@ def test_restarting_serve_keeps_queued_jobs_and_ends_the_ones_it_was_running(
 
 
 def test_one_serve_per_directory_and_commands_never_start_a_broker(
-    tmp_path: Path, processes: Processes
+    tmp_path: Path, processes: Processes, users: MakeUser
 ) -> None:
     workdir = tmp_path / "one"
     workdir.mkdir()
     port = free_port()
-    user = Embedded(workdir, port)
+    user = users(workdir, port)
 
     # No serve yet: the job is recorded and waits for one.
     dispatched = subprocess.run(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.acceptance.test_embedded import READY_TIMEOUT, TERMINAL, Embedded
+from tests.acceptance.test_embedded import READY_TIMEOUT, TERMINAL, Embedded, MakeUser, users
 from tests.integration.harness import (
     OPERATOR_SCOPES,
     Processes,
@@ -23,6 +23,7 @@ from worker_automation.settings import DEFAULT_QUEUES
 # Long enough for a queue's workers to be seen running together, under a loaded machine too.
 SLEEP_SECONDS = 4
 ROUND_TIMEOUT = 120.0
+__all__ = ["users"]
 # demo.sleep runs at most 5 at once: the queues are tried in two rounds that stay under it.
 ROUNDS = (("certidao", "scraping"), ("scan", "observer", "ui_automation"))
 
@@ -62,9 +63,11 @@ def run_round(user: Embedded, queues: tuple[str, ...]) -> dict[str, int]:
     pytest.fail(f"jobs still open after {ROUND_TIMEOUT:.0f} s: {[user.job(job) for job in jobs]}")
 
 
-def test_every_queue_runs_its_jobs_with_its_documented_workers(tmp_path: Path, processes: Processes) -> None:
+def test_every_queue_runs_its_jobs_with_its_documented_workers(
+    tmp_path: Path, processes: Processes, users: MakeUser
+) -> None:
     port = free_port()
-    user = Embedded(tmp_path, port)
+    user = users(tmp_path, port)
     serve = processes.start("serve", [*cli_command(), "serve", "--port", str(port)], user.env, tmp_path)
     wait_ready(user.url, serve, READY_TIMEOUT)
     key = user.cli("keys", "create", "--perfil", "administrador", "--scopes", OPERATOR_SCOPES)
