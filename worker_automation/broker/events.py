@@ -18,7 +18,7 @@ import contextlib
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -378,8 +378,10 @@ class EventBus:
     @staticmethod
     async def _discard(pubsub: PubSub) -> None:
         # The connection may already be broken; closing is best effort.
+        # redis-py types aclose from 8.2 on; reading it through a typed name works either way.
+        close: Callable[[], Awaitable[None]] = pubsub.aclose
         with contextlib.suppress(Exception):
-            await pubsub.aclose()  # type: ignore[no-untyped-call]
+            await close()
 
 
 @asynccontextmanager
