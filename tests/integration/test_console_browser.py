@@ -602,9 +602,19 @@ def test_search_automations_and_change_a_limit(page: Any, system: System) -> Non
         "() => document.querySelector('#catalogo-title')?.textContent.includes('resultado')"
     )
     assert first.get_attribute("data-automation") == "cnd_federal"
-    first.locator("input[type=number]").fill("4")
+    first.locator("input[type=number]").first.fill("4")
+    first.locator("input[name=tentativas]").fill("3")
+    first.locator("input[name=tempo-maximo]").fill("90")
     page.click('[data-action="salvar-cnd_federal"]')
     page.wait_for_selector(".notice >> text=salva")
-    query = "{ automations { key maxConcurrentJobs } }"
-    limits = {a["key"]: a["maxConcurrentJobs"] for a in system.graphql(query)["data"]["automations"]}
-    assert limits["cnd_federal"] == 4
+    query = "{ automations { key maxConcurrentJobs maxAttempts timeoutSeconds } }"
+    settings = {a.pop("key"): a for a in system.graphql(query)["data"]["automations"]}
+    assert settings["cnd_federal"] == {"maxConcurrentJobs": 4, "maxAttempts": 3, "timeoutSeconds": 90}
+    # Emptied, the time limit goes away.
+    page.locator('tr[data-automation="cnd_federal"] input[name=tempo-maximo]').fill("")
+    # The console sends a document it sent before by its hash alone: the save is told by its variables.
+    with page.expect_response(lambda r: '"timeout":0' in (r.request.post_data or "")) as saved:
+        page.click('[data-action="salvar-cnd_federal"]')
+    assert saved.value.ok
+    settings = {a.pop("key"): a for a in system.graphql(query)["data"]["automations"]}
+    assert settings["cnd_federal"] == {"maxConcurrentJobs": 4, "maxAttempts": 3, "timeoutSeconds": None}

@@ -332,9 +332,20 @@ AUTOMATION_REGISTRY: dict[str, Automation] = {automation.key: automation for aut
 
 
 def celery_time_limits(task_name: str) -> tuple[float | None, float | None]:
-    """Celery's ``(hard, soft)`` time limits for a task of ``task_name`` (the order of a task
-    message's ``timelimit`` header): the automation's limit, then that plus the grace."""
-    automation = AUTOMATION_REGISTRY.get(task_name.removeprefix(f"{TASK_PREFIX}."))
-    if automation is None or automation.timeout_seconds is None:
+    """Celery's ``(hard, soft)`` time limits for a task of ``task_name`` as the registry defines
+    its automation (see :func:`celery_limits_of`)."""
+    automation = AUTOMATION_REGISTRY.get(automation_key(task_name))
+    return celery_limits_of(automation.timeout_seconds if automation is not None else None)
+
+
+def automation_key(task_name: str) -> str:
+    """The key of the automation whose task is ``task_name``."""
+    return task_name.removeprefix(f"{TASK_PREFIX}.")
+
+
+def celery_limits_of(timeout_seconds: float | None) -> tuple[float | None, float | None]:
+    """Celery's ``(hard, soft)`` time limits for a run limited to ``timeout_seconds`` (the order
+    of a task message's ``timelimit`` header): that limit plus the grace, then the limit."""
+    if timeout_seconds is None:
         return None, None
-    return automation.timeout_seconds + TIME_LIMIT_GRACE_SECONDS, automation.timeout_seconds
+    return timeout_seconds + TIME_LIMIT_GRACE_SECONDS, timeout_seconds

@@ -5,15 +5,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Boolean, Index, Integer, String
+from sqlalchemy import Boolean, Float, Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from worker_automation.models.base import Base, JSONType, UtcDateTime, utcnow
 
 
 class AutomationSetting(Base):
-    """Overrides of the registry's ``max_concurrent_jobs``, ``dev_mode``, ``enabled`` and retry
-    policy.
+    """Overrides of the registry's ``max_concurrent_jobs``, ``dev_mode``, ``enabled``, retry
+    policy and time limit.
 
     Claims lock this row, which serialises concurrent claims of one automation.
     """
@@ -28,6 +28,8 @@ class AutomationSetting(Base):
     max_attempts: Mapped[int | None] = mapped_column(Integer)
     retry_backoff_seconds: Mapped[int | None] = mapped_column(Integer)
     retry_backoff_max_seconds: Mapped[int | None] = mapped_column(Integer)
+    # Time limit override in seconds (null: the registry's; 0: no limit).
+    timeout_seconds: Mapped[float | None] = mapped_column(Float)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
     updated_by: Mapped[str | None] = mapped_column(String(120))
 

@@ -56,6 +56,8 @@ class TaskSend:
     priority: int
     args: list[Any]
     task_id: str
+    # Celery's (hard, soft) time limits for this one message; None: the task name's.
+    timelimit: tuple[float | None, float | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,9 @@ class TaskMessages:
                 "group": None,
                 "group_index": None,
                 "retries": 0,
-                "timelimit": list(self._time_limits(send.task_name)),
+                "timelimit": list(
+                    send.timelimit if send.timelimit is not None else self._time_limits(send.task_name)
+                ),
                 "root_id": send.task_id,
                 "parent_id": None,
                 "argsrepr": argsrepr,

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import math
+import time
+from typing import Any, Final
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
@@ -30,20 +32,28 @@ def apply_setting(
     automation: Automation, setting: AutomationSetting | Row[*tuple[Any, ...]] | None
 ) -> Automation:
     """``automation`` with the overrides of ``setting`` (a settings row, or any row carrying
-    ``max_concurrent_jobs``, ``dev_mode`` and ``enabled``; the retry policy's columns when the row
-    has them and they are set)."""
+    ``max_concurrent_jobs``, ``dev_mode`` and ``enabled``; the retry policy's and the time limit's
+    columns when the row has them and they are set)."""
     if setting is None:
         return automation
-    retry_policy = {
+    overrides: dict[str, Any] = {
         name: value for name in RETRY_FIELDS if (value := getattr(setting, name, None)) is not None
     }
+    timeout = getattr(setting, "timeout_seconds", None)
+    if timeout is not None:
+        overrides["timeout_seconds"] = timeout_of_setting(timeout)
     return dataclasses.replace(
         automation,
         max_concurrent_jobs=setting.max_concurrent_jobs,
         dev_mode=setting.dev_mode,
         enabled=setting.enabled,
-        **retry_policy,
+        **overrides,
     )
+
+
+def timeout_of_setting(stored: float) -> float | None:
+    """The time limit a stored override stands for: 0 is "no limit"."""
+    return float(stored) if stored > 0 else None
 
 
 # The retry policy's settings: the registry's default unless overridden (a null column).
@@ -54,6 +64,8 @@ _RETRY_BOUNDS = {
     "retry_backoff_seconds": (0, 86400),
     "retry_backoff_max_seconds": (0, 86400),
 }
+# An admin's time limit, in seconds (0: none).
+TIMEOUT_BOUNDS = (0, 86400)
 
 
 # Read on every dispatch and claim: plain columns (an ORM object would cost more than the query),
@@ -65,6 +77,7 @@ _SETTING = select(
     AutomationSetting.max_attempts,
     AutomationSetting.retry_backoff_seconds,
     AutomationSetting.retry_backoff_max_seconds,
+    AutomationSetting.timeout_seconds,
 ).where(AutomationSetting.key == bindparam("key"))
 _SETTING_LOCKED = _SETTING.with_for_update()
 
@@ -113,10 +126,15 @@ async def update_settings(
     dev_mode: bool | None = None,
     enabled: bool | None = None,
     retry_policy: dict[str, int | None] | None = None,
+    timeout_seconds: float | None = None,
 ) -> Automation:
     """Change an automation's limits at run time (admin operation, audited). ``retry_policy``:
-    values of :data:`RETRY_FIELDS` to set."""
-    policy = {name: value for name, value in (retry_policy or {}).items() if value is not None}
+    values of :data:`RETRY_FIELDS` to set; ``timeout_seconds``: its time limit (0: none)."""
+    policy: dict[str, float] = {
+        name: value for name, value in (retry_policy or {}).items() if value is not None
+    }
+    if timeout_seconds is not None:
+        policy["timeout_seconds"] = timeout_seconds
     async with audited(db, actor, "update_automation_settings", f"automation:{key}") as note:
         note.detail = {
             name: value
@@ -138,14 +156,14 @@ async def _update_settings(
     max_concurrent_jobs: int | None,
     dev_mode: bool | None,
     enabled: bool | None,
-    policy: dict[str, int],
+    policy: dict[str, float],
 ) -> Automation:
     if key not in AUTOMATION_REGISTRY:
         raise NotFound(f"Automacao '{key}' nao encontrada.")
     if max_concurrent_jobs is not None and not 1 <= max_concurrent_jobs <= 1000:
         raise BadInput("max_concurrent_jobs", "max_concurrent_jobs deve estar entre 1 e 1000")
     for name, value in policy.items():
-        low, high = _RETRY_BOUNDS[name]
+        low, high = _RETRY_BOUNDS.get(name, TIMEOUT_BOUNDS)
         if not low <= value <= high:
             raise BadInput(name, f"{name} deve estar entre {low} e {high}")
     async with db.session() as session:
@@ -170,3 +188,39 @@ async def _update_settings(
         setting.updated_by = actor
         await session.flush()
         return apply_setting(base, setting)
+
+
+# How long a process goes on with the time limits it read before reading them again: an admin's
+# change reaches every process within this (the process that made it at once, see forget).
+TIME_LIMITS_REFRESH_SECONDS: Final = 5.0
+
+
+class CurrentTimeLimits:
+    """Each automation's time limit as admins left it (the registry's unless overridden), for the
+    task messages a process sends and the runs the leader ends: read from the settings table at
+    most every :data:`TIME_LIMITS_REFRESH_SECONDS`, one small statement, never per send."""
+
+    def __init__(self) -> None:
+        self._limits = {key: a.timeout_seconds for key, a in AUTOMATION_REGISTRY.items()}
+        self._read_at = -math.inf
+
+    def forget(self) -> None:
+        """Read them again before the next use (this process just changed one)."""
+        self._read_at = -math.inf
+
+    async def current(self, db: Database) -> dict[str, float | None]:
+        """Limit in seconds by automation key (None: none)."""
+        if time.monotonic() - self._read_at >= TIME_LIMITS_REFRESH_SECONDS:
+            async with db.connection() as conn:
+                stored = {key: seconds for key, seconds in await conn.execute(_TIMEOUTS)}
+            self._limits = {
+                key: a.timeout_seconds if (value := stored.get(key)) is None else timeout_of_setting(value)
+                for key, a in AUTOMATION_REGISTRY.items()
+            }
+            self._read_at = time.monotonic()
+        return self._limits
+
+
+_TIMEOUTS = select(AutomationSetting.key, AutomationSetting.timeout_seconds).where(
+    AutomationSetting.timeout_seconds.is_not(None)
+)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 from sqlalchemy import Boolean, Select, Table, bindparam, func, insert, literal, select, true, update
 
 from worker_automation.catalog.forms import validate_context
-from worker_automation.catalog.registry import Automation
+from worker_automation.catalog.registry import Automation, automation_key, celery_limits_of
 from worker_automation.domain.errors import BadInput, Conflict, Unavailable
 from worker_automation.domain.limits import check_int32, check_size, check_storable
 from worker_automation.domain.ranges import check_priority
@@ -158,9 +158,22 @@ async def send_all(
     (:func:`announcement`), published first in the same round trip."""
     from worker_automation.broker.task_sender import TaskSend
 
+    # Each task's Celery time limits are its automation's as they are now (an admin's override
+    # included): a pool worker enforces those its message carries.
+    limits = await services.time_limits.current(services.db)
     try:
         outcomes = await services.broker.send_many(
-            [TaskSend(s.task_name, s.queue, s.priority, [s.worker_id], s.task_id) for s in sends],
+            [
+                TaskSend(
+                    s.task_name,
+                    s.queue,
+                    s.priority,
+                    [s.worker_id],
+                    s.task_id,
+                    celery_limits_of(limits.get(automation_key(s.task_name))),
+                )
+                for s in sends
+            ],
             notices=notices,
         )
     except Exception:

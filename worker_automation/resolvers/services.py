@@ -13,6 +13,7 @@ from worker_automation.broker.events import EventBus
 from worker_automation.broker.gateway import BrokerGateway
 from worker_automation.models.database import Database
 from worker_automation.models.migrate import migrate
+from worker_automation.resolvers.automations import CurrentTimeLimits
 from worker_automation.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,8 @@ class Services:
     events: EventBus
     redis_url: str
     embedded_redis: EmbeddedRedis | None = field(default=None)
+    # The automations' time limits the task messages carry (admins may change them).
+    time_limits: CurrentTimeLimits = field(default_factory=CurrentTimeLimits)
     _background: set[asyncio.Task[Any]] = field(default_factory=set)
 
     def in_background(self, work: Coroutine[Any, Any, Any]) -> None:

@@ -25,7 +25,6 @@ from typing import Final
 from sqlalchemy import and_, or_, select
 
 from worker_automation.catalog.registry import (
-    AUTOMATION_REGISTRY,
     TIME_LIMIT_GRACE_SECONDS,
     TIMEOUT_EXC_TYPE,
     timeout_message,
@@ -60,18 +59,16 @@ class OverdueRun:
     on_pool: bool
 
 
-def limits() -> dict[str, float]:
-    """Every automation with a time limit, and that limit in seconds."""
-    return {
-        key: automation.timeout_seconds
-        for key, automation in AUTOMATION_REGISTRY.items()
-        if automation.timeout_seconds is not None
-    }
+async def limits(services: Services) -> dict[str, float]:
+    """Every automation with a time limit now (an admin's override included), and that limit in
+    seconds."""
+    current = await services.time_limits.current(services.db)
+    return {key: seconds for key, seconds in current.items() if seconds is not None}
 
 
 async def overdue_runs(services: Services, now: datetime | None = None) -> list[OverdueRun]:
     """EXECUTANDO jobs whose run started more than their limit plus the grace before ``now``."""
-    timeouts = limits()
+    timeouts = await limits(services)
     if not timeouts:
         return []
     now = now or utcnow()
@@ -138,9 +135,10 @@ async def end_overdue_runs(services: Services) -> int:
 
 
 def _interval(_settings: Settings) -> float:
-    return CHECK_INTERVAL_SECONDS if limits() else 0.0
+    # Always scheduled: an admin may give any automation a limit at run time.
+    return CHECK_INTERVAL_SECONDS
 
 
 def time_limits_periodic() -> Periodic:
-    """The check as periodic work of the leader (never scheduled when no automation has a limit)."""
+    """The check as periodic work of the leader."""
     return Periodic("time_limits", _interval, end_overdue_runs)

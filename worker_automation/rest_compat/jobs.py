@@ -7,7 +7,6 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 from worker_automation.domain.errors import BadInput, Unavailable
 from worker_automation.domain.limits import INT32_MAX, check_text
 from worker_automation.domain.ranges import check_range
@@ -145,8 +144,7 @@ async def claim(request: Request) -> Response:
         view = await claims.claim(services, machine, job_id, _task_id(body))
         # The run's time limit (None: none) beside the job: a machine stops the run on its own
         # clock when it passes it.
-        automation = AUTOMATION_REGISTRY.get(view.automation_type)
-        timeout = automation.timeout_seconds if automation is not None else None
+        timeout = (await services.time_limits.current(services.db)).get(view.automation_type)
         return success(MSG_STARTED, {**view.as_dict(services.settings.tz), "timeout_seconds": timeout})
 
 

@@ -174,7 +174,8 @@ class Mutation(OperatorMutation):
         return Machine.from_view(view, info.context.tz)
 
     @mutation(
-        description="Change an automation's limits at run time; omitted values stay (managers only).",
+        description="Change an automation's limits at run time; omitted values stay, a timeoutSeconds "
+        "of 0 removes its time limit (managers only).",
         extensions=manager(),
     )
     async def update_automation_settings(
@@ -187,6 +188,7 @@ class Mutation(OperatorMutation):
         max_attempts: int | None = None,
         retry_backoff_seconds: int | None = None,
         retry_backoff_max_seconds: int | None = None,
+        timeout_seconds: float | None = None,
     ) -> Automation:
         principal = await info.context.principal()
         updated = await update_settings(
@@ -201,5 +203,7 @@ class Mutation(OperatorMutation):
                 "retry_backoff_seconds": retry_backoff_seconds,
                 "retry_backoff_max_seconds": retry_backoff_max_seconds,
             },
+            timeout_seconds=timeout_seconds,
         )
+        info.context.services.time_limits.forget()
         return Automation.from_definition(updated)

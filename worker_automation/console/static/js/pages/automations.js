@@ -3,7 +3,10 @@ import { html, useEffect, useMemo, useState } from "../html.js";
 import { gql, useQuery, useSubscription } from "../api.js";
 import { ActionButton, ErrorNote, Loading, Num, Section, notify, throttle } from "../ui.js";
 
-const CATALOGUE = "query Catalogue { automations { key displayName category queue maxConcurrentJobs devMode enabled requiresSelenium description } }";
+const CATALOGUE = "query Catalogue { automations { key displayName category queue maxConcurrentJobs devMode enabled maxAttempts retryBackoffSeconds timeoutSeconds requiresSelenium description } }";
+const SAVE = `mutation Settings($key: String!, $limit: Int, $dev: Boolean, $enabled: Boolean, $attempts: Int, $backoff: Int, $timeout: Float) {
+  updateAutomationSettings(key: $key, maxConcurrentJobs: $limit, devMode: $dev, enabled: $enabled, maxAttempts: $attempts, retryBackoffSeconds: $backoff, timeoutSeconds: $timeout) { key }
+}`;
 const SEARCH = "query Search($q: String) { searchAutomations(q: $q) { count results { key score } } }";
 const EVENTS = "subscription Counts { workerEvents { kind } }";
 // Counts for the automations on screen, two aliases each, in requests under the alias limit.
@@ -25,11 +28,15 @@ function Settings({ automation, onSaved }) {
   const [limit, setLimit] = useState(String(automation.maxConcurrentJobs));
   const [dev, setDev] = useState(automation.devMode);
   const [enabled, setEnabled] = useState(automation.enabled);
+  const [attempts, setAttempts] = useState(String(automation.maxAttempts));
+  const [backoff, setBackoff] = useState(String(automation.retryBackoffSeconds));
+  // Empty: no time limit (sent as 0).
+  const [timeout, setTimeout_] = useState(automation.timeoutSeconds == null ? "" : String(automation.timeoutSeconds));
   const run = async () => {
-    await gql(
-      "mutation Settings($key: String!, $limit: Int, $dev: Boolean, $enabled: Boolean) { updateAutomationSettings(key: $key, maxConcurrentJobs: $limit, devMode: $dev, enabled: $enabled) { key } }",
-      { key: automation.key, limit: Number(limit), dev, enabled },
-    );
+    await gql(SAVE, {
+      key: automation.key, limit: Number(limit), dev, enabled,
+      attempts: Number(attempts), backoff: Number(backoff), timeout: timeout.trim() === "" ? 0 : Number(timeout),
+    });
     notify(`Configuração de ${automation.displayName} salva.`);
     onSaved();
   };
@@ -37,6 +44,9 @@ function Settings({ automation, onSaved }) {
     <label>Limite <input type="number" min="1" class="narrow" value=${limit} onInput=${(e) => setLimit(e.target.value)} /></label>
     <label><input type="checkbox" checked=${dev} onChange=${(e) => setDev(e.target.checked)} /> Em desenvolvimento</label>
     <label><input type="checkbox" checked=${enabled} onChange=${(e) => setEnabled(e.target.checked)} /> Habilitada</label>
+    <label>Tentativas <input type="number" min="1" max="100" class="narrow" name="tentativas" value=${attempts} onInput=${(e) => setAttempts(e.target.value)} /></label>
+    <label>Espera (s) <input type="number" min="0" class="narrow" name="espera" value=${backoff} onInput=${(e) => setBackoff(e.target.value)} /></label>
+    <label>Tempo máx. (s) <input type="number" min="0" step="any" class="narrow" name="tempo-maximo" placeholder="sem" value=${timeout} onInput=${(e) => setTimeout_(e.target.value)} /></label>
     <${ActionButton} label="Salvar" name=${`salvar-${automation.key}`} run=${run} resend=${true} />
   </span>`;
 }
@@ -80,8 +90,8 @@ export function AutomationsPage({ session }) {
           <td>${a.category}</td><td>${a.queue}</td>
           <td class="n"><${Num} value=${counts[a.key]?.running} /></td><td class="n"><${Num} value=${counts[a.key]?.queued} /></td>
           ${q ? html`<td class="n">${a.score}</td>` : null}
-          <td class="settings">${viewer.canManage ? html`<${Settings} key=${`${a.key}-${a.maxConcurrentJobs}-${a.devMode}-${a.enabled}`} automation=${a} onSaved=${() => catalogue.reload()} />`
-            : html`limite ${a.maxConcurrentJobs}${a.devMode ? " · em desenvolvimento" : ""}${a.enabled ? "" : " · desabilitada"}`}</td>
+          <td class="settings">${viewer.canManage ? html`<${Settings} key=${`${a.key}-${a.maxConcurrentJobs}-${a.devMode}-${a.enabled}-${a.maxAttempts}-${a.retryBackoffSeconds}-${a.timeoutSeconds}`} automation=${a} onSaved=${() => catalogue.reload()} />`
+            : html`limite ${a.maxConcurrentJobs} · ${a.maxAttempts} tentativa(s)${a.timeoutSeconds == null ? "" : ` · tempo máx. ${a.timeoutSeconds} s`}${a.devMode ? " · em desenvolvimento" : ""}${a.enabled ? "" : " · desabilitada"}`}</td>
         </tr>`)}</tbody>
       </table></div>
     </${Section}>`}
