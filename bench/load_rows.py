@@ -166,6 +166,8 @@ async def trigger_cost(
 
 # The bucket of a row in ``worker_bucket_counts``, as SQL.
 BUCKET = f"id >> {BUCKET_BITS}"
+# The rows ``queued_counts`` counts, as SQL.
+QUEUED = "status = 'AGENDADO'"
 
 
 async def rebuild_counters(conn: asyncpg.Connection) -> bool:
@@ -182,22 +184,32 @@ async def rebuild_counters(conn: asyncpg.Connection) -> bool:
             "INSERT INTO worker_bucket_counts (queue, status, bucket, n) "
             f"SELECT queue, status, {BUCKET} AS bucket, count(*) FROM workers GROUP BY queue, status, bucket"
         )
+        await conn.execute("DELETE FROM queued_counts")
+        await conn.execute(
+            f"INSERT INTO queued_counts (queue, priority, n) "
+            f"SELECT queue, priority, count(*) FROM workers WHERE {QUEUED} GROUP BY queue, priority"
+        )
     return await counters_match(conn)
 
 
 async def counters_match(conn: asyncpg.Connection) -> bool:
-    """Both counter tables (by queue and status, and by bucket of ids too) equal a recount."""
+    """The counter tables (by queue and status, by bucket of ids too, and queued jobs by queue and
+    priority) equal a recount."""
     by_status = await _counts_match(conn, "worker_counts", "queue, status", "queue, status")
     by_bucket = await _counts_match(
         conn, "worker_bucket_counts", "queue, status, bucket", f"queue, status, {BUCKET}"
     )
-    return by_status and by_bucket
+    queued = await _counts_match(conn, "queued_counts", "queue, priority", "queue, priority", QUEUED)
+    return by_status and by_bucket and queued
 
 
-async def _counts_match(conn: asyncpg.Connection, table: str, columns: str, recounted: str) -> bool:
-    """``table``'s non-zero counts (``columns``, n) equal ``workers`` grouped by ``recounted``."""
+async def _counts_match(
+    conn: asyncpg.Connection, table: str, columns: str, recounted: str, where: str = "true"
+) -> bool:
+    """``table``'s non-zero counts (``columns``, n) equal the rows of ``workers`` that match
+    ``where`` grouped by ``recounted``."""
     kept = f"SELECT {columns}, n FROM {table} WHERE n <> 0"
-    counted = f"SELECT {recounted}, count(*) FROM workers GROUP BY {recounted}"
+    counted = f"SELECT {recounted}, count(*) FROM workers WHERE {where} GROUP BY {recounted}"
     missing = await conn.fetchval(f"SELECT count(*) FROM ({kept} EXCEPT {counted}) a")
     extra = await conn.fetchval(f"SELECT count(*) FROM ({counted} EXCEPT {kept}) b")
     return bool(missing + extra == 0)
@@ -251,7 +263,14 @@ async def main_async(args: argparse.Namespace) -> None:
             match = await counters_match(conn)
         recount = time.perf_counter() - t_count
         t_vac = time.perf_counter()
-        for name in ("workers", "clientes", "usuarios", "worker_counts", "worker_bucket_counts"):
+        for name in (
+            "workers",
+            "clientes",
+            "usuarios",
+            "worker_counts",
+            "worker_bucket_counts",
+            "queued_counts",
+        ):
             await conn.execute(f"VACUUM (ANALYZE) {name}")
         vacuum = time.perf_counter() - t_vac
         by_status = await conn.fetch(

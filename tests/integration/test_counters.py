@@ -8,7 +8,7 @@ import random
 
 from sqlalchemy import delete, insert, update
 
-from tests.support.counts import bucket_counters, bucket_recount, recount
+from tests.support.counts import bucket_counters, bucket_recount, queued_counters, queued_recount, recount
 from tests.support.settings import MakeSettings
 from worker_automation.models import BUCKET_IDS, Job, JobStatus, utcnow
 from worker_automation.models.database import Database
@@ -38,8 +38,10 @@ async def _check(db: Database) -> dict[tuple[str, str], int]:
     async with db.session() as session:
         kept, scanned = await counters(session), await recount(session)
         by_bucket, rescanned = await bucket_counters(session), await bucket_recount(session)
+        queued, requeued = await queued_counters(session), await queued_recount(session)
     assert kept == scanned
     assert by_bucket == rescanned
+    assert queued == requeued
     return kept
 
 
@@ -57,8 +59,10 @@ async def test_counters_follow_every_kind_of_write(database_url: str, make_setti
         async with db.session() as session:
             assert len({bucket for _, _, bucket in await bucket_counters(session)}) >= 10
 
-        # Bulk updates of status and of queue, a no-op update, and progress-only updates.
+        # Bulk updates of priority, status and queue, a no-op update, and progress-only updates.
         async with db.session() as session:
+            await session.execute(update(Job).where(Job.id % 4 == 0).values(priority=Job.priority + 1))
+            await session.execute(update(Job).where(Job.id % 6 == 0).values(queue="scan", status="AGENDADO"))
             await session.execute(update(Job).where(Job.status == "AGENDADO").values(status="CANCELADO"))
             await session.execute(update(Job).where(Job.id % 7 == 0).values(queue="scan"))
             await session.execute(update(Job).where(Job.id % 5 == 0).values(progress=50))
@@ -100,7 +104,11 @@ async def test_counters_under_concurrent_transitions(
                     await session.execute(
                         update(Job)
                         .where(Job.id == job_id)
-                        .values(status=local.choice(STATUSES), queue=local.choice(QUEUES))
+                        .values(
+                            status=local.choice(STATUSES),
+                            queue=local.choice(QUEUES),
+                            priority=local.randrange(10),
+                        )
                     )
 
         await asyncio.gather(*(flip(i, i) for i in range(1, 401, 10)))

@@ -5,17 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from sqlalchemy import update
 
 from tests.integration.operator_support import StatementCounter
 from tests.unit.graphql_support import Api, make_api
 from worker_automation.models import Job
-from worker_automation.resolvers import claims, pauses
+from worker_automation.resolvers import claims, pauses, waiting
 from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.automations import update_settings
 from worker_automation.resolvers.machines import register_machine
 from worker_automation.resolvers.presence import machine_present
-from worker_automation.resolvers.processes import watch_of
+from worker_automation.resolvers.processes import ProcessView, watch_of
 from worker_automation.resolvers.services import Services
 
 WAITING = """
@@ -103,3 +104,43 @@ async def test_each_waiting_reason_and_the_queue_position(embedded_broker_servic
         with StatementCounter(services) as counter:
             assert len(await _waiting(api, per_page=per_page)) == shown
         assert sum("queue_pauses" in s for s in counter.statements) == 1, counter.statements
+
+
+async def test_places_from_the_counters_match_a_full_ranking(
+    embedded_broker_services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counted from the front of its priority, from the back, or ranked when deep on both sides:
+    the same places as the backlog sorted in claim order, and they follow a change of priority."""
+    services = embedded_broker_services
+    api = await make_api(services)
+    monkeypatch.setattr(waiting, "COUNT_CAP", 3)
+    priorities = [0, 5, 0, 9, 0, 1, 0, 0, 5, 0, 2, 0, 1, 0]
+    jobs = [(await api.dispatch("demo.echo", priority=p))["id"] for p in priorities]
+
+    def claim_order(priority_of: dict[int, int]) -> dict[int, int]:
+        # Priority, then age (ids grow with age here).
+        return {job: place for place, job in enumerate(sorted(jobs, key=lambda j: (priority_of[j], j)), 1)}
+
+    expected = claim_order(dict(zip(jobs, priorities, strict=True)))
+    with StatementCounter(services) as counter:
+        places = await waiting.waiting_of(services.db, jobs, _no_processes)
+    assert {job_id: w.position for job_id, w in places.items()} == expected
+    # Priority 0 holds 8 jobs: with a cap of 3, its 4th and 5th are deep on both sides.
+    assert sum("row_number" in s for s in counter.statements) == 1
+    zeros = [job for job, p in zip(jobs, priorities, strict=True) if p == 0]
+    ends = [job for job in jobs if job not in zeros[3:5]]
+    with StatementCounter(services) as counter:
+        places = await waiting.waiting_of(services.db, ends, _no_processes)
+    assert {job_id: w.position for job_id, w in places.items()} == {j: expected[j] for j in ends}
+    assert not any("row_number" in s for s in counter.statements)
+
+    # A job moved to another priority moves in the counters too.
+    moved = zeros[0]
+    await api.ok("mutation($id: Int!) { reorderWorker(id: $id, newPriority: 9) { id } }", {"id": moved})
+    expected = claim_order({**dict(zip(jobs, priorities, strict=True)), moved: 9})
+    places = await waiting.waiting_of(services.db, jobs, _no_processes)
+    assert {job_id: w.position for job_id, w in places.items()} == expected
+
+
+async def _no_processes() -> list[ProcessView]:
+    return []

@@ -7,7 +7,7 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from worker_automation.models import BUCKET_BITS, Job, JobBucketCount
+from worker_automation.models import BUCKET_BITS, Job, JobBucketCount, JobStatus, QueuedCount
 from worker_automation.models.database import Executor
 from worker_automation.resolvers.counts import BucketKey, CountKey
 
@@ -33,3 +33,19 @@ async def bucket_recount(session: AsyncSession) -> dict[BucketKey, int]:
         select(Job.queue, Job.status, bucket, func.count()).group_by(Job.queue, Job.status, bucket)
     )
     return {(q, s, int(b)): int(n) for q, s, b, n in rows if n}
+
+
+async def queued_counters(session: Executor) -> dict[tuple[str, int], int]:
+    """Every non-empty (queue, priority) of ``queued_counts``."""
+    rows = await session.execute(select(QueuedCount.queue, QueuedCount.priority, QueuedCount.n))
+    return {(q, p): int(n) for q, p, n in rows if n}
+
+
+async def queued_recount(session: AsyncSession) -> dict[tuple[str, int], int]:
+    """The same figures by scanning ``workers``."""
+    rows = await session.execute(
+        select(Job.queue, Job.priority, func.count())
+        .where(Job.status == JobStatus.AGENDADO.value)
+        .group_by(Job.queue, Job.priority)
+    )
+    return {(q, int(p)): int(n) for q, p, n in rows if n}

@@ -6,7 +6,15 @@ from worker_automation.models.admin import AuditEntry, AutomationSetting
 from worker_automation.models.attempt import Attempt, AttemptOutcome
 from worker_automation.models.base import Base, utcnow
 from worker_automation.models.directory import MANAGER_PERFIS, Cliente, Perfil, Usuario
-from worker_automation.models.job import BUCKET_BITS, BUCKET_IDS, CELERY_STATE, Job, JobBucketCount, JobCount
+from worker_automation.models.job import (
+    BUCKET_BITS,
+    BUCKET_IDS,
+    CELERY_STATE,
+    Job,
+    JobBucketCount,
+    JobCount,
+    QueuedCount,
+)
 from worker_automation.models.queue_pause import QueuePause
 from worker_automation.models.rollup import automation_rollups
 from worker_automation.models.schedule import Schedule
@@ -33,6 +41,7 @@ __all__ = [
     "MachineStatus",
     "Perfil",
     "QueuePause",
+    "QueuedCount",
     "Schedule",
     "Usuario",
     "automation_rollups",

@@ -122,6 +122,18 @@ class JobCount(Base):
     n: Mapped[int] = mapped_column(BigInteger, default=0)
 
 
+class QueuedCount(Base):
+    """Queued (AGENDADO) rows per (queue, priority), kept exact by database triggers on
+    ``workers`` like :class:`JobCount`: the jobs of smaller priorities that come before a queued
+    job in its queue, without counting them (see :mod:`worker_automation.resolvers.waiting`)."""
+
+    __tablename__ = "queued_counts"
+
+    queue: Mapped[str] = mapped_column(String(50), primary_key=True)
+    priority: Mapped[int] = mapped_column(Integer, primary_key=True)
+    n: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
 # Ids per bucket of ``worker_bucket_counts`` (a power of two: the bucket of an id is ``id >> 14``).
 BUCKET_BITS = 14
 BUCKET_IDS = 1 << BUCKET_BITS
