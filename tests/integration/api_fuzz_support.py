@@ -28,7 +28,9 @@ OPERATOR_SCOPES = "worker_automation:read,worker_automation:write"
 # How the API is meant to be called: unknown query parameters are ignored (as the documented
 # routes always did), and the keys are the run's own, sent with each call, not generated. A
 # dispatch checks a context against its automation's form, which a JSON Schema cannot say all of
-# (CNPJ check digits, dates in range): a schema-valid context may still be a 422 there.
+# (CNPJ check digits, dates in range): a schema-valid context may still be a 422 there. Likewise a
+# move names a queue other than the job's own, which depends on the job: moving a job to the queue
+# it is in is a 422 naming target_queue.
 CONFIG = """
 [generation]
 allow-extra-parameters = false
@@ -44,6 +46,10 @@ values = [{ids}]
 [[operations]]
 include-path-regex = "^/api/v1/jobs(/batch)?$"
 checks.positive_data_acceptance.expected-statuses = ["2XX", "401", "403", "409", "422", "503"]
+
+[[operations]]
+include-path-regex = "/move$"
+checks.positive_data_acceptance.expected-statuses = ["2XX", "3XX", "401", "403", "404", "409", "422", "429", "5XX"]
 """
 # What the server logs for a request it could not answer.
 SERVER_FAULTS = ("Traceback", "unhandled error")

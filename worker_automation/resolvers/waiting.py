@@ -67,7 +67,7 @@ class _Row:
 # within this of the front of its priority is placed by the jobs ahead of it, one within it of the
 # back by its priority's count less the jobs behind it; only a page holding a job deeper than this
 # on both sides has the backlogs of its queues ranked.
-COUNT_CAP: Final = 200
+COUNT_CAP: Final = 500
 # Written into the statement: the partial index of queued jobs (claim order) answers only a
 # statement whose condition it can prove, which a parameter is not in a generic plan.
 _QUEUED: Any = literal(JobStatus.AGENDADO.value, literal_execute=True)
