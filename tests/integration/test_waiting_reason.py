@@ -109,7 +109,7 @@ async def test_each_waiting_reason_and_the_queue_position(embedded_broker_servic
 async def test_places_from_the_counters_match_a_full_ranking(
     embedded_broker_services: Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Counted from the front of its priority, from the back, or ranked when deep on both sides:
+    """Counted from the front of its priority, from the back, or ranked when far from both ends:
     the same places as the backlog sorted in claim order, and they follow a change of priority."""
     services = embedded_broker_services
     api = await make_api(services)
@@ -125,7 +125,7 @@ async def test_places_from_the_counters_match_a_full_ranking(
     with StatementCounter(services) as counter:
         places = await waiting.waiting_of(services.db, jobs, _no_processes)
     assert {job_id: w.position for job_id, w in places.items()} == expected
-    # Priority 0 holds 8 jobs: with a cap of 3, its 4th and 5th are deep on both sides.
+    # Priority 0 holds 8 jobs: with a cap of 3, its 4th and 5th are 3 from both ends.
     assert sum("row_number" in s for s in counter.statements) == 1
     zeros = [job for job, p in zip(jobs, priorities, strict=True) if p == 0]
     ends = [job for job in jobs if job not in zeros[3:5]]

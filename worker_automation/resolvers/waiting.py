@@ -8,9 +8,9 @@ automation already runs as many jobs as it may; otherwise it is simply queued be
 Its position counts the queued jobs of its queue claimed before it (claim order: priority, then
 age), plus one: those of smaller priorities, read off trigger-kept counters (``queued_counts``),
 and those of its own priority ahead of it, counted along the index of queued jobs from the job
-towards the nearer end of its priority, a bounded walk (near the back: its priority's count less
+towards the nearer end of its priority, a bounded walk (from the back: its priority's count less
 the jobs behind it). A page of jobs is answered in one statement whatever its size; only a job
-deep on both sides of its priority has its queue's backlog ranked, once for the page (why:
+far from both ends of its priority has its queue's backlog ranked, once for the page (why:
 docs/decisions/0033-queue-positions-from-counters.md).
 """
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Final
 
-from sqlalchemy import func, literal, select, tuple_
+from sqlalchemy import bindparam, case, func, literal, select, tuple_
 from sqlalchemy.orm import aliased
 
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
@@ -63,31 +63,44 @@ class _Row:
     next_attempt_at: datetime | None
 
 
-# How far a job's place among the queued jobs of its priority is counted from either end. A job
-# within this of the front of its priority is placed by the jobs ahead of it, one within it of the
-# back by its priority's count less the jobs behind it; only a page holding a job deeper than this
-# on both sides has the backlogs of its queues ranked.
-COUNT_CAP: Final = 500
+# How far a job's place among the queued jobs of its priority is counted, from the end of its
+# priority it is nearer to (told by its id between those of the first and last of them). Only a
+# job further than this from both ends is placed by ranking its queue's backlog.
+COUNT_CAP: Final = 1000
 # Written into the statement: the partial index of queued jobs (claim order) answers only a
 # statement whose condition it can prove, which a parameter is not in a generic plan.
 _QUEUED: Any = literal(JobStatus.AGENDADO.value, literal_execute=True)
+# The queued jobs walked along (a job's own row is ``Job``).
+_OTHER = aliased(Job, name="other")
 
 
-def _nearby(before: bool) -> Any:
+def _of_its_priority() -> list[Any]:
+    return [_OTHER.status == _QUEUED, _OTHER.queue == Job.queue, _OTHER.priority == Job.priority]
+
+
+def _edge(last: bool) -> Any:
+    """The id of the first (last) queued job of the job's queue and priority in claim order: one
+    probe of the index of queued jobs."""
+    order = (_OTHER.created_at.desc(), _OTHER.id.desc()) if last else (_OTHER.created_at, _OTHER.id)
+    return (
+        select(_OTHER.id)
+        .where(*_of_its_priority())
+        .order_by(*order)
+        .limit(1)
+        .correlate(Job)
+        .scalar_subquery()
+    )
+
+
+def _walk(ahead: bool) -> Any:
     """How many queued jobs of the job's queue and priority come before it (after it) in claim
-    order, counted up to :data:`COUNT_CAP` along the index of queued jobs."""
-    other = aliased(Job)
+    order, counted along the index of queued jobs up to the parameter ``cap``."""
     mine = tuple_(Job.created_at, Job.id)
-    theirs = tuple_(other.created_at, other.id)
+    theirs = tuple_(_OTHER.created_at, _OTHER.id)
     found = (
-        select(other.id)
-        .where(
-            other.status == _QUEUED,
-            other.queue == Job.queue,
-            other.priority == Job.priority,
-            theirs < mine if before else theirs > mine,
-        )
-        .limit(COUNT_CAP)
+        select(_OTHER.id)
+        .where(*_of_its_priority(), theirs < mine if ahead else theirs > mine)
+        .limit(bindparam("cap"))
         .correlate(Job)
         .subquery()
     )
@@ -103,8 +116,11 @@ def _queued(priority: Callable[[Any], Any]) -> Any:
     )
 
 
-def _statement(ids: Sequence[int]) -> Any:
-    running = aliased(Job)
+def _statement() -> Any:
+    """Each queued job among the parameter ``ids``: what its reason depends on, and its place's
+    terms: whether it is counted from the back of its priority, the jobs walked (ahead of it, or
+    behind it from the back, up to ``cap``), the queued jobs of smaller priorities and of its own."""
+    running = aliased(Job, name="running")
     running_count = (
         select(func.count())
         .select_from(running)
@@ -112,12 +128,14 @@ def _statement(ids: Sequence[int]) -> Any:
         .scalar_subquery()
     )
     paused = select(QueuePause.queue).where(QueuePause.queue == Job.queue).exists()
+    # Nearer the back: the walk goes that way (a CASE evaluates only the walk it takes).
+    from_back = Job.id - _edge(last=False) > _edge(last=True) - Job.id
     columns = [
         Job.id,
         Job.queue,
         Job.automation_type,
-        _nearby(before=True),
-        _nearby(before=False),
+        from_back,
+        case((from_back, _walk(ahead=False)), else_=_walk(ahead=True)),
         _queued(lambda priority: priority < Job.priority),
         _queued(lambda priority: priority == Job.priority),
         running_count,
@@ -130,13 +148,15 @@ def _statement(ids: Sequence[int]) -> Any:
     return (
         select(*columns)
         .outerjoin(AutomationSetting, AutomationSetting.key == Job.automation_type)
-        .where(Job.id.in_(list(ids)), Job.status == JobStatus.AGENDADO.value)
+        .where(Job.id.in_(bindparam("ids", expanding=True)), Job.status == JobStatus.AGENDADO.value)
     )
 
 
-def _ranked(ids: Sequence[int]) -> Any:
-    """The places of the queued jobs among ``ids``, their queues' backlogs ranked in claim order
-    (one pass over each backlog for all of them)."""
+def _ranked() -> Any:
+    """The places of the queued jobs among the parameter ``ids``, their queues' backlogs ranked in
+    claim order (one pass over each backlog for all of them)."""
+    ids: Any = bindparam("ids", expanding=True)
+    queues = select(Job.queue).where(Job.id.in_(ids)).scalar_subquery()
     ranked = (
         select(
             Job.id.label("ranked_id"),
@@ -144,24 +164,24 @@ def _ranked(ids: Sequence[int]) -> Any:
             .over(partition_by=Job.queue, order_by=(Job.priority, Job.created_at, Job.id))
             .label("position"),
         )
-        .where(
-            Job.status == _QUEUED,
-            Job.queue.in_(select(Job.queue).where(Job.id.in_(list(ids))).scalar_subquery()),
-        )
+        .where(Job.status == _QUEUED, Job.queue.in_(queues))
         .subquery()
     )
-    return select(ranked.c.ranked_id, ranked.c.position).where(ranked.c.ranked_id.in_(list(ids)))
+    return select(ranked.c.ranked_id, ranked.c.position).where(ranked.c.ranked_id.in_(ids))
 
 
-def _place(ahead: int, behind: int, before: int, alike: int) -> int | None:
-    """A job's 1-based place from the jobs of its priority counted ahead of and behind it (up to
-    :data:`COUNT_CAP`), those of smaller priorities (``before``) and of its own (``alike``), both
-    from the counters; None when it is too deep among its own to be placed so (then ranked)."""
-    if ahead < COUNT_CAP:
-        return before + ahead + 1
-    if behind < COUNT_CAP:
-        return before + max(alike - behind, ahead + 1)
-    return None
+# Built once: SQLAlchemy then compiles each of them once.
+_STATEMENT = _statement()
+_RANKED = _ranked()
+
+
+def _place(from_back: bool, walked: int, before: int, alike: int) -> int | None:
+    """A job's 1-based place from the jobs of its priority walked ahead of it (behind it, from the
+    back), those of smaller priorities (``before``) and of its own (``alike``), both from the
+    counters; None when the walk reached the cap (then ranked)."""
+    if walked >= COUNT_CAP:
+        return None
+    return before + (alike - walked if from_back else walked + 1)
 
 
 def _reason(row: _Row, now: datetime, consumers: tuple[set[str], set[str]] | None) -> str:
@@ -190,17 +210,17 @@ async def waiting_of(
     statement; ``processes`` is asked only when a reason depends on who is up."""
     if not ids:
         return {}
-    async with db.reader() as session:
+    async with db.connection() as conn:
         found: list[_Row] = []
-        for row in (await session.execute(_statement(ids))).all():
-            place = _place(*(int(n) for n in row[3:7]))
+        for row in (await conn.execute(_STATEMENT, {"ids": list(ids), "cap": COUNT_CAP})).all():
+            place = _place(bool(row[3]), int(row[4]), int(row[5]), int(row[6]))
             running, paused, enabled, limit = row[7:11]
             found.append(
                 _Row(row[0], row[1], row[2], place, running, paused, enabled, limit, _next_attempt(row))
             )
         deep = [row.id for row in found if row.position is None]
         if deep:
-            ranks = dict((await session.execute(_ranked(deep))).all())
+            ranks = dict((await conn.execute(_RANKED, {"ids": deep})).all())
             found = [replace(row, position=ranks.get(row.id)) if row.id in deep else row for row in found]
     if not found:
         return {}
