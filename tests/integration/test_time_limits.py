@@ -10,6 +10,7 @@ from datetime import timedelta
 
 import pytest
 import redis
+from prometheus_client import REGISTRY
 from sqlalchemy import select, update
 
 from tests.integration.operator_support import any_services, pool_machine
@@ -114,7 +115,9 @@ async def test_a_run_past_its_limit_ends_falha_and_one_within_it_does_not(any_se
     within, _ = await _running(services, machine, LIMIT + TIME_LIMIT_GRACE_SECONDS - 2)
 
     assert [run.job_id for run in await overdue_runs(services)] == [overdue]
+    timeouts = REGISTRY.get_sample_value("wa_timeouts_total", {"automation": LIMITED}) or 0.0
     assert await end_overdue_runs(services) == 1
+    assert REGISTRY.get_sample_value("wa_timeouts_total", {"automation": LIMITED}) == timeouts + 1
     row = await _row(services, overdue)
     assert row.status == "FALHA" and row.mensagem_erro == TIMEOUT_MESSAGE
     assert row.result == {"exc_type": TIMEOUT_EXC_TYPE, "exc_message": TIMEOUT_MESSAGE, "traceback": None}
@@ -173,3 +176,16 @@ async def test_a_pool_run_past_its_limit_is_retried_by_its_policy(any_services: 
     with pytest.raises(Conflict):
         await claims.complete(services, machine, job["id"], {"late": True}, job["taskId"])
     assert (await _row(services, job["id"])).status == "AGENDADO"
+
+
+async def test_a_timeout_reported_by_its_worker_is_counted(any_services: Services) -> None:
+    services = any_services
+    machine = await _machine(services)
+    job_id, task_id = await _running(services, machine, 1)
+    timeouts = REGISTRY.get_sample_value("wa_timeouts_total", {"automation": LIMITED}) or 0.0
+    await claims.fail(services, machine, job_id, TIMEOUT_MESSAGE, TIMEOUT_EXC_TYPE, task_id=task_id)
+    assert REGISTRY.get_sample_value("wa_timeouts_total", {"automation": LIMITED}) == timeouts + 1
+    # Any other failure is not a timeout.
+    other, other_task = await _running(services, machine, 1)
+    await claims.fail(services, machine, other, "portal fora do ar", "RuntimeError", task_id=other_task)
+    assert REGISTRY.get_sample_value("wa_timeouts_total", {"automation": LIMITED}) == timeouts + 1

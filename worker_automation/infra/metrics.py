@@ -2,7 +2,8 @@
 
 Counted where things happen (job transitions when they are announced, claim refusals when they
 are made and the wait a claim ends, HTTP requests in the request middleware, recoveries in the
-reconciler, automatic retries where a failed run is queued again) and exported by
+reconciler, automatic retries where a failed run is queued again, time limits where a run's
+failure is taken) and exported by
 :mod:`worker_automation.asgi.metrics_export`. With ``serve --workers N`` every process writes its
 values to the shared multiprocess directory that ``serve`` sets up, and a scrape of any process
 adds them all up. Labels take values from closed sets only (automations, queues, statuses,
@@ -43,6 +44,13 @@ JOB_WAIT: Final = Histogram(
 RETRIES: Final = Counter(
     "wa_retries",
     "Automatic retries: failed runs queued again because their automation has attempts left",
+    ["automation"],
+)
+# Runs ended by their automation's time limit, whoever ended them (the pool worker, the machine or
+# the leader's check).
+TIMEOUTS: Final = Counter(
+    "wa_timeouts",
+    "Runs ended FALHA by their automation's time limit, by automation",
     ["automation"],
 )
 CLAIMS_REFUSED: Final = Counter("wa_claims_refused", "Claims refused, by machine-readable reason", ["reason"])
@@ -131,6 +139,11 @@ def count_retry(automation: str) -> None:
     """A failed run of ``automation`` was queued again by itself (attempts left): not for an
     operator's retry."""
     RETRIES.labels(automation).inc()
+
+
+def count_timeout(automation: str) -> None:
+    """A run of ``automation`` ended FALHA at its time limit."""
+    TIMEOUTS.labels(automation).inc()
 
 
 def count_refused(reason: str) -> None:

@@ -24,9 +24,9 @@ from typing import Any, Final
 
 from sqlalchemy import ColumnElement, func, or_, select, update
 
-from worker_automation.catalog.registry import AUTOMATION_REGISTRY, Automation
+from worker_automation.catalog.registry import AUTOMATION_REGISTRY, TIMEOUT_EXC_TYPE, Automation
 from worker_automation.domain.vocabulary import EventKind
-from worker_automation.infra.metrics import count_retry
+from worker_automation.infra.metrics import count_retry, count_timeout
 from worker_automation.models import Attempt, Job, JobStatus, utcnow
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.automations import effective
@@ -110,9 +110,12 @@ async def after_failure(services: Services, view: JobView, exc_type: str | None)
     """Apply the retry policy to a run that already ended FALHA (``view``, a lost run, say):
     queued again when its automation has attempts left, else marked ``retries_exhausted`` when
     the automation retries. Only while the job is still FALHA under the task that failed (an
-    operator or a late report acting meanwhile wins). The job's view as it stands."""
+    operator or a late report acting meanwhile wins). A run ended by its time limit is counted in
+    ``wa_timeouts_total``. The job's view as it stands."""
     if view.status != JobStatus.FALHA.value or view.automation_type not in AUTOMATION_REGISTRY:
         return view
+    if exc_type == TIMEOUT_EXC_TYPE:
+        count_timeout(view.automation_type)
     async with services.db.session() as session:
         automation = await effective(session, view.automation_type)
         if automation.max_attempts <= 1 or exc_type == PERMANENT_ERROR:
