@@ -13,6 +13,8 @@ presence, kept in their rows (see ``presence``).
 An inspection waits its whole timeout when no worker answers, so it is never made per request:
 one :class:`ProcessWatch` per API process keeps the last snapshot for :data:`FRESH_SECONDS`, every
 caller at the same time shares one inspection, and it polls only while a subscription listens.
+Reads that only use the processes to explain something (why a job waits) take the last snapshot
+at once and let the next look happen in the background.
 """
 
 from __future__ import annotations
@@ -134,6 +136,23 @@ class ProcessWatch:
                 self._snapshot = await self._look(services)
                 self._taken = loop.time()
             return self._snapshot
+
+    async def recent(self, services: Services) -> list[ProcessView]:
+        """The last snapshot at once, however old, looking again in the background once it is
+        older than :data:`FRESH_SECONDS`: for reads that must not wait out an inspection (a page
+        of queued jobs and their waiting reasons). Only the first look is waited for."""
+        if self._snapshot is None:
+            return await self.snapshot(services)
+        stale = asyncio.get_running_loop().time() - self._taken > FRESH_SECONDS
+        if stale and not self._lock.locked():
+            services.in_background(self._look_again(services))
+        return self._snapshot
+
+    async def _look_again(self, services: Services) -> None:
+        try:
+            await self.snapshot(services)
+        except Exception as exc:
+            log.info("processes not read: %s", exc)
 
     async def changes(self, services: Services) -> AsyncIterator[list[ProcessView]]:
         """The processes now, then again each time one appears, changes or goes."""
@@ -329,3 +348,9 @@ def watch_of(services: Services) -> ProcessWatch:
 async def list_processes(services: Services) -> list[ProcessView]:
     """Every worker process known now (shared with every caller for a few seconds)."""
     return await watch_of(services).snapshot(services)
+
+
+async def recent_processes(services: Services) -> list[ProcessView]:
+    """The worker processes as last seen, without waiting for a new look (see
+    :meth:`ProcessWatch.recent`)."""
+    return await watch_of(services).recent(services)

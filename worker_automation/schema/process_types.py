@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 import strawberry
 from strawberry.dataloader import DataLoader
 
-from worker_automation.resolvers.processes import ProcessView, list_processes
+from worker_automation.resolvers.processes import ProcessView, recent_processes
 from worker_automation.resolvers.waiting import Waiting, waiting_of
 from worker_automation.schema.context import Info, Loaders
 from worker_automation.schema.scalars import DateTime
@@ -100,7 +100,7 @@ def _loader(info: Info) -> DataLoader[int, Waiting | None]:
         services = info.context.services
 
         async def load(ids: list[int]) -> Sequence[Waiting | None]:
-            found = await waiting_of(services.db, ids, lambda: list_processes(services))
+            found = await waiting_of(services.db, ids, lambda: recent_processes(services))
             return [found.get(i) for i in ids]
 
         found = _WAITING[loaders] = DataLoader(load)
