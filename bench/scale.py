@@ -43,7 +43,7 @@ from bench.common import (
     wait_for_quiet,
     wait_http,
 )
-from worker_automation.worker.http import HttpClient, HttpReply
+from worker_automation.worker.http import ApiTimeout, HttpClient, HttpReply
 
 REST = "/api/v1/worker-automation"
 WORKER_FIELDS = "id taskId status automationType displayName clientName queue priority progress"
@@ -330,10 +330,19 @@ async def closed_loop(
         while remaining > 0:
             remaining -= 1
             t0 = time.perf_counter()
-            reply = await endpoint.call(conn, index, sent, stride or concurrency, cursors)
+            reply: HttpReply | None
+            try:
+                reply = await endpoint.call(conn, index, sent, stride or concurrency, cursors)
+            except ApiTimeout:
+                # Not answered within the client's timeout: an error of the row, not the end of
+                # the run (the connection is replaced for the next request).
+                reply = None
+                await conn.close()
+                conn = connect()
+                conns[index] = conn
             sent += 1
             elapsed = (time.perf_counter() - t0) * 1000
-            if endpoint.ok(reply):
+            if reply is not None and endpoint.ok(reply):
                 sample.latencies_ms.append(elapsed)
             else:
                 sample.errors += 1
