@@ -168,10 +168,13 @@ async def trigger_cost(
 BUCKET = f"id >> {BUCKET_BITS}"
 # The rows ``queued_counts`` counts, as SQL.
 QUEUED = "status = 'AGENDADO'"
+# The slot of a finished row in ``finished_counts``, and the rows it counts, as SQL.
+SLOT = "floor(date_part('epoch', data_fim) / 3600)::integer"
+FINISHED = "data_fim IS NOT NULL"
 
 
 async def rebuild_counters(conn: asyncpg.Connection) -> bool:
-    """Recount both counter tables from ``workers`` and check they equal a fresh recount."""
+    """Recount every counter table from ``workers`` and check they equal a fresh recount."""
     async with conn.transaction():
         await conn.execute("LOCK TABLE workers IN SHARE MODE")
         await conn.execute("DELETE FROM worker_counts")
@@ -189,18 +192,26 @@ async def rebuild_counters(conn: asyncpg.Connection) -> bool:
             f"INSERT INTO queued_counts (queue, priority, n) "
             f"SELECT queue, priority, count(*) FROM workers WHERE {QUEUED} GROUP BY queue, priority"
         )
+        await conn.execute("DELETE FROM finished_counts")
+        await conn.execute(
+            f"INSERT INTO finished_counts (slot, queue, status, n) "
+            f"SELECT {SLOT}, queue, status, count(*) FROM workers WHERE {FINISHED} GROUP BY 1, 2, 3"
+        )
     return await counters_match(conn)
 
 
 async def counters_match(conn: asyncpg.Connection) -> bool:
-    """The counter tables (by queue and status, by bucket of ids too, and queued jobs by queue and
-    priority) equal a recount."""
+    """The counter tables (by queue and status, by bucket of ids too, queued jobs by queue and
+    priority, finished jobs by hour, queue and status) equal a recount."""
     by_status = await _counts_match(conn, "worker_counts", "queue, status", "queue, status")
     by_bucket = await _counts_match(
         conn, "worker_bucket_counts", "queue, status, bucket", f"queue, status, {BUCKET}"
     )
     queued = await _counts_match(conn, "queued_counts", "queue, priority", "queue, priority", QUEUED)
-    return by_status and by_bucket and queued
+    finished = await _counts_match(
+        conn, "finished_counts", "slot, queue, status", f"{SLOT}, queue, status", FINISHED
+    )
+    return by_status and by_bucket and queued and finished
 
 
 async def _counts_match(
@@ -270,6 +281,7 @@ async def main_async(args: argparse.Namespace) -> None:
             "worker_counts",
             "worker_bucket_counts",
             "queued_counts",
+            "finished_counts",
         ):
             await conn.execute(f"VACUUM (ANALYZE) {name}")
         vacuum = time.perf_counter() - t_vac

@@ -1,14 +1,23 @@
-"""The (queue, status) counters, and those by bucket of ids, never drift from a full recount, on
-PostgreSQL and SQLite."""
+"""The (queue, status) counters, and those by bucket of ids, by priority of queued jobs and by hour
+of finish time, never drift from a full recount, on PostgreSQL and SQLite."""
 
 from __future__ import annotations
 
 import asyncio
 import random
+from datetime import timedelta
 
 from sqlalchemy import delete, insert, update
 
-from tests.support.counts import bucket_counters, bucket_recount, queued_counters, queued_recount, recount
+from tests.support.counts import (
+    bucket_counters,
+    bucket_recount,
+    finished_counters,
+    finished_recount,
+    queued_counters,
+    queued_recount,
+    recount,
+)
 from tests.support.settings import MakeSettings
 from worker_automation.models import BUCKET_IDS, Job, JobStatus, utcnow
 from worker_automation.models.database import Database
@@ -31,6 +40,14 @@ def _row(rng: random.Random, job_id: int | None = None) -> dict[str, object]:
         "progress": 0,
         "created_at": now,
         "updated_at": now,
+        # A third unfinished; the rest spread over two days of finish times, a few on the hour.
+        "data_fim": rng.choice(
+            [
+                None,
+                now - timedelta(seconds=rng.randrange(2 * 86400)),
+                now.replace(minute=0, second=0, microsecond=0),
+            ]
+        ),
     }
 
 
@@ -39,7 +56,9 @@ async def _check(db: Database) -> dict[tuple[str, str], int]:
         kept, scanned = await counters(session), await recount(session)
         by_bucket, rescanned = await bucket_counters(session), await bucket_recount(session)
         queued, requeued = await queued_counters(session), await queued_recount(session)
+        finished, refinished = await finished_counters(session), await finished_recount(session)
     assert kept == scanned
+    assert finished == refinished
     assert by_bucket == rescanned
     assert queued == requeued
     return kept
@@ -67,6 +86,14 @@ async def test_counters_follow_every_kind_of_write(database_url: str, make_setti
             await session.execute(update(Job).where(Job.id % 7 == 0).values(queue="scan"))
             await session.execute(update(Job).where(Job.id % 5 == 0).values(progress=50))
             await session.execute(update(Job).where(Job.id % 3 == 0).values(status=Job.status))
+            # Finish times set, moved to another hour and cleared (a job sent back to its queue).
+            await session.execute(update(Job).where(Job.id % 8 == 1).values(data_fim=utcnow()))
+            await session.execute(
+                update(Job)
+                .where(Job.id % 9 == 2, Job.data_fim.is_not(None))
+                .values(data_fim=utcnow() - timedelta(hours=5))
+            )
+            await session.execute(update(Job).where(Job.id % 10 == 3).values(data_fim=None))
         await _check(db)
 
         async with db.session() as session:
@@ -108,6 +135,7 @@ async def test_counters_under_concurrent_transitions(
                             status=local.choice(STATUSES),
                             queue=local.choice(QUEUES),
                             priority=local.randrange(10),
+                            data_fim=local.choice([None, utcnow() - timedelta(hours=local.randrange(3))]),
                         )
                     )
 

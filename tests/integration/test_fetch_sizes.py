@@ -43,7 +43,7 @@ def test_every_size_has_a_fetch_that_holds_it_and_no_more_than_twice_it_plus_one
 
 
 def test_the_number_of_rows_is_written_into_the_statement() -> None:
-    rows_q, _ = _list_statements(("status",), with_text=False, from_counters=True, fetch=21)
+    rows_q, _ = _list_statements(("status",), with_text=False, total="counters", fetch=21)
     text = str(rows_q.compile())
     assert "LIMIT 21" in text
     assert "page_size" not in text
@@ -133,7 +133,7 @@ async def test_page_statements_keep_a_generic_plan_on_postgresql(pg_database_url
         seeks: list[reads.Seek] = ["bucketed", "after", "first"]
         for seek in seeks:
             statement, _ = _list_statements(
-                ("status", "queue"), with_text=False, from_counters=True, seek=seek, documents=False, fetch=21
+                ("status", "queue"), with_text=False, total="counters", seek=seek, documents=False, fetch=21
             )
             prepared = driver_statement(engine, statement)
             assert prepared is not None

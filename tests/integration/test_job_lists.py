@@ -3,6 +3,7 @@ values, on SQLite and real PostgreSQL."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -168,8 +169,17 @@ async def test_time_ranges(
     bounds: dict[str, Any],
     wanted: Callable[[dict[str, Any]], bool],
 ) -> None:
-    found = await list_jobs(db, QUEUES, JobFilter(**bounds), per_page=100)
-    matching = sorted((r["id"] for r in spread if wanted(r)), reverse=True)
+    filters = JobFilter(**bounds)
+    found = await list_jobs(db, QUEUES, filters, per_page=100)
+    # A range is read in its own time's order, newest first.
+    implied = filters.implied_order()
+    field = (
+        OrderField.FINISHED_AT
+        if "finished_from" in bounds or "finished_to" in bounds
+        else OrderField.CREATED_AT
+    )
+    assert implied == JobOrder(field, Direction.DESC)
+    matching = expected([r for r in spread if wanted(r)], implied)
     assert 0 < len(matching) < ROWS
     assert [v.id for v in found.items] == matching
     assert found.total == len(matching)
@@ -209,3 +219,63 @@ async def test_q_matches_context_values_not_keys(db: Database) -> None:
     assert await matching('"sim"') == [ids[2]]
     assert await matching("cnpj") == []
     assert await matching("protocolo") == []
+
+
+async def test_finished_range_totals_from_the_hour_counters(db: Database) -> None:
+    """The total of a list bounded by finish time (alone or with status and queue) is read off
+    the counters of whole hours plus the rows of the hours its ends cut: equal to a count for
+    bounds inside an hour, on an hour, one-sided and across days; the page follows finish time."""
+    rng = random.Random(17)
+    rows = []
+    for n in range(240):
+        created = T0 + timedelta(minutes=rng.randrange(3 * 24 * 60))
+        row = job(n, created_at=created, updated_at=created, queue=rng.choice(list(QUEUES)))
+        if n % 5:
+            # Some on the hour exactly: the first instant of a slot.
+            end = created.replace(minute=0, second=0, microsecond=0) if n % 7 == 0 else created
+            row.update(
+                status=rng.choice(["CONCLUIDO", "FALHA", "CANCELADO"]), data_fim=end + timedelta(hours=1)
+            )
+        rows.append(row)
+    ids = await insert_rows(db, rows)
+    spread = [{**row, "id": job_id} for row, job_id in zip(rows, ids, strict=True)]
+    hour = timedelta(hours=1)
+    start = T0.replace(minute=0, second=0, microsecond=0)
+    bounds: list[dict[str, Any]] = [
+        {
+            "finished_from": start + 5 * hour + timedelta(minutes=17),
+            "finished_to": start + 50 * hour + timedelta(seconds=3),
+        },
+        {"finished_from": start + 7 * hour, "finished_to": start + 30 * hour},
+        {
+            "finished_from": start + 9 * hour + timedelta(minutes=1),
+            "finished_to": start + 9 * hour + timedelta(minutes=40),
+        },
+        {"finished_from": start + 20 * hour + timedelta(minutes=59)},
+        {"finished_to": start + 40 * hour + timedelta(minutes=2)},
+        {"finished_from": start + 11 * hour, "finished_to": start + 11 * hour},
+    ]
+    for bound in bounds:
+        narrowings: list[dict[str, Any]] = [{}, {"status": "FALHA"}, {"queue": "scan", "status": "CONCLUIDO"}]
+        for narrowed in narrowings:
+            filters = JobFilter(**bound, **narrowed)
+            assert filters.total_source == "finished"
+
+            def wanted(
+                r: dict[str, Any], bound: dict[str, Any] = bound, narrowed: dict[str, Any] = narrowed
+            ) -> bool:
+                end = r.get("data_fim")
+                return (
+                    end is not None
+                    and end >= bound.get("finished_from", end)
+                    and ("finished_to" not in bound or end < bound["finished_to"])
+                    and all(r[name] == value for name, value in narrowed.items())
+                )
+
+            matching = expected([r for r in spread if wanted(r)], JobOrder(OrderField.FINISHED_AT))
+            found = await list_page(db, QUEUES, filters, 1, 10, views_of, documents=False)
+            assert found.total == len(matching), (bound, narrowed)
+            assert [v.id for v in found.items] == matching[:10]
+            # The same rows, counted when another filter (a client) leaves the counters out.
+            counted = JobFilter(**bound, **narrowed, cliente_id=1)
+            assert counted.total_source == "counted"

@@ -645,7 +645,7 @@ async def test_rest_item_has_the_documented_keys_and_local_offsets(
 async def test_a_list_statement_reads_the_same_rows_through_the_driver(
     db: Database, mixed: dict[str, int]
 ) -> None:
-    rows_q, _ = _list_statements(("status",), with_text=False, from_counters=True)
+    rows_q, _ = _list_statements(("status",), with_text=False, total="counters")
     parameters = {"filter_status": "CONCLUIDO", "page_offset": 0, "page_size": 100}
     async with db.connection() as conn:
         through_sqlalchemy = [tuple(row) for row in (await conn.execute(rows_q, parameters)).all()]
@@ -661,7 +661,7 @@ async def test_a_failing_list_statement_is_reported_as_sqlalchemy_reports_it(
 ) -> None:
     if db.dialect != "postgresql":
         pytest.skip("the driver's own path is PostgreSQL's")
-    rows_q, _ = _list_statements(("status",), with_text=False, from_counters=True)
+    rows_q, _ = _list_statements(("status",), with_text=False, total="counters")
     # (PostgreSQL refuses a negative OFFSET; the driver's error is run again through SQLAlchemy.)
     with pytest.raises(DBAPIError):
         await db.rows(rows_q, {"filter_status": "CONCLUIDO", "page_offset": -1, "page_size": 20})
@@ -669,7 +669,7 @@ async def test_a_failing_list_statement_is_reported_as_sqlalchemy_reports_it(
 
 
 async def test_driver_reads_hand_every_connection_back(db: Database, mixed: dict[str, int]) -> None:
-    rows_q, _ = _list_statements(("status",), with_text=False, from_counters=True)
+    rows_q, _ = _list_statements(("status",), with_text=False, total="counters")
     parameters = {"filter_status": "CONCLUIDO", "page_offset": 0, "page_size": 5}
     for _ in range(30):
         assert await db.rows(rows_q, parameters)
@@ -681,7 +681,7 @@ async def test_a_pooled_connection_closed_underneath_is_dropped_and_the_read_ans
 ) -> None:
     if db.dialect != "postgresql":
         pytest.skip("the driver's own path is PostgreSQL's")
-    rows_q, _ = _list_statements(("status",), with_text=False, from_counters=True)
+    rows_q, _ = _list_statements(("status",), with_text=False, total="counters")
     parameters = {"filter_status": "CONCLUIDO", "page_offset": 0, "page_size": 5}
     expected = [tuple(row) for row in await db.rows(rows_q, parameters)]
     # The one idle pooled connection dies (a database restart, a proxy timing it out).
@@ -744,7 +744,7 @@ async def test_graphql_workers_built_from_rows_are_those_of_the_views(
     from worker_automation.schema.types import jobs_of, jobs_of_rows
 
     tz = ZoneInfo("America/Sao_Paulo")
-    rows_q, _ = _list_statements((), with_text=False, from_counters=True)
+    rows_q, _ = _list_statements((), with_text=False, total="counters")
     rows = await db.rows(rows_q, {"page_offset": 0, "page_size": 100})
     assert len(rows) == len(mixed)
     assert jobs_of_rows(rows, tz) == jobs_of(views_of(rows), tz)

@@ -7,9 +7,9 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from worker_automation.models import BUCKET_BITS, Job, JobBucketCount, JobStatus, QueuedCount
+from worker_automation.models import BUCKET_BITS, FinishedCount, Job, JobBucketCount, JobStatus, QueuedCount
 from worker_automation.models.database import Executor
-from worker_automation.resolvers.counts import BucketKey, CountKey
+from worker_automation.resolvers.counts import SLOT_SECONDS, BucketKey, CountKey
 
 
 async def recount(session: AsyncSession) -> dict[CountKey, int]:
@@ -49,3 +49,22 @@ async def queued_recount(session: AsyncSession) -> dict[tuple[str, int], int]:
         .group_by(Job.queue, Job.priority)
     )
     return {(q, int(p)): int(n) for q, p, n in rows if n}
+
+
+async def finished_counters(session: Executor) -> dict[tuple[int, str, str], int]:
+    """Every non-empty (slot, queue, status) of ``finished_counts``."""
+    rows = await session.execute(
+        select(FinishedCount.slot, FinishedCount.queue, FinishedCount.status, FinishedCount.n)
+    )
+    return {(int(slot), q, s): int(n) for slot, q, s, n in rows if n}
+
+
+async def finished_recount(session: AsyncSession) -> dict[tuple[int, str, str], int]:
+    """The same figures from every finished row, each slot worked out here from ``data_fim``."""
+    found: dict[tuple[int, str, str], int] = {}
+    rows = await session.execute(select(Job.data_fim, Job.queue, Job.status).where(Job.data_fim.is_not(None)))
+    for finished, queue, status in rows:
+        assert finished is not None
+        key = (int(finished.timestamp()) // SLOT_SECONDS, queue, status)
+        found[key] = found.get(key, 0) + 1
+    return found

@@ -100,7 +100,14 @@ def cmd_jobs_list(args: argparse.Namespace) -> int:
     async def run(db: Database, settings: Settings) -> int:
         filters = _filter_of(args, settings.tz)
         page = await list_page(
-            db, settings.queues, filters, args.page, args.per_page, views_of, documents=False, order=order
+            db,
+            settings.queues,
+            filters,
+            args.page,
+            args.per_page,
+            views_of,
+            documents=False,
+            order=order or filters.implied_order(),
         )
         for v in page.items:
             error = (v.mensagem_erro or "")[:60]

@@ -134,6 +134,20 @@ class QueuedCount(Base):
     n: Mapped[int] = mapped_column(BigInteger, default=0)
 
 
+class FinishedCount(Base):
+    """Rows that finished per hour of ``data_fim`` (``slot``: epoch seconds // 3600), queue
+    and status, kept exact by database triggers on ``workers`` like :class:`JobCount`: the total
+    of a list bounded by finish time without counting its rows (see
+    :func:`worker_automation.resolvers.counts.finished_total`)."""
+
+    __tablename__ = "finished_counts"
+
+    slot: Mapped[int] = mapped_column(Integer, primary_key=True)
+    queue: Mapped[str] = mapped_column(String(50), primary_key=True)
+    status: Mapped[str] = mapped_column(String(16), primary_key=True)
+    n: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
 # Ids per bucket of ``worker_bucket_counts`` (a power of two: the bucket of an id is ``id >> 14``).
 BUCKET_BITS = 14
 BUCKET_IDS = 1 << BUCKET_BITS

@@ -7,14 +7,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import ColumnElement, bindparam
 
 from worker_automation.domain.errors import BadInput
 from worker_automation.models import Job, JobStatus
 from worker_automation.models.base import UtcDateTime
+from worker_automation.resolvers.job_order import Direction, JobOrder, OrderField, sort_key
 from worker_automation.resolvers.job_text import text_parameters, text_search
+
+# Where a list's total comes from: the (queue, status) counters, the counters of finish times
+# per quarter hour (a range of finish times, with or without status and queue), or a count.
+TotalSource = Literal["counters", "finished", "counted"]
 
 
 def parse_status(value: str, field: str = "status") -> JobStatus:
@@ -58,6 +63,28 @@ class JobFilter:
             or self.task_id
             or (self.q and self.q.strip())
         )
+
+    @property
+    def total_source(self) -> TotalSource:
+        """Where the total of the jobs these filters match is read (see :data:`TotalSource`)."""
+        if self.only_status_or_queue:
+            return "counters"
+        narrowed = self.automation_type or self.cliente_id is not None or self.usuario_id is not None
+        others = narrowed or self.task_id or self.text is not None
+        if others or self.created_from is not None or self.created_to is not None:
+            return "counted"
+        return "finished"
+
+    def implied_order(self) -> JobOrder | None:
+        """The order of a list that asks for none: bounded by finish time, the newest finished
+        first; by creation time, the newest created first (as by id, but read along the range);
+        otherwise None (newest first by id). A range read in its own time's order is a stretch of
+        that time's index, whatever its age, where newest first by id would pass every newer row."""
+        if self.finished_from is not None or self.finished_to is not None:
+            return JobOrder(OrderField.FINISHED_AT, Direction.DESC)
+        if self.created_from is not None or self.created_to is not None:
+            return JobOrder(OrderField.CREATED_AT, Direction.DESC)
+        return None
 
     def values(self, queues: dict[str, int]) -> dict[str, Any]:
         """The equality filters that are set, validated (BadInput names the field), by column."""
@@ -105,14 +132,19 @@ RANGES: dict[str, tuple[str, bool]] = {
 }
 
 
-def range_conditions(names: Sequence[str]) -> list[ColumnElement[bool]]:
-    """The conditions of the bounds ``names`` (parameters ``range_<name>``)."""
+def range_conditions(names: Sequence[str], order: JobOrder | None = None) -> list[ColumnElement[bool]]:
+    """The conditions of the bounds ``names`` (parameters ``range_<name>``). Sorted by finish
+    time, the finish-time bounds are also written on the sort key (which stands in for a missing
+    finish time), so the key's index is read from one bound to the other."""
     conds: list[ColumnElement[bool]] = []
     for name in names:
         column_name, lower = RANGES[name]
         column = getattr(Job, column_name)
         bound = bindparam(f"range_{name}", type_=UtcDateTime())
         conds.append(column >= bound if lower else column < bound)
+        if order is not None and order.field is OrderField.FINISHED_AT and column_name == "data_fim":
+            key = sort_key(order)
+            conds.append(key >= bound if lower else key < bound)
     return conds
 
 

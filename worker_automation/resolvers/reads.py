@@ -16,8 +16,21 @@ from worker_automation.domain.limits import INT32_MAX, INT32_MIN
 from worker_automation.domain.shapes import Doc
 from worker_automation.models import CELERY_STATE, Job, JobStatus
 from worker_automation.models.database import Database
-from worker_automation.resolvers.counts import bucketed_seek, count_matching, counted_total, counters
-from worker_automation.resolvers.job_filter import JobFilter, check_queue, filter_parameters, range_conditions
+from worker_automation.resolvers.counts import (
+    bucketed_seek,
+    count_matching,
+    counted_total,
+    counters,
+    finished_parameters,
+    finished_total,
+)
+from worker_automation.resolvers.job_filter import (
+    JobFilter,
+    TotalSource,
+    check_queue,
+    filter_parameters,
+    range_conditions,
+)
 from worker_automation.resolvers.job_order import JobOrder, after_condition, order_clauses, sort_key
 from worker_automation.resolvers.job_text import text_search
 from worker_automation.resolvers.job_views import (
@@ -92,15 +105,17 @@ async def list_page(
 ) -> Page[T]:
     """The page of :func:`list_jobs` with its items built by ``build`` from the rows of
     :func:`enriched_select` (a transport's own items, without views in between), sorted by
-    ``order`` (newest first when None)."""
+    ``order`` (when None, the filters' :meth:`JobFilter.implied_order`: newest first unless a
+    time range is set)."""
     request = PageRequest.of(page, per_page, default_per_page=20)
-    values, parameters = filter_parameters(filters, queues)
-    from_counters = filters.only_status_or_queue
-    bucketed = from_counters and order is None and request.offset >= BUCKETED_FROM
+    order = order if order is not None else filters.implied_order()
+    values, parameters = _parameters(filters, queues)
+    total = filters.total_source
+    bucketed = total == "counters" and order is None and request.offset >= BUCKETED_FROM
     rows_q, count_q = _list_statements(
         tuple(values),
         with_text=filters.text is not None,
-        from_counters=from_counters,
+        total=total,
         seek="bucketed" if bucketed else "offset",
         documents=documents,
         fetch=fetch_size(request.per_page),
@@ -111,9 +126,17 @@ async def list_page(
     # Every list page of every screen runs this: on the driver's fast path (see Database.rows).
     rows = (await db.rows(rows_q, parameters))[: request.per_page]
     # Past the last page no row carries the total: it is asked for alone.
-    total = int(rows[0][-1]) if rows else await _count(db, count_q, parameters)
+    matching = int(rows[0][-1]) if rows else await _count(db, count_q, parameters)
     start, end = _cursors(rows, order)
-    return Page(build(rows), total, request.page, request.per_page, start, end)
+    return Page(build(rows), matching, request.page, request.per_page, start, end)
+
+
+def _parameters(filters: JobFilter, queues: dict[str, int]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """:func:`filter_parameters`, and those of :func:`finished_total` when it gives the total."""
+    values, parameters = filter_parameters(filters, queues)
+    if filters.total_source == "finished":
+        parameters.update(finished_parameters(filters.finished_from, filters.finished_to))
+    return values, parameters
 
 
 def _cursors(rows: Sequence[Sequence[Any]], order: JobOrder | None) -> tuple[str | None, str | None]:
@@ -144,7 +167,7 @@ def _list_statements(
     filtered: tuple[str, ...],
     *,
     with_text: bool,
-    from_counters: bool,
+    total: TotalSource,
     seek: Seek = "offset",
     documents: bool = True,
     fetch: int = 20,
@@ -158,8 +181,9 @@ def _list_statements(
     into its text (see :data:`FETCH_SIZES`); without ``documents`` the rows carry NULL for
     context and result (see :func:`enriched_select`).
 
-    Each page row carries the total as its last column. Filtered by status and queue alone, the
-    total is read off the trigger-maintained counters; otherwise it is counted. The bounds
+    Each page row carries the total as its last column, from ``total`` (see
+    :data:`TotalSource`): the trigger-maintained counters (filtered by status and queue alone),
+    those of finish times (parameters of :func:`finished_parameters`), or a count. The bounds
     ``ranges`` (parameters ``range_<name>``) narrow it by time. Sorted by ``order``, the page
     is that order's (``after_key`` and ``after_id`` after a cursor) and each row carries its
     sort key just before the total.
@@ -167,7 +191,7 @@ def _list_statements(
     conds: list[ColumnElement[bool]] = [
         getattr(Job, name) == bindparam(f"filter_{name}") for name in filtered
     ]
-    conds.extend(range_conditions(ranges))
+    conds.extend(range_conditions(ranges, order))
     if with_text:
         conds.append(text_search())
     # The page's ids first (an index-only scan skips ``offset`` entries without visiting their
@@ -189,11 +213,13 @@ def _list_statements(
         page_ids = page_ids.where(below).offset(skip)
     elif seek == "after":
         page_ids = page_ids.where(Job.id < bindparam("after_id"))
-    count_q: Select[Any] = (
-        counted_total(filtered, "filter_")
-        if from_counters
-        else select(func.count()).select_from(Job).where(*conds)
-    )
+    count_q: Select[Any]
+    if total == "counters":
+        count_q = counted_total(filtered, "filter_")
+    elif total == "finished":
+        count_q = finished_total(filtered, "filter_")
+    else:
+        count_q = select(func.count()).select_from(Job).where(*conds)
     rows_q = enriched_select(documents=documents)
     if order is not None:
         rows_q = rows_q.add_columns(sort_key(order).label("sort_key"))
@@ -230,19 +256,20 @@ async def slice_after(
     after_key: Any = None,
 ) -> Slice[T]:
     """The ``first`` jobs after the job ``after`` (from the start when None), filtered, with its
-    items built by ``build`` from the rows of :func:`enriched_select`, sorted by ``order`` (newest
-    first when None; then ``after_key`` is the sort key of the job ``after``, both read from a
-    cursor of that order).
+    items built by ``build`` from the rows of :func:`enriched_select`, sorted by ``order`` (when
+    None, the filters' :meth:`JobFilter.implied_order`); ``after_key`` is the sort key of the job
+    ``after`` in that order, both read from a cursor of it.
 
     Keyset pagination: each slice starts at its cursor's id in the index, so its cost does not
     grow with depth, and jobs created meanwhile (newer ids) never shift the slices that follow.
     """
-    values, parameters = filter_parameters(filters, queues)
+    order = order if order is not None else filters.implied_order()
+    values, parameters = _parameters(filters, queues)
     # One row more than asked for says whether another slice follows.
     rows_q, count_q = _list_statements(
         tuple(values),
         with_text=filters.text is not None,
-        from_counters=filters.only_status_or_queue,
+        total=filters.total_source,
         seek="after" if after is not None else "first",
         documents=documents,
         fetch=fetch_size(first + 1),

@@ -65,7 +65,8 @@ class Query(OperatorQuery):
 
     @field(
         description=(
-            "Jobs, newest first unless orderBy says otherwise, filtered and paginated: by page number "
+            "Jobs, newest first unless orderBy says otherwise (filtered by a range of finish or "
+            "creation times, in that time's order, newest first), filtered and paginated: by page number "
             "(page, perPage), or by cursor with first (how many) and after (a pageInfo.endCursor of "
             "the same order), which stays stable while jobs are created and costs the same at any depth."
         ),
@@ -83,7 +84,7 @@ class Query(OperatorQuery):
     ) -> JobPage:
         services = info.context.services
         chosen = (filter or JobFilterInput()).to_filter(services.settings.tz)
-        order = order_by.to_order() if order_by is not None else None
+        order = order_by.to_order() if order_by is not None else chosen.implied_order()
         # The JSON documents are read only when the selection shows them; the workers are built
         # straight from the rows.
         documents = selects(info, *DOCUMENT_FIELDS)
