@@ -105,6 +105,17 @@ async def test_each_waiting_reason_and_the_queue_position(embedded_broker_servic
             assert len(await _waiting(api, per_page=per_page)) == shown
         assert sum("queue_pauses" in s for s in counter.statements) == 1, counter.statements
 
+    # Read with its page (all at once) or on its own (batched per operation), and by cursor: the
+    # same answers.
+    page = await _waiting(api)
+    sliced = await api.ok(
+        "{ workers(filter: {status: AGENDADO}, first: 50) { items { id waitingReason queuePosition } } }"
+    )
+    assert {i["id"]: (i["waitingReason"], i["queuePosition"]) for i in sliced["workers"]["items"]} == page
+    for job_id, answer in page.items():
+        one = (await api.ok(ONE, {"id": job_id}))["worker"]
+        assert (one["waitingReason"], one["queuePosition"]) == answer
+
 
 async def test_places_from_the_counters_match_a_full_ranking(
     embedded_broker_services: Services, monkeypatch: pytest.MonkeyPatch

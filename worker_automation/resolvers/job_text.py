@@ -23,11 +23,8 @@ import json
 from typing import Any
 
 from sqlalchemy import (
-    ARRAY,
-    BindParameter,
     Boolean,
     ColumnElement,
-    String,
     Text,
     bindparam,
     cast,
@@ -41,6 +38,7 @@ from sqlalchemy.sql.functions import FunctionElement
 
 from worker_automation.models import Cliente, Job
 from worker_automation.models.folding import SQLITE_FUNCTION, fold, fold_text
+from worker_automation.resolvers.one_of import one_of
 
 # The letters fold() reaches from accented ones (see models.folding): in the loose pattern of a
 # document's text each stands for any one character.
@@ -90,32 +88,6 @@ def _value_text(element: _ValueText, compiler: SQLCompiler, **kw: Any) -> str:
     return "(wa_value.v #>> '{}')"
 
 
-class _one_of(FunctionElement[bool]):
-    """Whether a column equals one of a list: ``= ANY`` of an array on PostgreSQL (arguments: the
-    column, then the list's parameter, or a subquery of its values), ``IN`` elsewhere."""
-
-    type = Boolean()
-    inherit_cache = True
-
-
-@compiles(_one_of)
-def _one_of_default(element: _one_of, compiler: SQLCompiler, **kw: Any) -> str:
-    column, values = element.clauses
-    if isinstance(values, BindParameter):
-        values = bindparam(values.key, expanding=True)
-    return f"({compiler.process(column.in_(values), **kw)})"
-
-
-@compiles(_one_of, "postgresql")
-def _one_of_postgresql(element: _one_of, compiler: SQLCompiler, **kw: Any) -> str:
-    column, values = element.clauses
-    if isinstance(values, BindParameter):
-        array = compiler.process(bindparam(values.key, type_=ARRAY(String())), **kw)
-    else:
-        array = f"ARRAY{compiler.process(values, **kw)}"
-    return f"{compiler.process(column, **kw)} = ANY ({array})"
-
-
 def text_search() -> ColumnElement[bool]:
     """Free text, ignoring case and accents: task id, client, error message, an automation
     whose key or name matches, or a value of the context (parameters from
@@ -123,9 +95,9 @@ def text_search() -> ColumnElement[bool]:
     clients = select(Cliente.id).where(fold(Cliente.razao_social).like(bindparam("text_pattern")))
     return or_(
         Job.task_id == bindparam("text_exact"),
-        _one_of(Job.cliente_id, clients.scalar_subquery()),
+        one_of(Job.cliente_id, clients.scalar_subquery()),
         fold(Job.mensagem_erro).like(bindparam("text_pattern")),
-        _one_of(Job.automation_type, bindparam("text_automations")),
+        one_of(Job.automation_type, bindparam("text_automations")),
         context_value_matches(
             Job.context,
             bindparam("text_pattern"),

@@ -27,6 +27,7 @@ from sqlalchemy.orm import aliased
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 from worker_automation.models import AutomationSetting, Job, JobStatus, QueuedCount, QueuePause, utcnow
 from worker_automation.models.database import Database
+from worker_automation.resolvers.one_of import one_of
 from worker_automation.resolvers.processes import ProcessView, online_consumers
 
 QUEUED: Final = "QUEUED"
@@ -148,7 +149,7 @@ def _statement() -> Any:
     return (
         select(*columns)
         .outerjoin(AutomationSetting, AutomationSetting.key == Job.automation_type)
-        .where(Job.id.in_(bindparam("ids", expanding=True)), Job.status == JobStatus.AGENDADO.value)
+        .where(one_of(Job.id, bindparam("ids")), Job.status == JobStatus.AGENDADO.value)
     )
 
 
@@ -210,18 +211,17 @@ async def waiting_of(
     statement; ``processes`` is asked only when a reason depends on who is up."""
     if not ids:
         return {}
-    async with db.connection() as conn:
-        found: list[_Row] = []
-        for row in (await conn.execute(_STATEMENT, {"ids": list(ids), "cap": COUNT_CAP})).all():
-            place = _place(bool(row[3]), int(row[4]), int(row[5]), int(row[6]))
-            running, paused, enabled, limit = row[7:11]
-            found.append(
-                _Row(row[0], row[1], row[2], place, running, paused, enabled, limit, _next_attempt(row))
-            )
-        deep = [row.id for row in found if row.position is None]
-        if deep:
+    found: list[_Row] = []
+    # A page of queued jobs runs this: on the driver's fast path (see Database.rows).
+    for row in await db.rows(_STATEMENT, {"ids": list(ids), "cap": COUNT_CAP}):
+        place = _place(bool(row[3]), int(row[4]), int(row[5]), int(row[6]))
+        running, paused, enabled, limit = row[7:11]
+        found.append(_Row(row[0], row[1], row[2], place, running, paused, enabled, limit, _next_attempt(row)))
+    deep = [row.id for row in found if row.position is None]
+    if deep:
+        async with db.connection() as conn:
             ranks = dict((await conn.execute(_RANKED, {"ids": deep})).all())
-            found = [replace(row, position=ranks.get(row.id)) if row.id in deep else row for row in found]
+        found = [replace(row, position=ranks.get(row.id)) if row.id in deep else row for row in found]
     if not found:
         return {}
     now = utcnow()

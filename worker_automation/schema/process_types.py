@@ -110,3 +110,9 @@ def _loader(info: Info) -> DataLoader[int, Waiting | None]:
 async def waiting_of_job(info: Info, job_id: int) -> Waiting | None:
     """Why the queued job ``job_id`` waits (batched per operation); None when it is not queued."""
     return await _loader(info).load(job_id)
+
+
+async def waiting_of_jobs(info: Info, job_ids: Sequence[int]) -> dict[int, Waiting]:
+    """Why each of the queued jobs among ``job_ids`` waits, read at once (a page of them)."""
+    services = info.context.services
+    return await waiting_of(services.db, job_ids, lambda: recent_processes(services))

@@ -31,7 +31,17 @@ from worker_automation.schema.monitoring import (
 from worker_automation.schema.operator_query import OperatorQuery
 from worker_automation.schema.permissions import read
 from worker_automation.schema.process_types import WorkerProcess, processes_of
-from worker_automation.schema.types import Cliente, Job, JobPage, Machine, PageInfo, jobs_of, jobs_of_rows
+from worker_automation.schema.types import (
+    WAITING_FIELDS,
+    Cliente,
+    Job,
+    JobPage,
+    Machine,
+    PageInfo,
+    jobs_of,
+    jobs_of_rows,
+    read_waiting,
+)
 from worker_automation.schema.viewer import Viewer
 
 # Asking for these fields of QueueState means loading the jobs of every queue, not only counts.
@@ -88,6 +98,7 @@ class Query(OperatorQuery):
         # The JSON documents are read only when the selection shows them; the workers are built
         # straight from the rows.
         documents = selects(info, *DOCUMENT_FIELDS)
+        waiting = selects(info, *WAITING_FIELDS)
         tz = services.settings.tz
 
         def build(rows: Sequence[Sequence[Any]]) -> list[Job]:
@@ -104,6 +115,8 @@ class Query(OperatorQuery):
                 documents=documents,
                 order=order,
             )
+            if waiting:
+                await read_waiting(info, found.items)
             return _with_cursors(JobPage.of_jobs(found), found)
         if page != 1:
             raise BadInput("page", "page nao se combina com first/after: use um ou outro")
@@ -120,6 +133,8 @@ class Query(OperatorQuery):
             order=order,
             after_key=after_key,
         )
+        if waiting:
+            await read_waiting(info, part.items)
         return _with_cursors(JobPage.from_slice(part, size, after=after is not None), part)
 
     @field(description="One job by id (NOT_FOUND when there is none).", extensions=read())

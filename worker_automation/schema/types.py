@@ -10,9 +10,9 @@ subscription.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 from zoneinfo import ZoneInfo
 
 import strawberry
@@ -41,7 +41,7 @@ from worker_automation.schema.context import Info
 from worker_automation.schema.derived import FromView, derived
 from worker_automation.schema.enums import ChangeKind, EventKind, JobStatus, MachineStatus, change_of
 from worker_automation.schema.fields import field
-from worker_automation.schema.process_types import WaitingReason, waiting_of_job
+from worker_automation.schema.process_types import WaitingReason, waiting_of_job, waiting_of_jobs
 from worker_automation.schema.scalars import DateTime, ZonedInstant
 
 
@@ -100,6 +100,21 @@ def _at(value: datetime | None, tz: ZoneInfo) -> DateTime | None:
     return None if value is None else DateTime(value.astimezone(tz).isoformat(timespec="seconds"))
 
 
+T = TypeVar("T")
+# Where a job keeps why it waits once its page has read it (see read_waiting), and the mark of a
+# job whose page did not.
+_WAITING_READ: Final = "waiting_read"
+_UNREAD: Final = object()
+
+
+def _reason_of(waiting: Waiting | None) -> WaitingReason | None:
+    return WaitingReason(waiting.reason) if waiting is not None else None
+
+
+def _position_of(waiting: Waiting | None) -> int | None:
+    return waiting.position if waiting is not None else None
+
+
 @derived(JobView, name="Worker", description="One execution of an automation (a 'worker' in the REST API).")
 class Job:
     """A job row with its automation's display name and its client's name: the fields of
@@ -132,34 +147,43 @@ class Job:
         views = await info.context.loaders.attempts.load(self.id)
         return [Attempt.from_view(view, info.context.tz) for view in views]
 
-    async def _waiting(self, info: Info) -> Waiting | None:
-        return await waiting_of_job(info, self.id) if self.status is JobStatus.AGENDADO else None
+    def _waiting(self, info: Info, pick: Callable[[Waiting | None], T]) -> T:
+        """``pick`` of why the job waits (None unless queued): at once when its page read it (see
+        :func:`read_waiting`), else an awaitable of it, batched per operation. The three fields
+        below are plain resolvers for that reason: Strawberry and graphql-core await a resolver's
+        awaitable result, and a page of values read at once no longer costs an await per field."""
+        if self.status is not JobStatus.AGENDADO:
+            return pick(None)
+        known = self.__dict__.get(_WAITING_READ, _UNREAD)
+        if known is not _UNREAD:
+            return pick(known)
+
+        async def later() -> T:
+            return pick(await waiting_of_job(info, self.id))
+
+        return cast(T, later())
 
     @field(
         description="Why a queued (AGENDADO) job is not running yet; null for any other status "
         "(batched per operation)."
     )
-    async def waiting_reason(self, info: Info) -> WaitingReason | None:
-        waiting = await self._waiting(info)
-        return WaitingReason(waiting.reason) if waiting is not None else None
+    def waiting_reason(self, info: Info) -> WaitingReason | None:
+        return self._waiting(info, _reason_of)
 
     @field(
         description="1-based place among the queued jobs of its queue in claim order (priority, then "
         "age); null unless AGENDADO (batched per operation)."
     )
-    async def queue_position(self, info: Info) -> int | None:
-        waiting = await self._waiting(info)
-        return waiting.position if waiting is not None else None
+    def queue_position(self, info: Info) -> int | None:
+        return self._waiting(info, _position_of)
 
     @field(
         description="When a queued automatic retry may run: no claim before it (null unless the "
         "job is AGENDADO as an automatic retry; batched per operation)."
     )
-    async def next_attempt_at(self, info: Info) -> DateTime | None:
-        waiting = await self._waiting(info)
-        if waiting is None or waiting.next_attempt_at is None:
-            return None
-        return _at(waiting.next_attempt_at, info.context.tz)
+    def next_attempt_at(self, info: Info) -> DateTime | None:
+        tz = info.context.tz
+        return self._waiting(info, lambda w: None if w is None else _at(w.next_attempt_at, tz))
 
     @classmethod
     def from_view(cls, view: JobView, tz: ZoneInfo) -> Job:
@@ -364,3 +388,19 @@ def _in_zone(stamp: str, tz: ZoneInfo) -> str:
         return datetime.fromisoformat(stamp).astimezone(tz).isoformat(timespec="seconds")
     except ValueError:
         return stamp
+
+
+# The fields of Worker that say why a queued job waits.
+WAITING_FIELDS = ("waitingReason", "queuePosition", "nextAttemptAt")
+
+
+async def read_waiting(info: Info, jobs: Sequence[Job]) -> None:
+    """Read why the queued ones among ``jobs`` (a page) wait, in one statement, so their
+    :data:`WAITING_FIELDS` answer without a load each."""
+    queued = [job.id for job in jobs if job.status is JobStatus.AGENDADO]
+    if not queued:
+        return
+    found = await waiting_of_jobs(info, queued)
+    for job in jobs:
+        if job.status is JobStatus.AGENDADO:
+            job.__dict__[_WAITING_READ] = found.get(job.id)
