@@ -6,6 +6,7 @@ of being planned anew on every page."""
 from __future__ import annotations
 
 import random
+from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import pytest
@@ -18,6 +19,7 @@ from worker_automation.models import Job
 from worker_automation.models.database import Database, driver_statement, make_engine
 from worker_automation.models.migrate import migrate
 from worker_automation.resolvers import reads
+from worker_automation.resolvers.counts import finished_parameters
 from worker_automation.resolvers.job_filter import JobFilter
 from worker_automation.resolvers.pagination import MAX_PER_PAGE
 from worker_automation.resolvers.reads import (
@@ -154,5 +156,63 @@ async def test_page_statements_keep_a_generic_plan_on_postgresql(pg_database_url
         assert len(plans) == len(seeks)
         for plan in plans:
             assert plan["generic_plans"] >= 5, (plan["custom_plans"], plan["statement"][:200])
+    finally:
+        await conn.close()
+
+
+def _literal(value: object) -> str:
+    if isinstance(value, datetime):
+        return f"'{value.isoformat()}'"
+    return f"'{value}'" if isinstance(value, str) else str(value)
+
+
+async def test_a_finish_time_range_keeps_its_index_in_the_generic_plan(pg_database_url: str) -> None:
+    """Sorted by finish time (as a range of finish times is by default), the page is a stretch of
+    the sort key's index between the bounds in the plan PostgreSQL keeps for the prepared
+    statement too, which is made without the bounds' values: no second index combined with it,
+    no sort of every row in the range."""
+    await migrate(pg_database_url)
+    dsn = pg_database_url.replace("postgresql+asyncpg://", "postgresql://")
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(
+            "INSERT INTO workers (id, automation_type, queue, status, priority, retry_count, progress,"
+            " created_at, updated_at, data_fim) SELECT n, 'demo.echo', 'scan', 'CONCLUIDO', 0, 0, 0,"
+            " now(), now(), now() - n * interval '40 seconds' FROM generate_series(1, 60000) AS n"
+        )
+        await conn.execute("ANALYZE")
+        start, end = datetime.now(UTC) - timedelta(days=14), datetime.now(UTC) - timedelta(days=7)
+        filters = JobFilter(finished_from=start, finished_to=end)
+        statement, _ = _list_statements(
+            (),
+            with_text=False,
+            total=filters.total_source,
+            documents=False,
+            fetch=20,
+            ranges=tuple(filters.ranges()),
+            order=filters.implied_order(),
+        )
+        # As SQLAlchemy sends it (the bounds' type converts its values: not the driver's fast path).
+        engine = make_engine(pg_database_url)
+        compiled = statement.compile(dialect=engine.dialect)
+        await engine.dispose()
+        values = {
+            **{name: bind.value for name, bind in compiled.binds.items()},
+            "range_finished_from": start,
+            "range_finished_to": end,
+            "page_offset": 100,
+            **finished_parameters(start, end),
+        }
+        arguments = [values[name] for name in compiled.positiontup or ()]
+        await conn.execute("SET plan_cache_mode = force_generic_plan")
+        # Prepared in SQL, so EXPLAIN EXECUTE shows the plan kept for it (the generic one).
+        await conn.execute(f"PREPARE page AS {compiled}")
+        plan = "\n".join(
+            row[0] for row in await conn.fetch(f"EXPLAIN EXECUTE page({', '.join(map(_literal, arguments))})")
+        )
+        # The page's ids: the first scan under the LIMIT is the key's index, read in order.
+        under_limit = plan[plan.index("Limit") :]
+        first_scan = next(line for line in under_limit.splitlines() if "Scan" in line)
+        assert "Index Scan Backward using ix_workers_finished_desc" in first_scan, plan
     finally:
         await conn.close()

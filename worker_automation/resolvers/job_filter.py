@@ -18,7 +18,7 @@ from worker_automation.resolvers.job_order import Direction, JobOrder, OrderFiel
 from worker_automation.resolvers.job_text import text_parameters, text_search
 
 # Where a list's total comes from: the (queue, status) counters, the counters of finish times
-# per quarter hour (a range of finish times, with or without status and queue), or a count.
+# per hour (a range of finish times, with or without status and queue), or a count.
 TotalSource = Literal["counters", "finished", "counted"]
 
 
@@ -133,18 +133,27 @@ RANGES: dict[str, tuple[str, bool]] = {
 
 
 def range_conditions(names: Sequence[str], order: JobOrder | None = None) -> list[ColumnElement[bool]]:
-    """The conditions of the bounds ``names`` (parameters ``range_<name>``). Sorted by finish
-    time, the finish-time bounds are also written on the sort key (which stands in for a missing
-    finish time), so the key's index is read from one bound to the other."""
+    """The conditions of the bounds ``names`` (parameters ``range_<name>``).
+
+    Sorted by finish time, the finish-time bounds are written on the sort key instead (the finish
+    time, a sentinel standing in for a missing one), with the finish time set: the same rows, and
+    the key's index is then read from one bound to the other. Written on the column as well, the
+    bounds offered PostgreSQL a second index: the plan it keeps for a prepared statement (made
+    without the bounds' values, so it assumes a narrow range) combined both and sorted every row
+    of the range, 180 ms for a week at 1M rows instead of 0.3."""
     conds: list[ColumnElement[bool]] = []
+    by_finish = order is not None and order.field is OrderField.FINISHED_AT
     for name in names:
         column_name, lower = RANGES[name]
-        column = getattr(Job, column_name)
         bound = bindparam(f"range_{name}", type_=UtcDateTime())
-        conds.append(column >= bound if lower else column < bound)
-        if order is not None and order.field is OrderField.FINISHED_AT and column_name == "data_fim":
+        if by_finish and column_name == "data_fim" and order is not None:
             key = sort_key(order)
             conds.append(key >= bound if lower else key < bound)
+            continue
+        column = getattr(Job, column_name)
+        conds.append(column >= bound if lower else column < bound)
+    if by_finish and any(RANGES[name][0] == "data_fim" for name in names):
+        conds.append(Job.data_fim.is_not(None))
     return conds
 
 
