@@ -29,6 +29,7 @@ from collections import Counter
 from typing import Any
 
 import httpx
+from sqlalchemy import make_url
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Subprotocol
@@ -163,7 +164,7 @@ async def revocation_delay(api: Api, protocol: str, how: str) -> list[Any]:
     alone); ``silent`` revokes with a bare UPDATE and no notice (the periodic check finds it).
     """
     secret = run_cli(["keys", "create", "--perfil", "funcionario", "--scopes", READ_SCOPE], api.env)
-    key_id = await key_id_of(secret)
+    key_id = await key_id_of(api, secret)
     ws_url = api.url.replace("http", "ws", 1) + "/graphql"
     ws = await opened(ws_url, secret, protocol)
     start_type = "subscribe" if protocol == TRANSPORT else "start"
@@ -204,13 +205,13 @@ async def revoke(api: Api, key_id: int, how: str) -> None:
         await asyncio.to_thread(run_cli, ["keys", "revoke", str(key_id)], api.env)
         return
     if how == "silent":
-        conn = await pg_connect(DATABASE)
+        conn = await pg_connect(database_of(api))
         try:
             await conn.execute("UPDATE api_keys SET revoked_at = now() WHERE id = $1", key_id)
         finally:
             await conn.close()
         return
-    settings = Settings(database_url=sa_url(DATABASE), redis_url=api.env["WA_REDIS_URL"])
+    settings = Settings(database_url=sa_url(database_of(api)), redis_url=api.env["WA_REDIS_URL"])
     db = Database(settings)
     try:
         async with publishing_bus(api.env["WA_REDIS_URL"], api.env["WA_REDIS_PREFIX"]) as events:
@@ -219,8 +220,13 @@ async def revoke(api: Api, key_id: int, how: str) -> None:
         await db.close()
 
 
-async def key_id_of(secret: str) -> int:
-    conn = await pg_connect(DATABASE)
+def database_of(api: Api) -> str:
+    """The database ``api`` serves (``bench.hostile`` runs these attacks on its own)."""
+    return str(make_url(api.env["WA_DATABASE_URL"]).database)
+
+
+async def key_id_of(api: Api, secret: str) -> int:
+    conn = await pg_connect(database_of(api))
     try:
         return int(await conn.fetchval("SELECT id FROM api_keys WHERE prefix = $1", secret[:10]))
     finally:
