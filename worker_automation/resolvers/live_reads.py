@@ -1,10 +1,11 @@
 """The statements behind the live views, built once, each answering several sections at a time.
 
 Every open screen polls the dashboard and the queues' state. Their figures come from two
-statements: the per (queue, status) counters together with today's completed and failed totals,
-and the dashboard's three job lists (running, queued, recently ended) in one union. One
-statement costs a pooled connection, a round trip and its result handling in Python whatever
-the rows it carries, and at 1M rows those fixed costs, not PostgreSQL, were most of a build.
+statements: the per (queue, status) counters together with today's completed and failed totals
+(from the counters of finish times per hour), and the dashboard's three job lists (running,
+queued, recently ended) in one union. One statement costs a pooled connection, a round trip and
+its result handling in Python whatever the rows it carries, and at 1M rows those fixed costs,
+not PostgreSQL, were most of a build.
 
 Why: docs/decisions/0029-live-reads-in-fewer-statements.md.
 """
@@ -19,9 +20,9 @@ from typing import Any
 
 from sqlalchemy import CompoundSelect, Select, bindparam, func, literal, select, union_all
 
-from worker_automation.models import Job, JobCount, JobStatus
+from worker_automation.models import FinishedCount, Job, JobCount, JobStatus
 from worker_automation.models.database import Database
-from worker_automation.resolvers.counts import CountKey
+from worker_automation.resolvers.counts import CountKey, finished_parameters
 from worker_automation.resolvers.job_views import (
     ROW_FIELDS,
     RUN_ORDER,
@@ -55,32 +56,49 @@ class Totals:
 @cache
 def _totals_statement() -> CompoundSelect[Any]:
     counted = select(literal(_COUNTED).label("kind"), JobCount.queue, JobCount.status, JobCount.n)
-    today = (
+    ended = [JobStatus.CONCLUIDO.value, JobStatus.FALHA.value]
+    # Today's ended jobs: the finish-time counters of the whole hours since ``since`` (a day
+    # holds tens of thousands of rows at a few million, whose count grew with the table), and a
+    # count of the rows in the part of an hour before the first of them.
+    whole_hours = (
+        select(
+            literal(_TODAY).label("kind"),
+            literal("").label("queue"),
+            FinishedCount.status,
+            func.sum(FinishedCount.n),
+        )
+        .where(FinishedCount.status.in_(ended), FinishedCount.slot >= bindparam("slots_from"))
+        .group_by(FinishedCount.status)
+    )
+    first_hour = (
         select(literal(_TODAY).label("kind"), literal("").label("queue"), Job.status, func.count())
         .where(
-            Job.status.in_([JobStatus.CONCLUIDO.value, JobStatus.FALHA.value]),
+            Job.status.in_(ended),
             Job.data_fim >= bindparam("since"),
+            Job.data_fim < bindparam("first_whole_hour"),
         )
         .group_by(Job.status)
     )
     # Each part as a subquery: SQLite allows no GROUP BY on a bare UNION member of this shape.
-    return union_all(select(counted.subquery()), select(today.subquery()))
+    return union_all(*(select(part.subquery()) for part in (counted, whole_hours, first_hour)))
 
 
 async def read_totals(db: Database, since: datetime) -> Totals:
     """The counters and today's totals (jobs ended since ``since``), in one statement."""
     counts: dict[CountKey, int] = {}
-    today: dict[str, int] = {}
+    today: dict[str, int] = defaultdict(int)
+    slots = finished_parameters(since, None)
+    parameters = {"since": since, "slots_from": slots["slots_from"], "first_whole_hour": slots["head_to"]}
     async with db.connection() as conn:
-        rows = await conn.execute(_totals_statement(), {"since": since})
+        rows = await conn.execute(_totals_statement(), parameters)
         for kind, queue, status, n in rows:
             if not n:
                 continue
             if kind == _COUNTED:
                 counts[(queue, status)] = int(n)
             else:
-                today[status] = int(n)
-    return Totals(counts, today.get(JobStatus.CONCLUIDO.value, 0), today.get(JobStatus.FALHA.value, 0))
+                today[status] += int(n)
+    return Totals(counts, today[JobStatus.CONCLUIDO.value], today[JobStatus.FALHA.value])
 
 
 @dataclass(frozen=True)
