@@ -114,23 +114,32 @@ async def test_cursor_slices_of_every_size_walk_every_job_once(
         await db.engine.dispose()
 
 
+async def _filled(pg_database_url: str, row: str) -> asyncpg.Connection:
+    """A connection to the migrated database after 60,000 jobs were inserted, each the ``row``
+    (a SELECT over ``n`` of id, automation, queue, status, priority, retries, progress, created,
+    updated and finished), and the tables analysed."""
+    await migrate(pg_database_url)
+    conn = await asyncpg.connect(pg_database_url.replace("postgresql+asyncpg://", "postgresql://"))
+    await conn.execute(
+        "INSERT INTO workers (id, automation_type, queue, status, priority, retry_count, progress,"
+        f" created_at, updated_at, data_fim) {row} FROM generate_series(1, 60000) AS n"
+    )
+    await conn.execute("ANALYZE")
+    return conn
+
+
 async def test_page_statements_keep_a_generic_plan_on_postgresql(pg_database_url: str) -> None:
     """PostgreSQL plans a prepared statement anew for its first five runs, then keeps a generic
     plan only if that costs no more than the custom ones. With the row count a parameter, the
     generic plan assumed a tenth of the matching rows, which over a large table made it far
     costlier than the custom plans: every list page paid the planning again."""
-    await migrate(pg_database_url)
-    dsn = pg_database_url.replace("postgresql+asyncpg://", "postgresql://")
-    conn = await asyncpg.connect(dsn)
+    # Enough rows for a tenth of one status and queue to be far more than a page.
+    conn = await _filled(
+        pg_database_url,
+        "SELECT n, 'demo.echo', (ARRAY['certidao','scan'])[1 + n % 2],"
+        " (ARRAY['AGENDADO','CONCLUIDO','FALHA'])[1 + n % 3], 0, 0, 0, now(), now(), NULL",
+    )
     try:
-        # Enough rows for a tenth of one status and queue to be far more than a page.
-        await conn.execute(
-            "INSERT INTO workers (id, automation_type, queue, status, priority, retry_count, progress,"
-            " created_at, updated_at) SELECT n, 'demo.echo', (ARRAY['certidao','scan'])[1 + n % 2],"
-            " (ARRAY['AGENDADO','CONCLUIDO','FALHA'])[1 + n % 3], 0, 0, 0, now(), now()"
-            " FROM generate_series(1, 60000) AS n"
-        )
-        await conn.execute("ANALYZE")
         engine = make_engine(pg_database_url)
         seeks: list[reads.Seek] = ["bucketed", "after", "first"]
         for seek in seeks:
@@ -171,16 +180,12 @@ async def test_a_finish_time_range_keeps_its_index_in_the_generic_plan(pg_databa
     the sort key's index between the bounds in the plan PostgreSQL keeps for the prepared
     statement too, which is made without the bounds' values: no second index combined with it,
     no sort of every row in the range."""
-    await migrate(pg_database_url)
-    dsn = pg_database_url.replace("postgresql+asyncpg://", "postgresql://")
-    conn = await asyncpg.connect(dsn)
+    conn = await _filled(
+        pg_database_url,
+        "SELECT n, 'demo.echo', 'scan', 'CONCLUIDO', 0, 0, 0, now(), now(),"
+        " now() - n * interval '40 seconds'",
+    )
     try:
-        await conn.execute(
-            "INSERT INTO workers (id, automation_type, queue, status, priority, retry_count, progress,"
-            " created_at, updated_at, data_fim) SELECT n, 'demo.echo', 'scan', 'CONCLUIDO', 0, 0, 0,"
-            " now(), now(), now() - n * interval '40 seconds' FROM generate_series(1, 60000) AS n"
-        )
-        await conn.execute("ANALYZE")
         start, end = datetime.now(UTC) - timedelta(days=14), datetime.now(UTC) - timedelta(days=7)
         filters = JobFilter(finished_from=start, finished_to=end)
         statement, _ = _list_statements(

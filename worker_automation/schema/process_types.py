@@ -97,10 +97,9 @@ def _loader(info: Info) -> DataLoader[int, Waiting | None]:
     loaders = info.context.loaders
     found = _WAITING.get(loaders)
     if found is None:
-        services = info.context.services
 
         async def load(ids: list[int]) -> Sequence[Waiting | None]:
-            found = await waiting_of(services.db, ids, lambda: recent_processes(services))
+            found = await waiting_of_jobs(info, ids)
             return [found.get(i) for i in ids]
 
         found = _WAITING[loaders] = DataLoader(load)
@@ -113,6 +112,7 @@ async def waiting_of_job(info: Info, job_id: int) -> Waiting | None:
 
 
 async def waiting_of_jobs(info: Info, job_ids: Sequence[int]) -> dict[int, Waiting]:
-    """Why each of the queued jobs among ``job_ids`` waits, read at once (a page of them)."""
+    """Why each of the queued jobs among ``job_ids`` waits, read at once (a page of them, or a
+    batch of single loads)."""
     services = info.context.services
     return await waiting_of(services.db, job_ids, lambda: recent_processes(services))
