@@ -10,6 +10,7 @@ never finishes stopping. :func:`cancel_and_wait` repeats the cancellation until 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any, Final
 
@@ -36,3 +37,15 @@ async def cancel_and_wait(*tasks: asyncio.Future[Any] | None) -> None:
     for task in owned:
         if not task.cancelled() and task.exception() is not None:
             log.warning("a background task ended with an error while stopping", exc_info=task.exception())
+
+
+async def end_patiently(task: asyncio.Future[Any] | None, patience: float) -> None:
+    """Let ``task`` end by itself for up to ``patience`` seconds, then cancel it for certain.
+
+    For work holding a database connection: cancelled in the middle of a statement, a connection
+    may never go back to its pool, and the garbage collector closes it later instead."""
+    if task is None:
+        return
+    with contextlib.suppress(Exception):  # its own error is logged by cancel_and_wait
+        await asyncio.wait_for(asyncio.shield(task), patience)
+    await cancel_and_wait(task)

@@ -19,7 +19,7 @@ from typing import Final
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from worker_automation.infra.cancelling import cancel_and_wait
+from worker_automation.infra.cancelling import end_patiently
 from worker_automation.resolvers.periodic import Periodic
 from worker_automation.resolvers.recovery import reconcile_periodic
 from worker_automation.resolvers.retention import retention_periodic
@@ -115,10 +115,7 @@ class Housekeeper:
         stop; cancelled only if it takes longer than :data:`STOP_PATIENCE_SECONDS`."""
         task, self._task = self._task, None
         self._stopping.set()
-        if task is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(task), STOP_PATIENCE_SECONDS)
-        await cancel_and_wait(task)
+        await end_patiently(task, STOP_PATIENCE_SECONDS)
         await self.leadership.release()
 
     async def _loop(self) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -33,6 +33,12 @@ class Runtime:
         self._directory_lock: DirectoryLock | None = None
         self._ready = asyncio.Event()
         self._waiting_for_pool: asyncio.Task[None] | None = None
+        self._on_stop: list[Callable[[], Awaitable[None]]] = []
+
+    def on_stop(self, stop: Callable[[], Awaitable[None]]) -> None:
+        """Run ``stop`` first when the app stops, while the services are still open: for work of
+        the transports that may hold a database connection."""
+        self._on_stop.append(stop)
 
     def hold(self, lock: DirectoryLock) -> None:
         """Keep the embedded serve's directory lock until the app stops (given up then, since
@@ -88,6 +94,8 @@ class Runtime:
         workers, so the jobs they are running can still report how they ended (finished, or
         failed at the end of the grace). Jobs still queued in the embedded broker are sent
         again by the next start (the database row is the truth)."""
+        for stop in self._on_stop:
+            await stop()
         await cancel_and_wait(self._waiting_for_pool)
         self._waiting_for_pool = None
         if self._housekeeper is not None:

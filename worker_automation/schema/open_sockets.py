@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from worker_automation.broker.access_changes import AccessChange
+from worker_automation.infra.cancelling import end_patiently
 from worker_automation.resolvers.auth import Principal, principals_by_id
 from worker_automation.resolvers.machines import MachineView, machine_grants
 from worker_automation.resolvers.services import Services
@@ -37,6 +38,9 @@ RECHECK_SECONDS: Final = 2.0
 # WA_WS_MAX_OPERATIONS of them and a key WA_WS_MAX_SOCKETS_PER_KEY sockets, and all of them
 # fetching a page of 60 KB contexts at once would take gigabytes before any answer is refused.
 RUNS_AT_ONCE_PER_KEY: Final = 4
+# How long stopping the process waits for a check in progress to end by itself (its connection goes
+# back to the pool) before cancelling it.
+STOP_PATIENCE_SECONDS: Final = 5.0
 
 Holder = tuple[Literal["key", "machine"], int]
 
@@ -130,6 +134,7 @@ class OpenSockets:
         self._wake = asyncio.Event()
         self._checker: asyncio.Task[None] | None = None
         self._checked = True  # the last check ran (a failure is logged once, not every sweep)
+        self._stopped = False
         services.events.watch_access(self._heard)
 
     def __len__(self) -> int:
@@ -150,7 +155,7 @@ class OpenSockets:
         socket = OpenSocket(grant, (SharedBudget(self._max_bytes, "desta conexao"), *key_budgets), gate)
         for holder in holders:
             self._by_holder.setdefault(holder, set()).add(socket)
-        if self._checker is None or self._checker.done():
+        if not self._stopped and (self._checker is None or self._checker.done()):
             self._checker = asyncio.get_running_loop().create_task(self._watch())
         return socket
 
@@ -188,7 +193,7 @@ class OpenSockets:
         ends when no socket is left (the next one starts it again)."""
         loop = asyncio.get_running_loop()
         next_sweep = loop.time() + RECHECK_SECONDS
-        while self._by_holder:
+        while self._by_holder and not self._stopped:
             try:
                 async with asyncio.timeout(max(0.0, next_sweep - loop.time())):
                     await self._wake.wait()
@@ -198,7 +203,7 @@ class OpenSockets:
             self._wake.clear()
             due = {holder for holder in self._due if holder in self._by_holder}
             self._due.clear()
-            if not due:
+            if not due or self._stopped:
                 continue
             try:
                 await self.check(due)
@@ -208,6 +213,14 @@ class OpenSockets:
                 self._checked = False
             else:
                 self._checked = True
+
+    async def stop(self) -> None:
+        """The process stops: no check starts any more, and the one in progress ends first (its
+        database connection goes back to the pool before the pool is closed)."""
+        self._stopped = True
+        self._wake.set()
+        task, self._checker = self._checker, None
+        await end_patiently(task, STOP_PATIENCE_SECONDS)
 
     async def check(self, holders: set[Holder]) -> None:
         """Read the keys of ``holders`` again and end the sockets they no longer allow."""

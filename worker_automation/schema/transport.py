@@ -127,6 +127,7 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
         self.max_operations = self.max_subscriptions_per_connection = runtime.settings.ws_max_operations
         self.max_tokens = runtime.settings.max_query_tokens
         self._sockets: OpenSockets | None = None
+        runtime.on_stop(self._stop_sockets)
         self.memory = MemoryReleaser()
         self._ide_html = (STATIC_DIR / "graphiql.html").read_text(encoding="utf-8")
         self.live_views = LiveViews(cast(Schema, self.schema))
@@ -348,6 +349,12 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
             self._sockets = OpenSockets(context.services)
         context.socket = self._sockets.open(grant)
         return cast(UnsetType, UNSET)
+
+    async def _stop_sockets(self) -> None:
+        # Started again (a test's second client of one app), sockets are registered anew.
+        sockets, self._sockets = self._sockets, None
+        if sockets is not None:
+            await sockets.stop()
 
     @property
     def sockets(self) -> OpenSockets | None:

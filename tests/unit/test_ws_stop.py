@@ -1,0 +1,55 @@
+"""Stopping the app while the websocket permission check holds a database connection: the check
+ends first, and its connection goes back to the pool before the pool is closed."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import threading
+from collections.abc import Iterable
+
+import pytest
+from sqlalchemy import text
+from starlette.testclient import TestClient
+
+from tests.support.settings import MakeSettings
+from worker_automation.asgi.app import create_app
+from worker_automation.models.database import Database
+from worker_automation.models.migrate import migrate
+from worker_automation.resolvers.auth import SCOPE_READ, Principal, create_key, principals_by_id
+from worker_automation.schema import open_sockets
+
+
+def test_a_check_in_progress_ends_before_the_database_closes(
+    sqlite_database_url: str, make_settings: MakeSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = make_settings(sqlite_database_url, None)
+
+    async def key() -> str:
+        await migrate(settings.database_url)
+        db = Database(settings)
+        try:
+            return (await create_key(db, name="t", perfil="funcionario", scopes=SCOPE_READ)).secret
+        finally:
+            await db.close()
+
+    secret = asyncio.run(key())
+    entered, left = threading.Event(), threading.Event()
+
+    async def slow_check(db: Database, ids: Iterable[int]) -> dict[int, Principal]:
+        async with db.reader() as session:
+            await session.execute(text("SELECT 1"))
+            entered.set()
+            await asyncio.sleep(0.5)  # the app is told to stop meanwhile
+        left.set()
+        return await principals_by_id(db, ids)
+
+    monkeypatch.setattr(open_sockets, "principals_by_id", slow_check)
+    monkeypatch.setattr(open_sockets, "RECHECK_SECONDS", 0.05)
+    with TestClient(create_app(settings)) as client:
+        with client.websocket_connect("/graphql", subprotocols=["graphql-transport-ws"]) as ws:
+            ws.send_json({"type": "connection_init", "payload": {"X-API-Key": secret}})
+            assert ws.receive_json()["type"] == "connection_ack"
+            assert entered.wait(10), "the periodic check never ran"
+    assert left.is_set(), "the check was cut off in the middle of its statement"
+    gc.collect()  # a connection never checked in would be reported (as an error) here
