@@ -185,16 +185,43 @@ def rss_mb(pid: int, *, with_children: bool = False) -> float:
     return total_kb / 1024
 
 
+def _stat_of(pid: int) -> list[str]:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state first); [] once gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return []
+    return raw[raw.rindex(")") + 2 :].split()
+
+
+def _ticks(pid: int, at: int) -> int:
+    fields = _stat_of(pid)
+    return int(fields[at]) + int(fields[at + 1]) if fields else 0
+
+
 def cpu_seconds(pid: int, *, with_children: bool = False) -> float:
     """User+system CPU seconds consumed so far by ``pid`` (and its live descendants)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for one in [pid, *(descendants(pid) if with_children else [])]:
-        with contextlib.suppress(OSError):
-            raw = Path(f"/proc/{one}/stat").read_text()
-            fields = raw[raw.rindex(")") + 2 :].split()
-            total += int(fields[11]) + int(fields[12])
-    return total / ticks
+    pids = [pid, *(descendants(pid) if with_children else [])]
+    return sum(_ticks(one, 11) for one in pids) / os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu_seconds(pid: int) -> float:
+    """User+system CPU seconds of a forking server so far: ``pid`` itself, its live descendants,
+    and the children it has already reaped (PostgreSQL's ended backends count there)."""
+    return cpu_seconds(pid, with_children=True) + _ticks(pid, 13) / os.sysconf("SC_CLK_TCK")
+
+
+def postmaster_of(database: str) -> int:
+    """The process id of the PostgreSQL server holding ``database`` (the parent of a backend)."""
+
+    async def parent() -> int:
+        conn = await pg_connect(database)
+        try:  # read while the backend lives
+            return int(_stat_of(int(await conn.fetchval("SELECT pg_backend_pid()")))[1])
+        finally:
+            await conn.close()
+
+    return asyncio.run(parent())
 
 
 def machine_busy_seconds() -> float:

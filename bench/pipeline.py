@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -43,11 +45,14 @@ from bench.common import (
     cpu_seconds,
     fmt,
     free_port,
+    machine_busy_seconds,
     median,
     percentile,
+    postmaster_of,
     print_facts,
     recreate_database,
     redis_url,
+    server_cpu_seconds,
     start_api,
     start_pool_worker,
     table,
@@ -88,11 +93,26 @@ class Round:
     latencies_ms: list[float] = field(default_factory=list)
     api_cpu_s: float = 0.0
     worker_cpu_s: float = 0.0
+    postgres_cpu_s: float = 0.0
+    machine_cpu_s: float = 0.0
     errors: int = 0
 
     @property
     def rate(self) -> float:
         return self.done / self.total_s if self.total_s else 0.0
+
+
+@contextlib.contextmanager
+def server_costs(result: Round) -> Iterator[None]:
+    """What the measured part of a round cost PostgreSQL (every backend, the bench's polling
+    included) and the whole machine, into ``result``."""
+    postmaster = postmaster_of("postgres")
+    postgres0, machine0 = server_cpu_seconds(postmaster), machine_busy_seconds()
+    try:
+        yield
+    finally:
+        result.postgres_cpu_s = server_cpu_seconds(postmaster) - postgres0
+        result.machine_cpu_s = machine_busy_seconds() - machine0
 
 
 # ---------------------------------------------------------------- our pipeline
@@ -128,16 +148,17 @@ def run_ours(procs: Procs, ours: Ours, args: argparse.Namespace, profile: str | 
     kind = "raw" if profile and profile.endswith(".txt") else "speedscope"
     profiler = start_profiler(ours.api.proc.pid, profile, kind) if profile else None
     try:
-        api_cpu0 = cpu_seconds(ours.api.proc.pid, with_children=True)
-        worker_cpu0 = cpu_seconds(worker.pid, with_children=True)
-        if ours.drain:
-            started, errors = time.time(), result.errors
-        else:
-            started, result.dispatch_s, errors = dispatch()
-            result.errors = errors
-        result.done = asyncio.run(wait_concluded(ours.database, first, args.jobs - errors))
-        result.api_cpu_s = cpu_seconds(ours.api.proc.pid, with_children=True) - api_cpu0
-        result.worker_cpu_s = cpu_seconds(worker.pid, with_children=True) - worker_cpu0
+        with server_costs(result):
+            api_cpu0 = cpu_seconds(ours.api.proc.pid, with_children=True)
+            worker_cpu0 = cpu_seconds(worker.pid, with_children=True)
+            if ours.drain:
+                started, errors = time.time(), result.errors
+            else:
+                started, result.dispatch_s, errors = dispatch()
+                result.errors = errors
+            result.done = asyncio.run(wait_concluded(ours.database, first, args.jobs - errors))
+            result.api_cpu_s = cpu_seconds(ours.api.proc.pid, with_children=True) - api_cpu0
+            result.worker_cpu_s = cpu_seconds(worker.pid, with_children=True) - worker_cpu0
         times = asyncio.run(job_times(ours.database, first))
     finally:
         stop_profiler(profiler)
@@ -166,13 +187,14 @@ def run_raw(procs: Procs, args: argparse.Namespace, *, drain: bool = False) -> R
     worker = start_celery_worker(procs, "raw-celery", "bench.raw_celery_app", RAW_QUEUE, env, args)
     try:
         wait_ping(app, worker)
-        worker_cpu0 = cpu_seconds(worker.pid, with_children=True)
-        started = time.time()
-        if not drain:
-            sent_at = send_tasks(app, TASK_NAME, RAW_QUEUE, ids)
-            result.dispatch_s = max(sent_at.values()) - started
-        done_at = wait_results(ids, app.backend.client)
-        result.worker_cpu_s = cpu_seconds(worker.pid, with_children=True) - worker_cpu0
+        with server_costs(result):
+            worker_cpu0 = cpu_seconds(worker.pid, with_children=True)
+            started = time.time()
+            if not drain:
+                sent_at = send_tasks(app, TASK_NAME, RAW_QUEUE, ids)
+                result.dispatch_s = max(sent_at.values()) - started
+            done_at = wait_results(ids, app.backend.client)
+            result.worker_cpu_s = cpu_seconds(worker.pid, with_children=True) - worker_cpu0
     finally:
         worker.stop(timeout=30)
     result.done = len(done_at)
@@ -273,15 +295,16 @@ def run_peer(procs: Procs, args: argparse.Namespace, *, drain: bool = False) -> 
     worker = start_celery_worker(procs, "peer-celery", "bench.peer_celery_app", PEER_QUEUE, env, args)
     try:
         wait_ping(app, worker)
-        worker_cpu0 = cpu_seconds(worker.pid, with_children=True)
-        flower_cpu0 = cpu_seconds(flower.pid, with_children=True)
-        started = time.time()
-        if not drain:
-            sent_at = send_tasks(app, TASK_NAME, PEER_QUEUE, ids)
-            result.dispatch_s = max(sent_at.values()) - started
-        done_at = asyncio.run(peer_results(set(ids)))
-        result.worker_cpu_s = cpu_seconds(worker.pid, with_children=True) - worker_cpu0
-        result.api_cpu_s = cpu_seconds(flower.pid, with_children=True) - flower_cpu0
+        with server_costs(result):
+            worker_cpu0 = cpu_seconds(worker.pid, with_children=True)
+            flower_cpu0 = cpu_seconds(flower.pid, with_children=True)
+            started = time.time()
+            if not drain:
+                sent_at = send_tasks(app, TASK_NAME, PEER_QUEUE, ids)
+                result.dispatch_s = max(sent_at.values()) - started
+            done_at = asyncio.run(peer_results(set(ids)))
+            result.worker_cpu_s = cpu_seconds(worker.pid, with_children=True) - worker_cpu0
+            result.api_cpu_s = cpu_seconds(flower.pid, with_children=True) - flower_cpu0
     finally:
         worker.stop(timeout=30)
         flower.stop(timeout=15)
@@ -332,6 +355,8 @@ def row(r: Round, reference: float | None) -> list[str]:
         fmt(percentile(r.latencies_ms, 99), 0),
         fmt(r.api_cpu_s * 1000 / r.done, 2) if r.done and r.api_cpu_s else "-",
         fmt(r.worker_cpu_s * 1000 / r.done, 2) if r.done else "-",
+        fmt(r.postgres_cpu_s * 1000 / r.done, 2) if r.done else "-",
+        fmt(r.machine_cpu_s * 1000 / r.done, 2) if r.done else "-",
         str(r.errors),
         ratio,
     ]
@@ -347,6 +372,8 @@ HEADERS = [
     "latency p99 ms",
     "API (peer: Flower) CPU ms/job",
     "worker CPU ms/job",
+    "PostgreSQL CPU ms/job",
+    "machine CPU ms/job",
     "errors",
     "vs raw",
 ]
@@ -466,6 +493,8 @@ def report(rounds: list[Round], args: argparse.Namespace) -> None:
                 fmt(median([percentile(r.latencies_ms, 99) for r in mine]), 0),
                 f"{rate / reference:.2f}x" if reference == reference and reference else "-",
                 f"{rate / peers:.2f}x" if ours and peers == peers and peers else "-",
+                fmt(median([r.postgres_cpu_s * 1000 / r.done for r in mine if r.done]), 2),
+                fmt(median([r.machine_cpu_s * 1000 / r.done for r in mine if r.done]), 2),
             ]
         )
     print(
@@ -473,7 +502,8 @@ def report(rounds: list[Round], args: argparse.Namespace) -> None:
         "batched and drain >= 0.5x raw Celery; drain rounds compare with raw Celery's and the "
         "peer's drain):"
     )
-    print(table(["variant", "per s", "latency p50 ms", "latency p99 ms", "vs raw", "vs peer"], summary))
+    columns = ["variant", "per s", "latency p50 ms", "latency p99 ms", "vs raw", "vs peer"]
+    print(table([*columns, "PostgreSQL CPU ms/job", "machine CPU ms/job"], summary))
     if args.profile:
         print(f"API profile (first round of the first variant of current) written to {args.profile}")
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterator
 
@@ -10,11 +9,9 @@ import pytest
 from prometheus_client import REGISTRY
 from starlette.testclient import TestClient
 
+from tests.support.keys import migrated_with_read_key
 from tests.support.settings import MakeSettings
 from worker_automation.asgi.app import create_app
-from worker_automation.models.database import Database
-from worker_automation.models.migrate import migrate
-from worker_automation.resolvers.auth import SCOPE_READ, create_key
 
 SUBSCRIPTION = "subscription { workerEvents { kind } }"
 
@@ -26,16 +23,7 @@ def subscribers() -> float:
 @pytest.fixture
 def client_and_key(sqlite_database_url: str, make_settings: MakeSettings) -> Iterator[tuple[TestClient, str]]:
     settings = make_settings(sqlite_database_url, None)
-
-    async def key() -> str:
-        await migrate(settings.database_url)
-        db = Database(settings)
-        try:
-            return (await create_key(db, name="t", perfil="funcionario", scopes=SCOPE_READ)).secret
-        finally:
-            await db.close()
-
-    secret = asyncio.run(key())
+    secret = migrated_with_read_key(settings)
     with TestClient(create_app(settings)) as client:
         yield client, secret
 

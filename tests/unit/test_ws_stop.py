@@ -12,11 +12,11 @@ import pytest
 from sqlalchemy import text
 from starlette.testclient import TestClient
 
+from tests.support.keys import migrated_with_read_key
 from tests.support.settings import MakeSettings
 from worker_automation.asgi.app import create_app
 from worker_automation.models.database import Database
-from worker_automation.models.migrate import migrate
-from worker_automation.resolvers.auth import SCOPE_READ, Principal, create_key, principals_by_id
+from worker_automation.resolvers.auth import Principal, principals_by_id
 from worker_automation.schema import open_sockets
 
 
@@ -24,16 +24,7 @@ def test_a_check_in_progress_ends_before_the_database_closes(
     sqlite_database_url: str, make_settings: MakeSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings = make_settings(sqlite_database_url, None)
-
-    async def key() -> str:
-        await migrate(settings.database_url)
-        db = Database(settings)
-        try:
-            return (await create_key(db, name="t", perfil="funcionario", scopes=SCOPE_READ)).secret
-        finally:
-            await db.close()
-
-    secret = asyncio.run(key())
+    secret = migrated_with_read_key(settings)
     entered, left = threading.Event(), threading.Event()
 
     async def slow_check(db: Database, ids: Iterable[int]) -> dict[int, Principal]:
