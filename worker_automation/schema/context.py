@@ -11,9 +11,9 @@ machine or a client from a stale cache.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from zoneinfo import ZoneInfo
 
 import strawberry
@@ -30,6 +30,7 @@ from worker_automation.resolvers.services import Services
 if TYPE_CHECKING:
     from worker_automation.schema.open_sockets import OpenSocket
 
+T = TypeVar("T")
 MACHINE_KEY_HEADER = "x-worker-api-key"
 
 
@@ -187,18 +188,31 @@ class GraphQLContext:
     async def principal(self) -> Principal:
         """The operator behind the key (Unauthenticated when there is none or it is not valid)."""
         scope = self.scope()
-        if scope.principal is None:
-            scope.principal = self.authenticated or await authenticate(self.services.db, self.api_key())
-        return scope.principal
+        if scope.principal is not None:
+            return scope.principal
+        principal = self.authenticated
+        if principal is None:
+            principal = await self._to_its_end(authenticate(self.services.db, self.api_key()))
+        scope.principal = principal
+        return principal
 
     async def machine(self) -> MachineView:
         """The machine behind ``X-Worker-Api-Key`` (Unauthenticated when missing or unknown)."""
         scope = self.scope()
-        if scope.machine is None:
-            scope.machine = self.authenticated_machine or await authenticate_machine(
-                self.services.db, self.machine_key()
-            )
-        return scope.machine
+        if scope.machine is not None:
+            return scope.machine
+        machine = self.authenticated_machine
+        if machine is None:
+            machine = await self._to_its_end(authenticate_machine(self.services.db, self.machine_key()))
+        scope.machine = machine
+        return machine
+
+    async def _to_its_end(self, lookup: Coroutine[Any, Any, T]) -> T:
+        """``lookup`` as it is over HTTP (nothing cancels a request's task); over a websocket, run
+        to its end whatever happens to the operation (:meth:`OpenSocket.to_its_end`)."""
+        if self.socket is None:
+            return await lookup
+        return await self.socket.to_its_end(lookup)
 
 
 Info = strawberry.Info[GraphQLContext, None]

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 from worker_automation.broker.access_changes import AccessChange
+from worker_automation.domain.sharing import consume
 from worker_automation.infra.cancelling import end_patiently
 from worker_automation.resolvers.auth import Principal, principals_by_id
 from worker_automation.resolvers.machines import MachineView, machine_grants
@@ -30,6 +31,7 @@ from worker_automation.resolvers.services import Services
 from worker_automation.schema.response_budget import SharedBudget
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # How often the keys holding sockets are read again, whatever the bus said.
 RECHECK_SECONDS: Final = 2.0
@@ -87,7 +89,13 @@ class Grant:
 class OpenSocket:
     """One authenticated websocket: what it was let in with, its budgets and its end."""
 
-    def __init__(self, grant: Grant, budgets: tuple[SharedBudget, ...], gate: asyncio.Semaphore) -> None:
+    def __init__(
+        self,
+        grant: Grant,
+        budgets: tuple[SharedBudget, ...],
+        gate: asyncio.Semaphore,
+        lookups: set[asyncio.Future[Any]] | None = None,
+    ) -> None:
         self.grant = grant
         # The socket's own budget first, then its key's.
         self.budgets = budgets
@@ -95,6 +103,19 @@ class OpenSocket:
         self.ended = False
         self._close: Callable[[], Awaitable[None]] | None = None
         self._closing: asyncio.Task[None] | None = None
+        # Key reads of this socket's operations still running (see :meth:`to_its_end`).
+        self._lookups: set[asyncio.Future[Any]] = lookups if lookups is not None else set()
+
+    async def to_its_end(self, lookup: Coroutine[Any, Any, T]) -> T:
+        """``lookup`` (a key read from the database), run to its end even if the operation is
+        cancelled meanwhile, and waited for when the process stops. A client ending an operation
+        (``complete``, or leaving) cancels it, often while its key is still being read; cut off
+        while SQLAlchemy checks a connection out, the read never gives it back to the pool."""
+        running = asyncio.ensure_future(lookup)
+        self._lookups.add(running)
+        running.add_done_callback(self._lookups.discard)
+        running.add_done_callback(consume)
+        return await asyncio.shield(running)
 
     def on_end(self, close: Callable[[], Awaitable[None]]) -> None:
         """How the handler closes the socket once its permission ended."""
@@ -135,6 +156,7 @@ class OpenSockets:
         self._checker: asyncio.Task[None] | None = None
         self._checked = True  # the last check ran (a failure is logged once, not every sweep)
         self._stopped = False
+        self._lookups: set[asyncio.Future[Any]] = set()
         services.events.watch_access(self._heard)
 
     def __len__(self) -> int:
@@ -152,7 +174,8 @@ class OpenSockets:
         )
         # A socket with both kinds of key waits in its operator key's line.
         gate = self._gates.setdefault(holders[0], asyncio.Semaphore(RUNS_AT_ONCE_PER_KEY))
-        socket = OpenSocket(grant, (SharedBudget(self._max_bytes, "desta conexao"), *key_budgets), gate)
+        budgets = (SharedBudget(self._max_bytes, "desta conexao"), *key_budgets)
+        socket = OpenSocket(grant, budgets, gate, self._lookups)
         for holder in holders:
             self._by_holder.setdefault(holder, set()).add(socket)
         if not self._stopped and (self._checker is None or self._checker.done()):
@@ -221,6 +244,8 @@ class OpenSockets:
         self._wake.set()
         task, self._checker = self._checker, None
         await end_patiently(task, STOP_PATIENCE_SECONDS)
+        for lookup in list(self._lookups):
+            await end_patiently(lookup, STOP_PATIENCE_SECONDS)
 
     async def check(self, holders: set[Holder]) -> None:
         """Read the keys of ``holders`` again and end the sockets they no longer allow."""
