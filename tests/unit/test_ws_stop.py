@@ -23,6 +23,16 @@ from worker_automation.schema import context, open_sockets
 SUBSCRIPTION = "subscription { workerEvents { kind } }"
 
 
+async def hold_a_connection(db: Database, entered: threading.Event, left: threading.Event) -> None:
+    """A read that holds a real pooled connection for half a second (the app is stopped, or the
+    operation ended, meanwhile); ``left`` is set only if it ran to its end."""
+    async with db.reader() as session:
+        await session.execute(text("SELECT 1"))
+        entered.set()
+        await asyncio.sleep(0.5)
+    left.set()
+
+
 def test_a_check_in_progress_ends_before_the_database_closes(
     sqlite_database_url: str, make_settings: MakeSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -31,11 +41,7 @@ def test_a_check_in_progress_ends_before_the_database_closes(
     entered, left = threading.Event(), threading.Event()
 
     async def slow_check(db: Database, ids: Iterable[int]) -> dict[int, Principal]:
-        async with db.reader() as session:
-            await session.execute(text("SELECT 1"))
-            entered.set()
-            await asyncio.sleep(0.5)  # the app is told to stop meanwhile
-        left.set()
+        await hold_a_connection(db, entered, left)
         return await principals_by_id(db, ids)
 
     monkeypatch.setattr(open_sockets, "principals_by_id", slow_check)
@@ -57,11 +63,7 @@ def test_an_operation_ended_by_its_client_lets_its_key_read_end(
     entered, left = threading.Event(), threading.Event()
 
     async def slow_authenticate(db: Database, raw_key: str | None) -> Principal:
-        async with db.reader() as session:
-            await session.execute(text("SELECT 1"))
-            entered.set()
-            await asyncio.sleep(0.5)  # the client ends the operation, then leaves, meanwhile
-        left.set()
+        await hold_a_connection(db, entered, left)
         return await authenticate(db, raw_key)
 
     monkeypatch.setattr(context, "authenticate", slow_authenticate)
