@@ -130,6 +130,52 @@ async def test_ordered_slices_with_a_filter(
     assert [v.id for v in first.items + rest.items] == expected(done, order)
 
 
+# A search's pages are cut from all of its matches, counted in the same pass.
+SEARCHED = "55667788000199"
+
+
+@pytest.fixture
+async def searched(db: Database) -> list[dict[str, Any]]:
+    """The rows of :func:`_spec`, two of every three with :data:`SEARCHED` in their context."""
+    rows = [_spec(n) for n in range(ROWS)]
+    for n, row in enumerate(rows):
+        row["context"] = {"cnpj": SEARCHED if n % 3 else "11222333000181", "n": n}
+    ids = await insert_rows(db, rows)
+    found = [{**row, "id": job_id} for row, job_id in zip(rows, ids, strict=True)]
+    return [row for row in found if row["context"]["cnpj"] == SEARCHED]
+
+
+@pytest.mark.parametrize("order", [None, *ORDERS], ids=lambda order: order.name if order else "NEWEST")
+async def test_a_search_in_pages_and_slices_in_every_order(
+    db: Database, searched: list[dict[str, Any]], order: JobOrder | None
+) -> None:
+    newest = sorted((r["id"] for r in searched), reverse=True)
+    wanted = expected(searched, order) if order is not None else newest
+    found = JobFilter(q=SEARCHED[2:10])
+    seen: list[int] = []
+    for page in (1, 2, 3, 4):
+        part = await list_page(db, QUEUES, found, page, 3, views_of, documents=False, order=order)
+        assert part.total == len(searched)
+        seen.extend(v.id for v in part.items)
+    assert seen == wanted
+    # Past the last page: no rows, the total still counted.
+    beyond = await list_page(db, QUEUES, found, 9, 3, views_of, documents=False, order=order)
+    assert (beyond.items, beyond.total) == ([], len(searched))
+    sliced: list[int] = []
+    after: str | None = None
+    for _ in range(ROWS):
+        key, after_id = position_of_cursor(after, order) if after is not None else (None, None)
+        chunk = await slice_after(
+            db, QUEUES, found, 4, after_id, views_of, documents=False, order=order, after_key=key
+        )
+        assert chunk.total == len(searched)
+        sliced.extend(v.id for v in chunk.items)
+        after = chunk.end_cursor
+        if not chunk.has_next:
+            break
+    assert sliced == wanted
+
+
 async def test_a_cursor_of_another_order_is_bad_input(db: Database, spread: list[dict[str, Any]]) -> None:
     by_priority = JobOrder(OrderField.PRIORITY, Direction.ASC)
     part = await slice_after(db, QUEUES, JobFilter(), 2, None, views_of, documents=False, order=by_priority)

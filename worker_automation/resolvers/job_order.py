@@ -168,18 +168,26 @@ def sort_key(order: JobOrder) -> ColumnElement[Any]:
     )
 
 
-def order_clauses(order: JobOrder | None) -> list[UnaryExpression[Any]]:
-    """ORDER BY for ``order`` (newest first by id for None)."""
+def order_clauses(
+    order: JobOrder | None, key: ColumnElement[Any] | None = None, row_id: ColumnElement[Any] | None = None
+) -> list[UnaryExpression[Any]]:
+    """ORDER BY for ``order`` (newest first by id for None); ``key`` and ``row_id`` stand for the
+    sort key and the id where a statement reads them from a subquery's columns."""
+    by_id: ColumnElement[Any] = Job.__table__.c.id if row_id is None else row_id
     if order is None:
-        return [Job.id.desc()]
+        return [by_id.desc()]
+    by_key = sort_key(order) if key is None else key
     if order.descending:
-        return [sort_key(order).desc(), Job.id.desc()]
-    return [sort_key(order).asc(), Job.id.asc()]
+        return [by_key.desc(), by_id.desc()]
+    return [by_key.asc(), by_id.asc()]
 
 
-def after_condition(order: JobOrder) -> ColumnElement[bool]:
-    """Rows after the cursor ``(after_key, after_id)`` in ``order``."""
-    row = tuple_(sort_key(order), Job.id)
+def after_condition(
+    order: JobOrder, key: ColumnElement[Any] | None = None, row_id: ColumnElement[Any] | None = None
+) -> ColumnElement[bool]:
+    """Rows after the cursor ``(after_key, after_id)`` in ``order`` (``key`` and ``row_id`` as
+    for :func:`order_clauses`)."""
+    row = tuple_(sort_key(order) if key is None else key, Job.__table__.c.id if row_id is None else row_id)
     cursor = tuple_(bindparam("after_key", type_=_key_type(order.field)), bindparam("after_id"))
     return row < cursor if order.descending else row > cursor
 

@@ -194,6 +194,8 @@ def _list_statements(
     conds.extend(range_conditions(ranges, order))
     if with_text:
         conds.append(text_search())
+        counted = select(func.count()).select_from(Job).where(*conds)
+        return _matched_page(conds, seek, documents, fetch, order), counted
     # The page's ids first (an index-only scan skips ``offset`` entries without visiting their
     # rows), then only the page's rows are read and joined: a deep page no longer reads every row
     # it skips. Bucketed, the entries skipped are only those of the page's own bucket of ids. After
@@ -229,6 +231,38 @@ def _list_statements(
         .order_by(*order_clauses(order))
     )
     return rows_q, count_q
+
+
+def _matched_page(
+    conds: list[ColumnElement[bool]], seek: Seek, documents: bool, fetch: int, order: JobOrder | None
+) -> Select[Any]:
+    """The page statement of a free-text search: every match is found through the indexes of the
+    search's alternatives (see ``job_text``) and counted in the same pass, then the page is cut
+    from them. Walking an index in the list's order and testing each row instead, as the other
+    lists do, reads rows up to the page's depth whatever matches, and a search usually matches
+    few: at 1M rows a CNPJ in 1,607 contexts took 650 ms at page 32 that way, 40 ms this way.
+    Rows carry what :func:`_list_statements` says (the sort key, then the total)."""
+    key = [sort_key(order).label("sort_key")] if order is not None else []
+    # The count over every match is computed before the page is cut (a window over all of them),
+    # so no ordered index can stand in for finding them.
+    total = func.count().over().label("total")
+    matched = select(Job.id.label("id"), *key, total).where(*conds).subquery("matched")
+    matched_key = matched.c.sort_key if order is not None else None
+    page = select(matched.c.id, matched.c.total).order_by(*order_clauses(order, matched_key, matched.c.id))
+    if seek == "offset":
+        page = page.offset(bindparam("page_offset"))
+    elif seek == "after":
+        after = (
+            after_condition(order, matched_key, matched.c.id)
+            if order is not None
+            else matched.c.id < bindparam("after_id")
+        )
+        page = page.where(after)
+    page_q = page.limit(literal_column(str(fetch), Integer)).subquery("page")
+    rows_q = enriched_select(documents=documents)
+    if order is not None:
+        rows_q = rows_q.add_columns(sort_key(order).label("sort_key"))
+    return rows_q.add_columns(page_q.c.total).where(Job.id == page_q.c.id).order_by(*order_clauses(order))
 
 
 @dataclass(frozen=True)
