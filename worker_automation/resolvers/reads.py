@@ -194,27 +194,6 @@ def _list_statements(
     conds.extend(range_conditions(ranges, order))
     if with_text:
         conds.append(text_search())
-        counted = select(func.count()).select_from(Job).where(*conds)
-        return _matched_page(conds, seek, documents, fetch, order), counted
-    # The page's ids first (an index-only scan skips ``offset`` entries without visiting their
-    # rows), then only the page's rows are read and joined: a deep page no longer reads every row
-    # it skips. Bucketed, the entries skipped are only those of the page's own bucket of ids. After
-    # a cursor the same index is entered at the cursor's id: nothing is skipped.
-    page_ids = (
-        select(Job.id)
-        .where(*conds)
-        .order_by(*order_clauses(order))
-        .limit(literal_column(str(fetch), Integer))
-    )
-    if seek == "after" and order is not None:
-        page_ids = page_ids.where(after_condition(order))
-    elif seek == "offset":
-        page_ids = page_ids.offset(bindparam("page_offset"))
-    elif seek == "bucketed":
-        below, skip = bucketed_seek(filtered, "filter_", "page_offset")
-        page_ids = page_ids.where(below).offset(skip)
-    elif seek == "after":
-        page_ids = page_ids.where(Job.id < bindparam("after_id"))
     count_q: Select[Any]
     if total == "counters":
         count_q = counted_total(filtered, "filter_")
@@ -222,6 +201,14 @@ def _list_statements(
         count_q = finished_total(filtered, "filter_")
     else:
         count_q = select(func.count()).select_from(Job).where(*conds)
+    if with_text:
+        return _matched_page(conds, filtered, seek, documents, fetch, order), count_q
+    # The page's ids first (an index-only scan skips ``offset`` entries without visiting their
+    # rows), then only the page's rows are read and joined: a deep page no longer reads every row
+    # it skips. Bucketed, the entries skipped are only those of the page's own bucket of ids. After
+    # a cursor the same index is entered at the cursor's id: nothing is skipped.
+    ordered = select(Job.id).where(*conds).order_by(*order_clauses(order))
+    page_ids = _sought(ordered.limit(literal_column(str(fetch), Integer)), seek, filtered, order)
     rows_q = enriched_select(documents=documents)
     if order is not None:
         rows_q = rows_q.add_columns(sort_key(order).label("sort_key"))
@@ -233,8 +220,35 @@ def _list_statements(
     return rows_q, count_q
 
 
+def _sought(
+    page: Select[Any],
+    seek: Seek,
+    filtered: tuple[str, ...],
+    order: JobOrder | None,
+    key: ColumnElement[Any] | None = None,
+    row_id: ColumnElement[Any] | None = None,
+) -> Select[Any]:
+    """``page`` (ordered by ``order``) narrowed to the page ``seek`` says (see :data:`Seek`);
+    ``key`` and ``row_id`` as for :func:`order_clauses`."""
+    if seek == "offset":
+        return page.offset(bindparam("page_offset"))
+    if seek == "bucketed":
+        below, skip = bucketed_seek(filtered, "filter_", "page_offset")
+        return page.where(below).offset(skip)
+    if seek == "after":
+        if order is not None:
+            return page.where(after_condition(order, key, row_id))
+        return page.where((Job.__table__.c.id if row_id is None else row_id) < bindparam("after_id"))
+    return page
+
+
 def _matched_page(
-    conds: list[ColumnElement[bool]], seek: Seek, documents: bool, fetch: int, order: JobOrder | None
+    conds: list[ColumnElement[bool]],
+    filtered: tuple[str, ...],
+    seek: Seek,
+    documents: bool,
+    fetch: int,
+    order: JobOrder | None,
 ) -> Select[Any]:
     """The page statement of a free-text search: every match is found through the indexes of the
     search's alternatives (see ``job_text``) and counted in the same pass, then the page is cut
@@ -248,21 +262,19 @@ def _matched_page(
     total = func.count().over().label("total")
     matched = select(Job.id.label("id"), *key, total).where(*conds).subquery("matched")
     matched_key = matched.c.sort_key if order is not None else None
-    page = select(matched.c.id, matched.c.total).order_by(*order_clauses(order, matched_key, matched.c.id))
-    if seek == "offset":
-        page = page.offset(bindparam("page_offset"))
-    elif seek == "after":
-        after = (
-            after_condition(order, matched_key, matched.c.id)
-            if order is not None
-            else matched.c.id < bindparam("after_id")
-        )
-        page = page.where(after)
+    ordered = select(*matched.c).order_by(*order_clauses(order, matched_key, matched.c.id))
+    page = _sought(ordered, seek, filtered, order, matched_key, matched.c.id)
     page_q = page.limit(literal_column(str(fetch), Integer)).subquery("page")
+    page_key = page_q.c.sort_key if order is not None else None
+    # The page's rows with their sort key and total as the page read them.
     rows_q = enriched_select(documents=documents)
-    if order is not None:
-        rows_q = rows_q.add_columns(sort_key(order).label("sort_key"))
-    return rows_q.add_columns(page_q.c.total).where(Job.id == page_q.c.id).order_by(*order_clauses(order))
+    if page_key is not None:
+        rows_q = rows_q.add_columns(page_key)
+    return (
+        rows_q.add_columns(page_q.c.total)
+        .where(Job.id == page_q.c.id)
+        .order_by(*order_clauses(order, page_key, page_q.c.id))
+    )
 
 
 @dataclass(frozen=True)
