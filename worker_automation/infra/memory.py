@@ -7,8 +7,9 @@ process would keep its peak size long after the answer left. After an answer abo
 gets one), and glibc is asked to return its freed pages (``malloc_trim``) where it is the allocator.
 
 The trim is what gives the memory back: the collection frees the objects, but glibc keeps their
-pages in its heap, between blocks still in use. Why, with figures:
-docs/decisions/0021-memory-trimmed-after-large-answers.md.
+pages in its heap, between blocks still in use. Before both, the API lets the database's idle
+connections go of the last bytes they received (see ``Database.refresh_idle_connections``). Why,
+with figures: docs/decisions/0021-memory-trimmed-after-large-answers.md.
 """
 
 from __future__ import annotations
@@ -17,7 +18,11 @@ import asyncio
 import ctypes
 import ctypes.util
 import gc
+import logging
+from collections.abc import Awaitable, Callable
 from typing import Final
+
+_log = logging.getLogger(__name__)
 
 LARGE_ANSWER_BYTES: Final = 1024 * 1024
 # How long after a large answer the collection runs (answers arriving meanwhile share it).
@@ -37,12 +42,23 @@ def _malloc_trim() -> None:
 
 
 class MemoryReleaser:
-    """Schedules one full collection and trim after large answers."""
+    """Schedules one full collection and trim after large answers.
 
-    def __init__(self, threshold: int = LARGE_ANSWER_BYTES, delay: float = COLLECT_DELAY_SECONDS) -> None:
+    ``first``, when given, runs before them: something that lets go of what still holds the
+    large answer's bytes (the database's idle connections keep the last bytes they read).
+    """
+
+    def __init__(
+        self,
+        threshold: int = LARGE_ANSWER_BYTES,
+        delay: float = COLLECT_DELAY_SECONDS,
+        first: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self.threshold = threshold
         self.delay = delay
+        self.first = first
         self._pending: asyncio.TimerHandle | None = None
+        self._running: asyncio.Task[None] | None = None
 
     def answered(self, size: int) -> None:
         """Note an answer of ``size`` bytes just sent."""
@@ -52,5 +68,19 @@ class MemoryReleaser:
 
     def _release(self) -> None:
         self._pending = None
-        gc.collect()
-        _malloc_trim()
+        if self.first is None:
+            _collect_and_trim()
+        elif self._running is None or self._running.done():
+            self._running = asyncio.get_running_loop().create_task(self._release_after_first(self.first))
+
+    async def _release_after_first(self, first: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await first()
+        except Exception:  # the collection and the trim still run; the next large answer tries again
+            _log.warning("letting go of a large answer's buffers failed", exc_info=True)
+        _collect_and_trim()
+
+
+def _collect_and_trim() -> None:
+    gc.collect()
+    _malloc_trim()

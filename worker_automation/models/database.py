@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import (
     async_sessionmaker,
     create_async_engine,
 )
+from sqlalchemy.pool import QueuePool
 from sqlalchemy.util import greenlet_spawn
 
 from worker_automation.domain.sharing import SharedReads
@@ -337,6 +338,22 @@ class Database:
             if broken:
                 pooled.invalidate()
             await greenlet_spawn(pooled.close)
+
+    async def refresh_idle_connections(self) -> None:
+        """One trivial statement on each connection idle in the pool, one after the other.
+
+        asyncpg keeps the last bytes a connection received until it receives more: after large
+        answers, each idle connection would go on holding up to one receive buffer (256 KiB) of
+        them, and a pool of 40 up to 10 MB. The pool hands out its idle connections in the order
+        they came back, so as many checkouts as there are idle connections visit each once;
+        none is opened for this."""
+        pool = self.engine.sync_engine.pool
+        if not isinstance(pool, QueuePool):
+            return
+        for _ in range(pool.checkedin()):
+            if pool.checkedin() == 0:
+                return
+            await self._driver_fetch("SELECT 1", [])
 
     def _read_slot(self) -> asyncio.Semaphore:
         """The semaphore bounding the connections :meth:`rows` holds (one per event loop: a

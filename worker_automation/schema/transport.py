@@ -128,10 +128,13 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
         self.max_tokens = runtime.settings.max_query_tokens
         self._sockets: OpenSockets | None = None
         runtime.on_stop(self._stop_sockets)
-        self.memory = MemoryReleaser()
+        self.memory = MemoryReleaser(first=self._refresh_idle_connections)
         self._ide_html = (STATIC_DIR / "graphiql.html").read_text(encoding="utf-8")
         self.live_views = LiveViews(cast(Schema, self.schema))
         self.persisted = _persisted_documents(cast(Schema, self.schema), runtime.settings)
+
+    async def _refresh_idle_connections(self) -> None:
+        await (await self.runtime.services()).db.refresh_idle_connections()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
