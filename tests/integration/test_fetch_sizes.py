@@ -21,6 +21,7 @@ from worker_automation.models.migrate import migrate
 from worker_automation.resolvers import reads
 from worker_automation.resolvers.counts import finished_parameters
 from worker_automation.resolvers.job_filter import JobFilter
+from worker_automation.resolvers.job_order import Direction, JobOrder, OrderField
 from worker_automation.resolvers.pagination import MAX_PER_PAGE
 from worker_automation.resolvers.reads import (
     FETCH_SIZES,
@@ -218,6 +219,43 @@ async def test_a_finish_time_range_keeps_its_index_in_the_generic_plan(pg_databa
         # The page's ids: the first scan under the LIMIT is the key's index, read in order.
         under_limit = plan[plan.index("Limit") :]
         first_scan = next(line for line in under_limit.splitlines() if "Scan" in line)
-        assert "Index Scan Backward using ix_workers_finished_desc" in first_scan, plan
+        assert "Scan Backward using ix_workers_finished_desc" in first_scan, plan
+    finally:
+        await conn.close()
+
+
+@pytest.mark.parametrize("direction", list(Direction))
+@pytest.mark.parametrize("field", [OrderField.FINISHED_AT, OrderField.DURATION])
+async def test_a_sorted_page_skips_its_offset_in_the_index_alone(
+    pg_database_url: str, field: OrderField, direction: Direction
+) -> None:
+    """Sorted by finish time or duration, the entries a page skips are read from its order's
+    index without visiting their rows: the index carries the columns its key is computed from."""
+    conn = await _filled(
+        pg_database_url,
+        "SELECT n, 'demo.echo', 'scan', 'CONCLUIDO', 0, 0, 0, now(), now(),"
+        " now() - n * interval '40 seconds'",
+    )
+    try:
+        await conn.execute("UPDATE workers SET data_inicio = data_fim - (id % 97) * interval '1 second'")
+        await conn.execute("VACUUM (ANALYZE) workers")
+        order = JobOrder(field, direction)
+        statement, _ = _list_statements((), with_text=False, total="counters", documents=False, order=order)
+        engine = make_engine(pg_database_url)
+        compiled = statement.compile(dialect=engine.dialect)
+        await engine.dispose()
+        values = {**{name: bind.value for name, bind in compiled.binds.items()}, "page_offset": 5000}
+        arguments = ", ".join(_literal(values[name]) for name in compiled.positiontup or ())
+        await conn.execute(f"PREPARE page AS {compiled}")
+        plan = "\n".join(
+            row[0] for row in await conn.fetch(f"EXPLAIN (ANALYZE, COSTS OFF) EXECUTE page({arguments})")
+        )
+        named = "finished" if field is OrderField.FINISHED_AT else "duration"
+        index = f"ix_workers_{named}_{direction.value.lower()}"
+        lines = plan.splitlines()
+        scan = next(i for i, line in enumerate(lines) if f"using {index}" in line)
+        assert "Index Only Scan" in lines[scan], plan
+        assert "rows=5020" in lines[scan], plan
+        assert "Heap Fetches: 0" in "\n".join(lines[scan : scan + 3]), plan
     finally:
         await conn.close()
