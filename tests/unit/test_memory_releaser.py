@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
+from sqlalchemy import text
 
 from worker_automation.infra import memory
 from worker_automation.infra.memory import MemoryReleaser
+from worker_automation.models.database import Database
+from worker_automation.settings import Settings
 
 
 @pytest.fixture
@@ -47,3 +51,20 @@ async def test_the_collection_runs_when_the_first_step_fails(releases: list[str]
     releaser.answered(1)
     await asyncio.sleep(0.05)
     assert releases == ["collect"]
+
+
+async def test_on_sqlite_the_first_step_does_nothing_and_says_nothing(
+    sqlite_database_url: str, caplog: pytest.LogCaptureFixture, releases: list[str]
+) -> None:
+    db = Database(Settings(database_url=sqlite_database_url))
+    try:
+        async with db.reader() as session:
+            assert (await session.execute(text("SELECT 1"))).scalar_one() == 1
+        releaser = MemoryReleaser(threshold=1, delay=0.0, first=db.refresh_idle_connections)
+        with caplog.at_level(logging.WARNING):
+            releaser.answered(1)
+            await asyncio.sleep(0.05)
+        assert releases == ["collect"]
+        assert [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING] == []
+    finally:
+        await db.close()

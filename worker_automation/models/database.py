@@ -340,7 +340,8 @@ class Database:
             await greenlet_spawn(pooled.close)
 
     async def refresh_idle_connections(self) -> None:
-        """One trivial statement on each connection idle in the pool, one after the other.
+        """One trivial statement on each connection idle in the pool, one after the other
+        (PostgreSQL; nothing on SQLite).
 
         asyncpg keeps the last bytes a connection received until it receives more: after large
         answers, each idle connection would go on holding up to one receive buffer (256 KiB) of
@@ -348,7 +349,7 @@ class Database:
         they came back, so as many checkouts as there are idle connections visit each once;
         none is opened for this."""
         pool = self.engine.sync_engine.pool
-        if not isinstance(pool, QueuePool):
+        if self.engine.dialect.driver != "asyncpg" or not isinstance(pool, QueuePool):
             return
         for _ in range(pool.checkedin()):
             if pool.checkedin() == 0:
