@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import asyncpg
 import pytest
@@ -176,16 +177,33 @@ def _literal(value: object) -> str:
     return f"'{value}'" if isinstance(value, str) else str(value)
 
 
+# Finished jobs, one every 40 seconds back from now.
+FINISHED_ROWS = (
+    "SELECT n, 'demo.echo', 'scan', 'CONCLUIDO', 0, 0, 0, now(), now(), now() - n * interval '40 seconds'"
+)
+
+
+async def _prepared_plan(
+    conn: asyncpg.Connection, database_url: str, statement: Any, values: dict[str, Any], options: str = ""
+) -> str:
+    """The plan of ``statement`` as SQLAlchemy sends it (the bounds' type converts its values: not
+    the driver's fast path), with ``values`` over its defaults. Prepared in SQL, so that EXPLAIN
+    EXECUTE shows the plan kept for it (the generic one, under ``force_generic_plan``)."""
+    engine = make_engine(database_url)
+    compiled = statement.compile(dialect=engine.dialect)
+    await engine.dispose()
+    values = {**{name: bind.value for name, bind in compiled.binds.items()}, **values}
+    arguments = ", ".join(_literal(values[name]) for name in compiled.positiontup or ())
+    await conn.execute(f"PREPARE page AS {compiled}")
+    return "\n".join(row[0] for row in await conn.fetch(f"EXPLAIN {options} EXECUTE page({arguments})"))
+
+
 async def test_a_finish_time_range_keeps_its_index_in_the_generic_plan(pg_database_url: str) -> None:
     """Sorted by finish time (as a range of finish times is by default), the page is a stretch of
     the sort key's index between the bounds in the plan PostgreSQL keeps for the prepared
     statement too, which is made without the bounds' values: no second index combined with it,
     no sort of every row in the range."""
-    conn = await _filled(
-        pg_database_url,
-        "SELECT n, 'demo.echo', 'scan', 'CONCLUIDO', 0, 0, 0, now(), now(),"
-        " now() - n * interval '40 seconds'",
-    )
+    conn = await _filled(pg_database_url, FINISHED_ROWS)
     try:
         start, end = datetime.now(UTC) - timedelta(days=14), datetime.now(UTC) - timedelta(days=7)
         filters = JobFilter(finished_from=start, finished_to=end)
@@ -198,24 +216,14 @@ async def test_a_finish_time_range_keeps_its_index_in_the_generic_plan(pg_databa
             ranges=tuple(filters.ranges()),
             order=filters.implied_order(),
         )
-        # As SQLAlchemy sends it (the bounds' type converts its values: not the driver's fast path).
-        engine = make_engine(pg_database_url)
-        compiled = statement.compile(dialect=engine.dialect)
-        await engine.dispose()
+        await conn.execute("SET plan_cache_mode = force_generic_plan")
         values = {
-            **{name: bind.value for name, bind in compiled.binds.items()},
             "range_finished_from": start,
             "range_finished_to": end,
             "page_offset": 100,
             **finished_parameters(start, end),
         }
-        arguments = [values[name] for name in compiled.positiontup or ()]
-        await conn.execute("SET plan_cache_mode = force_generic_plan")
-        # Prepared in SQL, so EXPLAIN EXECUTE shows the plan kept for it (the generic one).
-        await conn.execute(f"PREPARE page AS {compiled}")
-        plan = "\n".join(
-            row[0] for row in await conn.fetch(f"EXPLAIN EXECUTE page({', '.join(map(_literal, arguments))})")
-        )
+        plan = await _prepared_plan(conn, pg_database_url, statement, values)
         # The page's ids: the first scan under the LIMIT is the key's index, read in order.
         under_limit = plan[plan.index("Limit") :]
         first_scan = next(line for line in under_limit.splitlines() if "Scan" in line)
@@ -231,24 +239,14 @@ async def test_a_sorted_page_skips_its_offset_in_the_index_alone(
 ) -> None:
     """Sorted by finish time or duration, the entries a page skips are read from its order's
     index without visiting their rows: the index carries the columns its key is computed from."""
-    conn = await _filled(
-        pg_database_url,
-        "SELECT n, 'demo.echo', 'scan', 'CONCLUIDO', 0, 0, 0, now(), now(),"
-        " now() - n * interval '40 seconds'",
-    )
+    conn = await _filled(pg_database_url, FINISHED_ROWS)
     try:
         await conn.execute("UPDATE workers SET data_inicio = data_fim - (id % 97) * interval '1 second'")
         await conn.execute("VACUUM (ANALYZE) workers")
         order = JobOrder(field, direction)
         statement, _ = _list_statements((), with_text=False, total="counters", documents=False, order=order)
-        engine = make_engine(pg_database_url)
-        compiled = statement.compile(dialect=engine.dialect)
-        await engine.dispose()
-        values = {**{name: bind.value for name, bind in compiled.binds.items()}, "page_offset": 5000}
-        arguments = ", ".join(_literal(values[name]) for name in compiled.positiontup or ())
-        await conn.execute(f"PREPARE page AS {compiled}")
-        plan = "\n".join(
-            row[0] for row in await conn.fetch(f"EXPLAIN (ANALYZE, COSTS OFF) EXECUTE page({arguments})")
+        plan = await _prepared_plan(
+            conn, pg_database_url, statement, {"page_offset": 5000}, "(ANALYZE, COSTS OFF)"
         )
         named = "finished" if field is OrderField.FINISHED_AT else "duration"
         index = f"ix_workers_{named}_{direction.value.lower()}"
