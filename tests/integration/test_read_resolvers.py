@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import insert, select
+from sqlalchemy import insert, literal, select
 from sqlalchemy.exc import DBAPIError
 
 from tests.support.pools import checked_out
@@ -654,6 +654,19 @@ async def test_a_list_statement_reads_the_same_rows_through_the_driver(
     # On PostgreSQL the driver ran it; SQLite always takes SQLAlchemy's path.
     plan = driver_statement(db.engine, rows_q)
     assert (plan is not None) is (db.dialect == "postgresql")
+
+
+async def test_a_literal_rendered_at_execution_leaves_the_statement_to_sqlalchemy(
+    db: Database, mixed: dict[str, int]
+) -> None:
+    """SQLAlchemy writes such a literal into the text as each execution starts: the driver, given
+    the compiled text, would fail on its placeholder every time before the read ran again."""
+    statement = select(Job.id).where(Job.status == literal("CONCLUIDO", literal_execute=True))
+    assert driver_statement(db.engine, statement) is None
+    async with db.connection() as conn:
+        expected = [tuple(row) for row in (await conn.execute(statement)).all()]
+    assert expected
+    assert [tuple(row) for row in await db.rows(statement, {})] == expected
 
 
 async def test_a_failing_list_statement_is_reported_as_sqlalchemy_reports_it(

@@ -155,3 +155,25 @@ async def test_places_from_the_counters_match_a_full_ranking(
 
 async def _no_processes() -> list[ProcessView]:
     return []
+
+
+async def test_a_page_of_waiting_jobs_is_read_on_the_driver(
+    embedded_broker_services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On PostgreSQL the reasons and places of a page run on the driver's fast path (see
+    ``Database.rows``) at the first try, not failing there and run again through SQLAlchemy."""
+    services = embedded_broker_services
+    api = await make_api(services)
+    jobs = [(await api.dispatch("demo.echo"))["id"] for _ in range(3)]
+    answered: list[bool] = []
+    fetch = services.db._driver_fetch
+
+    async def watched(sql: str, values: list[Any]) -> Any:
+        records = await fetch(sql, values)
+        answered.append(records is not None)
+        return records
+
+    monkeypatch.setattr(services.db, "_driver_fetch", watched)
+    places = await waiting.waiting_of(services.db, jobs, _no_processes)
+    assert {job_id: w.position for job_id, w in places.items()} == {job: n for n, job in enumerate(jobs, 1)}
+    assert answered == ([True] if services.db.dialect == "postgresql" else [])

@@ -200,11 +200,14 @@ class DriverStatement:
 
 def driver_statement(engine: AsyncEngine, statement: Select[Any]) -> DriverStatement | None:
     """``statement`` as asyncpg runs it, or None when a parameter needs SQLAlchemy (a list expanded
-    at execution, a value its type converts): such statements always take SQLAlchemy's path."""
+    or a literal rendered at execution, a value its type converts): such statements always take
+    SQLAlchemy's path."""
     dialect = engine.dialect
     if dialect.name != "postgresql" or dialect.driver != "asyncpg":
         return None
     compiled = statement.compile(dialect=dialect)
+    if compiled.literal_execute_params or compiled.post_compile_params:
+        return None  # rendered into the text at each execution, by SQLAlchemy
     names = tuple(compiled.positiontup or ())
     for name in names:
         bind = compiled.binds.get(name)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Final
 
-from sqlalchemy import bindparam, case, func, literal, select, tuple_
+from sqlalchemy import String, bindparam, case, func, literal_column, select, tuple_
 from sqlalchemy.orm import aliased
 
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
@@ -68,9 +68,10 @@ class _Row:
 # priority it is nearer to (told by its id between those of the first and last of them). Only a
 # job further than this from both ends is placed by ranking its queue's backlog.
 COUNT_CAP: Final = 1000
-# Written into the statement: the partial index of queued jobs (claim order) answers only a
-# statement whose condition it can prove, which a parameter is not in a generic plan.
-_QUEUED: Any = literal(JobStatus.AGENDADO.value, literal_execute=True)
+# Written into the statement's text: the partial index of queued jobs (claim order) answers only a
+# statement whose condition it can prove, which a parameter is not in a generic plan. (A literal
+# rendered at execution would leave the statement to SQLAlchemy: the driver cannot run it.)
+_QUEUED: Any = literal_column(f"'{JobStatus.AGENDADO.value}'", String)
 # The queued jobs walked along (a job's own row is ``Job``).
 _OTHER = aliased(Job, name="other")
 
