@@ -105,9 +105,11 @@ def test_a_dedicated_machine_runs_the_paused_job_after_resume(stack: Stack) -> N
         "/api/v1/jobs/pending", headers={"X-Worker-Api-Key": stack.register_machine(automation="demo.echo")}
     )
     assert pending.status_code == 200 and pending.json()["data"] == [], pending.text
+    resumed = time.monotonic()
     _graphql(stack, RESUME, {"q": "scan"})
-    # Found again by the machine's next periodic sweep (every 30 s).
+    # Sent to the machine on resume, not left to its periodic sweep (every 30 s).
     stack.wait_status(job_id, "CONCLUIDO", timeout=45)
+    assert time.monotonic() - resumed < 10
 
 
 # A pause or resume reaches the live views of the queues at once, not at the next job event.

@@ -16,7 +16,7 @@ import strawberry
 from worker_automation.broker.events import Event
 from worker_automation.domain.errors import BadInput
 from worker_automation.domain.sharing import Recent
-from worker_automation.domain.vocabulary import EventKind
+from worker_automation.domain.vocabulary import EventKind, QueueChange
 from worker_automation.resolvers import live
 from worker_automation.resolvers.automations import registered
 from worker_automation.resolvers.claims import pending_jobs
@@ -169,7 +169,8 @@ class Subscription:
     @subscription(
         description=(
             "For worker machines (X-Worker-Api-Key): each new job, of one automation or of all. After "
-            "missed events the machine's pending jobs are sent again (claims refuse duplicates)."
+            "missed events the machine's pending jobs are sent again (claims refuse duplicates), and "
+            "when a queue is resumed, its pending jobs."
         ),
         extensions=machine(),
     )
@@ -181,17 +182,21 @@ class Subscription:
         me = await context.machine()
         # Presence: while this subscription is open the machine is there (resolvers.presence).
         presence = await machine_present(services, me)
-        feed = Feed(services.events)
+        feed = Feed(services.events, queue_changes=True)
         try:
             while True:
                 event = await feed.next()
-                if event is None:
+                if event is None or event.kind is QueueChange.PAUSED:
                     continue
-                if event.kind is EventKind.RESYNC:
+                if event.kind is EventKind.RESYNC or event.kind is QueueChange.RESUMED:
+                    # After missed events, and when a queue is resumed (its jobs were refused
+                    # while it was paused, and sweeps leave them out), the pending jobs are sent.
                     try:
                         missed = await pending_jobs(services, me, automation)
                     except BadInput:
                         missed = []
+                    if event.kind is QueueChange.RESUMED:
+                        missed = [view for view in missed if view.queue == event.job.get("queue")]
                     for view in missed:
                         context.begin_operation()
                         yield _for_machine(me, view.as_dict(context.tz))
