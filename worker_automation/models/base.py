@@ -24,6 +24,11 @@ NAMING_CONVENTION = {
 JSONType = JSON().with_variant(JSONB(), "postgresql")
 
 
+def on_asyncpg(dialect: Dialect) -> bool:
+    """Whether ``dialect`` is PostgreSQL through asyncpg (the production driver)."""
+    return dialect.name == "postgresql" and dialect.driver == "asyncpg"
+
+
 class UtcDateTime(TypeDecorator[datetime]):
     """Stores instants in UTC and always returns timezone-aware values.
 
@@ -44,7 +49,7 @@ class UtcDateTime(TypeDecorator[datetime]):
     def result_processor(self, dialect: Dialect, coltype: Any) -> Any:
         # asyncpg already returns timestamptz values aware and in UTC: no call per value (lists
         # and live views read four timestamps a row).
-        if dialect.name == "postgresql" and dialect.driver == "asyncpg":
+        if on_asyncpg(dialect):
             return None
         return super().result_processor(dialect, coltype)
 

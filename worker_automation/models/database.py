@@ -26,6 +26,7 @@ from sqlalchemy.pool import QueuePool
 from sqlalchemy.util import greenlet_spawn
 
 from worker_automation.domain.sharing import SharedReads
+from worker_automation.models.base import on_asyncpg
 from worker_automation.models.folding import SQLITE_FUNCTION, sqlite_fold
 from worker_automation.settings import Settings
 
@@ -203,7 +204,7 @@ def driver_statement(engine: AsyncEngine, statement: Select[Any]) -> DriverState
     or a literal rendered at execution, a value its type converts): such statements always take
     SQLAlchemy's path."""
     dialect = engine.dialect
-    if dialect.name != "postgresql" or dialect.driver != "asyncpg":
+    if not on_asyncpg(dialect):
         return None
     compiled = statement.compile(dialect=dialect)
     if compiled.literal_execute_params or compiled.post_compile_params:
@@ -352,7 +353,7 @@ class Database:
         they came back, so as many checkouts as there are idle connections visit each once;
         none is opened for this."""
         pool = self.engine.sync_engine.pool
-        if self.engine.dialect.driver != "asyncpg" or not isinstance(pool, QueuePool):
+        if not on_asyncpg(self.engine.dialect) or not isinstance(pool, QueuePool):
             return
         for _ in range(pool.checkedin()):
             if pool.checkedin() == 0:
