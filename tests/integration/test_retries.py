@@ -4,6 +4,7 @@ with ``retries_exhausted``; ``PermanentError`` skips them; a paused queue holds 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from datetime import datetime, timedelta
 
@@ -17,7 +18,7 @@ from worker_automation.domain.errors import Conflict
 from worker_automation.models import Job, utcnow
 from worker_automation.resolvers import claims
 from worker_automation.resolvers.machines import MachineView
-from worker_automation.resolvers.retries import backoff_seconds, send_due
+from worker_automation.resolvers.retries import backoff_seconds, schedule_send, send_due
 from worker_automation.resolvers.services import Services
 
 __all__ = ["any_services"]
@@ -105,6 +106,25 @@ async def test_a_failed_run_waits_its_backoff_then_runs_under_a_new_task(any_ser
     await claims.complete(services, machine, job["id"], {"ok": True}, new_task)
     data = await _job(api, job["id"])
     assert data["status"] == "CONCLUIDO" and data["retryCount"] == 1
+
+
+async def test_a_timer_woken_before_the_retry_is_due_waits_out_the_rest(any_services: Services) -> None:
+    """The timer sleeps on the loop's clock and the row's time is on the wall clock: when they
+    drift apart, the timer wakes early, and it must still send the retry once due."""
+    services = any_services
+    api = await make_api(services)
+    _, job_id = await _failed_once(services, api, "fora do ar")
+    due_at = utcnow() + timedelta(seconds=0.4)
+    async with services.db.session() as session:
+        await session.execute(update(Job).where(Job.id == job_id).values(next_attempt_at=due_at))
+    schedule_send(services, job_id, 0.0)  # woken 0.4 s early
+    for _ in range(100):
+        data = await _job(api, job_id)
+        if data["taskId"] is not None:
+            break
+        await asyncio.sleep(0.05)
+    assert data["taskId"] is not None, "the retry was never sent"
+    assert utcnow() >= due_at
 
 
 async def test_exhausted_and_permanent_failures_end_falha(any_services: Services) -> None:

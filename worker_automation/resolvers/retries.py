@@ -45,6 +45,8 @@ PERMANENT_ERROR: Final = "PermanentError"
 
 # Timers of this process sending retries when due (kept so they are not collected early).
 _PENDING: set[asyncio.Task[None]] = set()
+# The shortest wait before a timer woken early looks at its retry again.
+_RECHECK_SECONDS: Final = 0.05
 
 
 def due() -> ColumnElement[bool]:
@@ -161,15 +163,35 @@ def schedule_send(services: Services, job_id: int, delay: float) -> None:
     """Send the retry of ``job_id`` in ``delay`` seconds from this process."""
 
     async def later() -> None:
-        await asyncio.sleep(delay)
-        try:
-            await send_due(services, job_id)
-        except Exception:  # the reconciler sends it instead
-            log.warning("retry: job %s not sent when due; recovery will send it", job_id, exc_info=True)
+        wait: float | None = delay
+        while wait is not None:
+            await asyncio.sleep(wait)
+            try:
+                if await send_due(services, job_id):
+                    return
+                # The loop's clock is not the wall clock the row's time is on: woken before that
+                # time, wait out the rest (None once the retry was sent elsewhere or is gone).
+                wait = await _time_left(services, job_id)
+            except Exception:  # the reconciler sends it instead
+                log.warning("retry: job %s not sent when due; recovery will send it", job_id, exc_info=True)
+                return
 
     task = asyncio.get_running_loop().create_task(later())
     _PENDING.add(task)
     task.add_done_callback(_PENDING.discard)
+
+
+async def _time_left(services: Services, job_id: int) -> float | None:
+    """Seconds until the waiting retry ``job_id`` is due (at least a little), None when it no
+    longer waits for a send."""
+    statement = select(Job.next_attempt_at).where(
+        Job.id == job_id, Job.status == JobStatus.AGENDADO.value, Job.task_id.is_(None)
+    )
+    async with services.db.session() as session:
+        next_attempt_at = (await session.execute(statement)).scalar_one_or_none()
+    if next_attempt_at is None:
+        return None
+    return max(_RECHECK_SECONDS, (next_attempt_at - utcnow()).total_seconds())
 
 
 async def send_due(services: Services, job_id: int) -> bool:
