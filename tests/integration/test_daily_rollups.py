@@ -21,7 +21,7 @@ from worker_automation.models.rollup import (
     automation_rollups_daily,
 )
 from worker_automation.resolvers.retention import delete_finished
-from worker_automation.resolvers.rollup_reads import LONG_RANGE_DAYS, bucket_sums
+from worker_automation.resolvers.rollup_reads import LONG_RANGE_DAYS, Scope, bucket_statement, bucket_sums
 from worker_automation.resolvers.services import Services
 
 __all__ = ["any_services"]
@@ -119,11 +119,30 @@ def _expected(
     return found
 
 
+def _merged(*parts: dict[int, list[int]]) -> dict[int, list[int]]:
+    found: dict[int, list[int]] = {}
+    for part in parts:
+        for bucket, counts in part.items():
+            into = found.setdefault(bucket, [0, 0, 0])
+            for i, n in enumerate(counts):
+                into[i] += n
+    return found
+
+
 async def test_buckets_of_whole_days_read_from_days_count_as_the_jobs_do(any_services: Services) -> None:
     services = any_services
     ends = _ends()
+    # Another automation's jobs in another queue, which a scope of either leaves out.
+    others = ends[::2]
     async with services.db.session() as session:
         await session.execute(insert(Job), [_row(end, STATUSES[i % 3]) for i, end in enumerate(ends)])
+        await session.execute(
+            insert(Job),
+            [
+                _row(end, STATUSES[i % 3], automation_type="demo.sleep", queue="certidao")
+                for i, end in enumerate(others)
+            ],
+        )
     now_slot = math.floor(utcnow().timestamp()) // SLOT_SECONDS
     # A first slot inside a day, a window ending inside another, or open.
     windows = [
@@ -135,28 +154,19 @@ async def test_buckets_of_whole_days_read_from_days_count_as_the_jobs_do(any_ser
     # UTC, America/Sao_Paulo, Asia/Tokyo, Asia/Kolkata, Asia/Kathmandu: midnights before and after
     # noon UTC, on whole and on half and quarter hours.
     offsets = (0, -3 * 3600, 9 * 3600, 19_800, 20_700)
+    scopes = [Scope(), Scope("demo.echo"), Scope(queue="scan"), Scope("demo.echo", "scan")]
     async with services.db.reader() as session:
         for first_slot, end_slot in windows:
             for width in (86_400, 7 * 86_400):
                 for offset in offsets:
-                    found = await bucket_sums(
-                        session, COUNT_COLUMNS, first_slot, end_slot, width, offset, lambda t: []
-                    )
-                    nonzero = {k: v for k, v in found.items() if any(v)}
-                    assert nonzero == _expected(ends, first_slot, end_slot, width, offset), (
-                        first_slot,
-                        end_slot,
-                        width,
-                        offset,
-                    )
-        # One automation: the conditions apply to both tables.
-        none = await bucket_sums(
-            session,
-            COUNT_COLUMNS,
-            windows[0][0],
-            None,
-            86_400,
-            -10_800,
-            lambda t: [t.c.automation_type == "x"],
-        )
-        assert not any(any(v) for v in none.values())
+                    own = _expected(ends, first_slot, end_slot, width, offset)
+                    every = _merged(own, _expected(others, first_slot, end_slot, width, offset))
+                    for scope in scopes:
+                        shape = (first_slot, end_slot, width, offset)
+                        found = await bucket_sums(session, bucket_statement(COUNT_COLUMNS, *shape, scope))
+                        nonzero = {k: v for k, v in found.items() if any(v)}
+                        wanted = every if scope == Scope() else own
+                        assert nonzero == wanted, (shape, scope)
+        for scope in (Scope("x"), Scope(queue="x"), Scope("demo.sleep", "scan")):
+            statement = bucket_statement(COUNT_COLUMNS, windows[0][0], None, 86_400, -10_800, scope)
+            assert not any(any(v) for v in (await bucket_sums(session, statement)).values()), scope

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import random
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import asyncpg
 import pytest
 from sqlalchemy import insert
 
 from tests.integration.job_rows import QUEUES, matching_ids, random_row
+from tests.support.plans import prepared_plan
 from tests.support.reads import list_jobs_after
 from tests.support.settings import MakeSettings
 from worker_automation.models import Job
@@ -171,31 +171,10 @@ async def test_page_statements_keep_a_generic_plan_on_postgresql(pg_database_url
         await conn.close()
 
 
-def _literal(value: object) -> str:
-    if isinstance(value, datetime):
-        return f"'{value.isoformat()}'"
-    return f"'{value}'" if isinstance(value, str) else str(value)
-
-
 # Finished jobs, one every 40 seconds back from now.
 FINISHED_ROWS = (
     "SELECT n, 'demo.echo', 'scan', 'CONCLUIDO', 0, 0, 0, now(), now(), now() - n * interval '40 seconds'"
 )
-
-
-async def _prepared_plan(
-    conn: asyncpg.Connection, database_url: str, statement: Any, values: dict[str, Any], options: str = ""
-) -> str:
-    """The plan of ``statement`` as SQLAlchemy sends it (the bounds' type converts its values: not
-    the driver's fast path), with ``values`` over its defaults. Prepared in SQL, so that EXPLAIN
-    EXECUTE shows the plan kept for it (the generic one, under ``force_generic_plan``)."""
-    engine = make_engine(database_url)
-    compiled = statement.compile(dialect=engine.dialect)
-    await engine.dispose()
-    values = {**{name: bind.value for name, bind in compiled.binds.items()}, **values}
-    arguments = ", ".join(_literal(values[name]) for name in compiled.positiontup or ())
-    await conn.execute(f"PREPARE page AS {compiled}")
-    return "\n".join(row[0] for row in await conn.fetch(f"EXPLAIN {options} EXECUTE page({arguments})"))
 
 
 async def test_a_finish_time_range_keeps_its_index_in_the_generic_plan(pg_database_url: str) -> None:
@@ -223,7 +202,7 @@ async def test_a_finish_time_range_keeps_its_index_in_the_generic_plan(pg_databa
             "page_offset": 100,
             **finished_parameters(start, end),
         }
-        plan = await _prepared_plan(conn, pg_database_url, statement, values)
+        plan = await prepared_plan(conn, pg_database_url, statement, values)
         # The page's ids: the first scan under the LIMIT is the key's index, read in order.
         under_limit = plan[plan.index("Limit") :]
         first_scan = next(line for line in under_limit.splitlines() if "Scan" in line)
@@ -245,7 +224,7 @@ async def test_a_sorted_page_skips_its_offset_in_the_index_alone(
         await conn.execute("VACUUM (ANALYZE) workers")
         order = JobOrder(field, direction)
         statement, _ = _list_statements((), with_text=False, total="counters", documents=False, order=order)
-        plan = await _prepared_plan(
+        plan = await prepared_plan(
             conn, pg_database_url, statement, {"page_offset": 5000}, "(ANALYZE, COSTS OFF)"
         )
         named = "finished" if field is OrderField.FINISHED_AT else "duration"

@@ -29,7 +29,7 @@ from worker_automation.models.rollup import (
     automation_rollups,
 )
 from worker_automation.resolvers.history import check_automation
-from worker_automation.resolvers.rollup_reads import bucket_sums
+from worker_automation.resolvers.rollup_reads import Scope, bucket_statement, bucket_sums
 from worker_automation.resolvers.services import Services
 
 MAX_DAYS: Final = 400
@@ -125,38 +125,28 @@ async def _read_days(
     (no change of offset in the window) are a division of the slot; otherwise each slot is joined
     to its day's range."""
     r = automation_rollups.c
-    summed = [func.sum(r[name]) for name in ("completed", "failed", "cancelled", *DURATION_COLUMNS)]
+    names = ("completed", "failed", "cancelled", *DURATION_COLUMNS)
+    scope = Scope(automation=automation)
     lengths = {high - low for low, high in pairwise(bounds)}
     if by_ranges is None:
         by_ranges = len(lengths) != 1
     if not by_ranges:
         # Day i is bucket i when the slots are counted from the first day's midnight.
         width = lengths.pop() * SLOT_SECONDS
+        statement = bucket_statement(names, bounds[0], bounds[-1], width, -bounds[0] * SLOT_SECONDS, scope)
         async with services.db.reader() as session:
-            return await bucket_sums(
-                session,
-                ("completed", "failed", "cancelled", *DURATION_COLUMNS),
-                bounds[0],
-                bounds[-1],
-                width,
-                -bounds[0] * SLOT_SECONDS,
-                lambda table: [table.c.automation_type == automation],
-            )
-    else:
-        days = (
-            values(
-                sql_column("i", Integer), sql_column("lo", Integer), sql_column("hi", Integer), name="days"
-            )
-            .data([(i, low, high) for i, (low, high) in enumerate(pairwise(bounds))])
-            .cte("days")
-        )
-        statement = (
-            select(days.c.i, *summed)
-            .select_from(days)
-            .join(automation_rollups, and_(r.slot >= days.c.lo, r.slot < days.c.hi))
-            .where(r.automation_type == automation)
-            .group_by(days.c.i)
-        )
+            return await bucket_sums(session, statement)
+    days = (
+        values(sql_column("i", Integer), sql_column("lo", Integer), sql_column("hi", Integer), name="days")
+        .data([(i, low, high) for i, (low, high) in enumerate(pairwise(bounds))])
+        .cte("days")
+    )
+    joined = (
+        select(days.c.i, *(func.sum(r[name]) for name in names))
+        .select_from(days)
+        .join(automation_rollups, and_(*scope.between(automation_rollups, "slot", days.c.lo, days.c.hi)))
+        .group_by(days.c.i)
+    )
     async with services.db.reader() as session:
-        rows = (await session.execute(statement)).all()
+        rows = (await session.execute(joined)).all()
     return {int(row[0]): [int(n or 0) for n in row[1:]] for row in rows}

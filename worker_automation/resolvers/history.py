@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Final
 
-from sqlalchemy import ColumnElement, Integer, Table, cast, func, select
+from sqlalchemy import ColumnElement, Integer, cast, func, select
 
 from worker_automation.domain.errors import BadInput
 from worker_automation.domain.shapes import Doc
 from worker_automation.models import Job, JobStatus, utcnow
 from worker_automation.models.rollup import COUNT_COLUMNS, SLOT_SECONDS
 from worker_automation.resolvers.job_filter import check_queue
-from worker_automation.resolvers.rollup_reads import bucket_sums
+from worker_automation.resolvers.rollup_reads import Scope, bucket_statement, bucket_sums
 from worker_automation.resolvers.services import Services
 
 DEFAULT_WINDOW: Final = timedelta(hours=24)
@@ -173,17 +173,9 @@ async def _rolled_up_counts(
     first_slot = -(-math.ceil(start.timestamp()) // SLOT_SECONDS)
     head = datetime.fromtimestamp(first_slot * SLOT_SECONDS, tz=UTC)
     found = await _bucket_counts(services, start, width, offset, queue, automation, before=head)
-
-    def conditions(table: Table) -> list[ColumnElement[bool]]:
-        conds: list[ColumnElement[bool]] = []
-        if queue is not None:
-            conds.append(table.c.queue == queue)
-        if automation is not None:
-            conds.append(table.c.automation_type == automation)
-        return conds
-
+    statement = bucket_statement(COUNT_COLUMNS, first_slot, None, width, offset, Scope(automation, queue))
     async with services.db.reader() as session:
-        sums = await bucket_sums(session, COUNT_COLUMNS, first_slot, None, width, offset, conditions)
+        sums = await bucket_sums(session, statement)
     for index, counts in sums.items():
         into = found.setdefault(index, {})
         for status, n in zip(FINISHED, counts, strict=True):

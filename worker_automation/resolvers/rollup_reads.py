@@ -15,10 +15,26 @@ Buckets are numbered ``(slot * SLOT_SECONDS + offset) // width``, as the callers
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
 
-from sqlalchemy import Boolean, ColumnElement, Integer, Select, Table, cast, func, null, select, union_all
+from sqlalchemy import (
+    Boolean,
+    ColumnElement,
+    Executable,
+    Integer,
+    Select,
+    Table,
+    and_,
+    cast,
+    func,
+    literal,
+    null,
+    select,
+    tuple_,
+    union_all,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -32,12 +48,51 @@ from worker_automation.models.rollup import (
     automation_rollups_daily,
 )
 
-Conditions = Callable[[Table], list[ColumnElement[bool]]]
 # Ranges of fewer UTC days read the quarter hours alone: a month of one automation's quarter hours
 # is a few thousand rows, read in about the time it takes to build and run the statement of the
 # three parts (measured at a million jobs: automationHealth over 30 days took twice the API's
 # CPU through the days, throughput over 90 days a third of its time).
 LONG_RANGE_DAYS = 45
+# Past any slot or day: the open end of a range of one automation's keys.
+_NO_END: Final = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which rollups a read sums: one automation's, one queue's, both or all."""
+
+    automation: str | None = None
+    queue: str | None = None
+
+    def between(
+        self, table: Table, key: str, low: int | ColumnElement[Any], high: int | ColumnElement[Any] | None
+    ) -> list[ColumnElement[bool]]:
+        """The rows of this scope whose ``key`` (the slot or the day) is from ``low`` to ``high``
+        (exclusive; None: open).
+
+        One automation's range is also written as a range of the primary key's leading columns:
+        even in the generic plan of a prepared statement, which is made without the values, that
+        reads the automation's stretch of the primary key and nothing else, where the key's own
+        index (every automation's rows of the range) would otherwise be a candidate. The equality
+        stays for the planner's estimate of the rows."""
+        column = table.c[key]
+        conds: list[ColumnElement[bool]] = []
+        if self.automation is not None:
+            automation = table.c.automation_type
+            name = literal(self.automation)
+            end = literal(_NO_END) if high is None else high
+            conds += [
+                automation == self.automation,
+                tuple_(automation, column) >= tuple_(name, low),
+                tuple_(automation, column) < tuple_(name, end),
+            ]
+        else:
+            conds.append(column >= low)
+            if high is not None:
+                conds.append(column < high)
+        if self.queue is not None:
+            conds.append(table.c.queue == self.queue)
+        return conds
 
 
 class _day_parts(FunctionElement[bool]):
@@ -76,30 +131,21 @@ def _add(into: dict[int, list[int]], bucket: int, sums: Sequence[Any], sign: int
         found[i] += sign * int(n or 0)
 
 
-async def bucket_sums(
-    session: AsyncSession,
-    names: Sequence[str],
-    first_slot: int,
-    end_slot: int | None,
-    width: int,
-    offset: int,
-    conditions: Conditions,
-) -> dict[int, list[int]]:
-    """The sums of the columns ``names`` per bucket over the slots ``[first_slot, end_slot)``
-    (``end_slot`` None: every slot from ``first_slot``), for the rollups ``conditions`` keeps.
-    ``width`` and ``offset`` are seconds; a width of whole days over a long range (at least
-    :data:`LONG_RANGE_DAYS`) reads the daily rollups."""
+def bucket_statement(
+    names: Sequence[str], first_slot: int, end_slot: int | None, width: int, offset: int, scope: Scope
+) -> Executable:
+    """The statement of the sums of the columns ``names`` per bucket over the slots
+    ``[first_slot, end_slot)`` (``end_slot`` None: every slot from ``first_slot``) of the rollups
+    in ``scope``, for :func:`bucket_sums`. ``width`` and ``offset`` are seconds; a width of whole
+    days over a long range (at least :data:`LONG_RANGE_DAYS`) reads the daily rollups."""
     q = automation_rollups.c
     parts: list[Select[Any]] = []
 
     def slots(low: int, high: int | None) -> None:
         bucket = (q.slot * SLOT_SECONDS + offset) // width
-        where = [*conditions(automation_rollups), q.slot >= low]
-        if high is not None:
-            where.append(q.slot < high)
         parts.append(
             select(bucket.label("own"), _NO_BUCKET, *(func.sum(q[n]) for n in names))
-            .where(*where)
+            .where(*scope.between(automation_rollups, "slot", low, high))
             .group_by(bucket)
         )
 
@@ -109,7 +155,7 @@ async def bucket_sums(
     days_end = last_day if last_day is not None else int(time.time()) // DAY_SECONDS + 2
     if width % DAY_SECONDS != 0 or offset % SLOT_SECONDS != 0 or days_end - first_day < LONG_RANGE_DAYS:
         slots(first_slot, end_slot)
-        return await _summed(session, parts)
+        return _union(parts)
     slots(first_slot, first_day * DAY_SLOTS)
     if end_slot is not None and last_day is not None:
         slots(last_day * DAY_SLOTS, end_slot)
@@ -119,12 +165,9 @@ async def bucket_sums(
     anchor = boundary if head_moves else 0
     d = automation_rollups_daily.c
     day_bucket = (d.day * DAY_SECONDS + anchor * SLOT_SECONDS + offset) // width
-    where = [*conditions(automation_rollups_daily), d.day >= first_day]
-    if last_day is not None:
-        where.append(d.day < last_day)
     parts.append(
         select(day_bucket.label("own"), _NO_BUCKET, *(func.sum(d[n]) for n in names))
-        .where(*where)
+        .where(*scope.between(automation_rollups_daily, "day", first_day, last_day))
         .group_by(day_bucket)
     )
     if boundary != 0:
@@ -132,24 +175,37 @@ async def bucket_sums(
         own = (q.slot * SLOT_SECONDS + offset) // width
         counted = ((q.slot // DAY_SLOTS) * DAY_SECONDS + anchor * SLOT_SECONDS + offset) // width
         low, high = (0, boundary) if head_moves else (boundary, DAY_SLOTS)
-        where = [*conditions(automation_rollups), _day_parts(q.slot, first_day, days_end, low, high)]
+        if scope.automation is not None:
+            # The automation's stretch of the primary key, each slot tested for its part of the day.
+            part = q.slot % DAY_SLOTS
+            where = [
+                *scope.between(automation_rollups, "slot", first_day * DAY_SLOTS, days_end * DAY_SLOTS),
+                and_(part >= low, part < high),
+            ]
+        else:
+            where = [_day_parts(q.slot, first_day, days_end, low, high)]
+            if scope.queue is not None:
+                where.append(q.queue == scope.queue)
         parts.append(
             select(own.label("own"), counted.label("counted"), *(func.sum(q[n]) for n in names))
             .where(*where)
             .group_by(own, counted)
         )
-    return await _summed(session, parts)
+    return _union(parts)
+
+
+def _union(parts: list[Select[Any]]) -> Executable:
+    return parts[0] if len(parts) == 1 else union_all(*parts)
 
 
 # A part's rows whose sums count in one bucket only.
 _NO_BUCKET = cast(null(), Integer).label("counted")
 
 
-async def _summed(session: AsyncSession, parts: list[Select[Any]]) -> dict[int, list[int]]:
-    """The parts read in one statement: each row's sums added to its bucket (``own``) and, when
-    it names one, taken from the bucket they were counted in (``counted``)."""
+async def bucket_sums(session: AsyncSession, statement: Executable) -> dict[int, list[int]]:
+    """Run a :func:`bucket_statement`: each row's sums added to its bucket (``own``) and, when it
+    names one, taken from the bucket they were counted in (``counted``)."""
     found: dict[int, list[int]] = {}
-    statement = parts[0] if len(parts) == 1 else union_all(*parts)
     for own, counted, *sums in (await session.execute(statement)).all():
         _add(found, int(own), sums)
         if counted is not None:
