@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
+from functools import lru_cache
 from itertools import pairwise
 from typing import Annotated, Final
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import Integer, and_, func, select, values
+from sqlalchemy import Executable, Integer, and_, func, select, values
 from sqlalchemy import column as sql_column
 
 from worker_automation.domain.ranges import check_range
@@ -118,6 +119,17 @@ async def automation_health(services: Services, automation_type: str, days: int 
     return answer
 
 
+_SUMMED: Final = ("completed", "failed", "cancelled", *DURATION_COLUMNS)
+
+
+@lru_cache(maxsize=256)
+def _days_statement(scope: Scope, first_slot: int, end_slot: int, width: int) -> Executable:
+    """The statement of a window of days of one length, kept: the same window is read until the
+    zone's midnight, and building the statement and its cache key costs about 1.4 ms of the API's
+    CPU per read."""
+    return bucket_statement(_SUMMED, first_slot, end_slot, width, -first_slot * SLOT_SECONDS, scope)
+
+
 async def _read_days(
     services: Services, automation: str, bounds: list[int], *, by_ranges: bool | None = None
 ) -> dict[int, list[int]]:
@@ -125,7 +137,6 @@ async def _read_days(
     (no change of offset in the window) are a division of the slot; otherwise each slot is joined
     to its day's range."""
     r = automation_rollups.c
-    names = ("completed", "failed", "cancelled", *DURATION_COLUMNS)
     scope = Scope(automation=automation)
     lengths = {high - low for low, high in pairwise(bounds)}
     if by_ranges is None:
@@ -133,16 +144,15 @@ async def _read_days(
     if not by_ranges:
         # Day i is bucket i when the slots are counted from the first day's midnight.
         width = lengths.pop() * SLOT_SECONDS
-        statement = bucket_statement(names, bounds[0], bounds[-1], width, -bounds[0] * SLOT_SECONDS, scope)
         async with services.db.reader() as session:
-            return await bucket_sums(session, statement)
+            return await bucket_sums(session, _days_statement(scope, bounds[0], bounds[-1], width))
     days = (
         values(sql_column("i", Integer), sql_column("lo", Integer), sql_column("hi", Integer), name="days")
         .data([(i, low, high) for i, (low, high) in enumerate(pairwise(bounds))])
         .cte("days")
     )
     joined = (
-        select(days.c.i, *(func.sum(r[name]) for name in names))
+        select(days.c.i, *(func.sum(r[name]) for name in _SUMMED))
         .select_from(days)
         .join(automation_rollups, and_(*scope.between(automation_rollups, "slot", days.c.lo, days.c.hi)))
         .group_by(days.c.i)
