@@ -67,7 +67,7 @@ async def test_one_automations_days_are_read_from_the_primary_key(pg_database_ur
         statement = bucket_statement(
             SUMMED, bounds[0], bounds[-1], width, -bounds[0] * SLOT_SECONDS, Scope("demo.a5")
         )
-        plan = await prepared_plan(conn, pg_database_url, statement)
+        plan = await prepared_plan(conn, pg_database_url, statement, name="rollups")
         assert "Seq Scan" not in plan, plan
         # "Index Scan using <index> on ...", "Index Only Scan using ...", "Bitmap Index Scan on <index>"
         scans = re.findall(r"Index (?:Only )?Scan (?:Backward )?using (\w+)|Bitmap Index Scan on (\w+)", plan)
