@@ -181,12 +181,15 @@ def schedule_send(services: Services, job_id: int, delay: float) -> None:
     task.add_done_callback(_PENDING.discard)
 
 
+def _unsent(job_id: int) -> list[ColumnElement[bool]]:
+    """Job ``job_id`` while it waits AGENDADO for its retry to be sent (no task id yet)."""
+    return [Job.id == job_id, Job.status == JobStatus.AGENDADO.value, Job.task_id.is_(None)]
+
+
 async def _time_left(services: Services, job_id: int) -> float | None:
     """Seconds until the waiting retry ``job_id`` is due (at least a little), None when it no
     longer waits for a send."""
-    statement = select(Job.next_attempt_at).where(
-        Job.id == job_id, Job.status == JobStatus.AGENDADO.value, Job.task_id.is_(None)
-    )
+    statement = select(Job.next_attempt_at).where(*_unsent(job_id))
     async with services.db.session() as session:
         next_attempt_at = (await session.execute(statement)).scalar_one_or_none()
     if next_attempt_at is None:
@@ -199,7 +202,7 @@ async def send_due(services: Services, job_id: int) -> bool:
     new_task = str(uuid.uuid4())
     statement = (
         update(Job)
-        .where(Job.id == job_id, Job.status == JobStatus.AGENDADO.value, Job.task_id.is_(None), due())
+        .where(*_unsent(job_id), due())
         .values(task_id=new_task, updated_at=utcnow())
         .returning(Job.id)
     )

@@ -76,20 +76,22 @@ class Scope:
         index (every automation's rows of the range) would otherwise be a candidate. The equality
         stays for the planner's estimate of the rows."""
         column = table.c[key]
-        conds: list[ColumnElement[bool]] = []
+        conds = self.matching(table)
         if self.automation is not None:
-            automation = table.c.automation_type
-            name = literal(self.automation)
+            keys, name = tuple_(table.c.automation_type, column), literal(self.automation)
             end = literal(_NO_END) if high is None else high
-            conds += [
-                automation == self.automation,
-                tuple_(automation, column) >= tuple_(name, low),
-                tuple_(automation, column) < tuple_(name, end),
-            ]
+            conds += [keys >= tuple_(name, low), keys < tuple_(name, end)]
         else:
             conds.append(column >= low)
             if high is not None:
                 conds.append(column < high)
+        return conds
+
+    def matching(self, table: Table) -> list[ColumnElement[bool]]:
+        """The rows of this scope, whatever their slot or day."""
+        conds: list[ColumnElement[bool]] = []
+        if self.automation is not None:
+            conds.append(table.c.automation_type == self.automation)
         if self.queue is not None:
             conds.append(table.c.queue == self.queue)
         return conds
@@ -183,9 +185,7 @@ def bucket_statement(
                 and_(part >= low, part < high),
             ]
         else:
-            where = [_day_parts(q.slot, first_day, days_end, low, high)]
-            if scope.queue is not None:
-                where.append(q.queue == scope.queue)
+            where = [*scope.matching(automation_rollups), _day_parts(q.slot, first_day, days_end, low, high)]
         parts.append(
             select(own.label("own"), counted.label("counted"), *(func.sum(q[n]) for n in names))
             .where(*where)
