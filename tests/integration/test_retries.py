@@ -13,7 +13,7 @@ from sqlalchemy import update
 
 from tests.integration.operator_support import any_services, pool_machine
 from tests.unit.graphql_support import Api, make_api
-from worker_automation.catalog.registry import AUTOMATION_REGISTRY
+from worker_automation.catalog.registry import AUTOMATION_REGISTRY, Automation
 from worker_automation.domain.errors import Conflict
 from worker_automation.models import Job, utcnow
 from worker_automation.resolvers import claims, retries
@@ -56,6 +56,18 @@ async def _failed_once(services: Services, api: Api, error: str) -> tuple[Machin
 async def _make_due(services: Services, job_id: int) -> None:
     async with services.db.session() as session:
         await session.execute(update(Job).where(Job.id == job_id).values(next_attempt_at=utcnow()))
+
+
+@pytest.fixture(autouse=True)
+def full_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each failure waits its whole backoff (a minute here): with full jitter the wait could be a
+    fraction of a second, and the failure's own timer would then send the retry before a test
+    looks at it."""
+
+    def whole(automation: Automation, retry_count: int) -> float:
+        return backoff_seconds(automation, retry_count, lambda: 1.0)
+
+    monkeypatch.setattr(retries, "backoff_seconds", whole)
 
 
 def test_backoff_is_exponential_capped_and_fully_jittered() -> None:
