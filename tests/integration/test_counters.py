@@ -7,7 +7,7 @@ import asyncio
 import random
 from datetime import timedelta
 
-from sqlalchemy import delete, insert, update
+from sqlalchemy import delete, func, insert, select, update
 
 from tests.support.counts import (
     bucket_counters,
@@ -22,6 +22,14 @@ from tests.support.settings import MakeSettings
 from worker_automation.models import BUCKET_IDS, Job, JobStatus, utcnow
 from worker_automation.models.database import Database
 from worker_automation.models.migrate import migrate
+from worker_automation.models.rollup import (
+    COUNT_COLUMNS,
+    DAY_SLOTS,
+    DURATION_COLUMNS,
+    SLOT_SECONDS,
+    automation_rollups,
+    automation_rollups_daily,
+)
 from worker_automation.resolvers.counts import counters
 
 QUEUES = ["certidao", "scraping", "scan", "observer", "ui_automation"]
@@ -109,6 +117,90 @@ async def test_counters_follow_every_kind_of_write(database_url: str, make_setti
         except RuntimeError:
             pass
         assert await _check(db) == totals
+    finally:
+        await db.close()
+
+
+async def _check_rollups(db: Database) -> None:
+    """Each quarter hour's and day's counts by outcome and runs measured, against the finished
+    rows (valid while no finished row was deleted: retention leaves its counts)."""
+    ended = {"CONCLUIDO": "completed", "FALHA": "failed", "CANCELADO": "cancelled"}
+    quarters: dict[tuple[str, int, str], list[int]] = {}
+    async with db.session() as session:
+        jobs = (
+            await session.execute(
+                select(Job.automation_type, Job.queue, Job.status, Job.data_inicio, Job.data_fim).where(
+                    Job.status.in_(ended), Job.data_fim.is_not(None)
+                )
+            )
+        ).all()
+        for automation, queue, status, started, finished in jobs:
+            assert finished is not None
+            slot = int(finished.timestamp()) // SLOT_SECONDS
+            totals = quarters.setdefault((automation, slot, queue), [0] * 4)
+            totals[list(ended).index(status)] += 1
+            totals[3] += status != "CANCELADO" and started is not None
+        days: dict[tuple[str, int, str], list[int]] = {}
+        for (automation, slot, queue), totals in quarters.items():
+            day = days.setdefault((automation, slot // DAY_SLOTS, queue), [0] * 4)
+            day[:] = [a + b for a, b in zip(day, totals, strict=True)]
+        for table, key, expected in (
+            (automation_rollups, automation_rollups.c.slot, quarters),
+            (automation_rollups_daily, automation_rollups_daily.c.day, days),
+        ):
+            measured = sum(table.c[name] for name in DURATION_COLUMNS)
+            rows = await session.execute(
+                select(
+                    table.c.automation_type,
+                    key,
+                    table.c.queue,
+                    *(func.sum(table.c[name]) for name in COUNT_COLUMNS),
+                    func.sum(measured),
+                ).group_by(table.c.automation_type, key, table.c.queue)
+            )
+            kept = {(a, k, q): [int(n) for n in sums] for a, k, q, *sums in rows if any(sums)}
+            assert kept == expected, table.name
+
+
+async def test_one_row_writes_of_a_jobs_life_keep_every_count(
+    database_url: str, make_settings: MakeSettings
+) -> None:
+    """Statements of one row, as a job's life writes them: most change nothing some counter
+    counts (a claim finishes nothing, a finish queues nothing), and each counter stays exact."""
+    await migrate(database_url)
+    db = Database(make_settings(database_url, None))
+    rng = random.Random(3)
+
+    async def write(statement: object) -> None:
+        async with db.session() as session:
+            await session.execute(statement)  # type: ignore[call-overload]
+
+    try:
+        queued = {**_row(rng), "status": "AGENDADO", "data_fim": None}
+        for n in range(24):
+            await write(insert(Job).values({**queued, "queue": QUEUES[n % 5], "priority": n % 3}))
+        for job_id in range(1, 19):
+            await write(update(Job).where(Job.id == job_id).values(status="EXECUTANDO", data_inicio=utcnow()))
+        for job_id in range(1, 6):
+            await write(update(Job).where(Job.id == job_id).values(progress=40))
+        for job_id in range(1, 15):
+            status = "FALHA" if job_id % 4 == 0 else "CONCLUIDO"
+            await write(update(Job).where(Job.id == job_id).values(status=status, data_fim=utcnow()))
+        # A failure sent back to its queue; queued jobs cancelled; one run ended late and moved.
+        await write(update(Job).where(Job.id == 4).values(status="AGENDADO", data_inicio=None, data_fim=None))
+        for job_id in (19, 20):
+            await write(update(Job).where(Job.id == job_id).values(status="CANCELADO", data_fim=utcnow()))
+        await write(update(Job).where(Job.id == 1).values(data_fim=utcnow() - timedelta(hours=30)))
+        await write(update(Job).where(Job.id == 2).values(queue="scan"))
+        # Jobs written already finished, and queued ones deleted.
+        done = {**queued, "status": "CONCLUIDO", "data_inicio": utcnow() - timedelta(seconds=3)}
+        await write(insert(Job).values({**done, "data_fim": utcnow()}))
+        await write(insert(Job).values({**done, "status": "CANCELADO", "data_fim": utcnow()}))
+        for job_id in (21, 22):
+            await write(delete(Job).where(Job.id == job_id))
+        totals = await _check(db)
+        assert sum(totals.values()) == 24
+        await _check_rollups(db)
     finally:
         await db.close()
 
