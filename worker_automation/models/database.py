@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Final
 
+import asyncpg
 import orjson
-from sqlalchemy import Select, event, make_url, text
+from sqlalchemy import Select, Update, event, make_url, text
 from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
@@ -32,6 +33,8 @@ from worker_automation.settings import Settings
 
 # What a resolver's statements run on: an ORM session, or a bare connection on hot paths.
 Executor = AsyncSession | AsyncConnection
+# A statement the driver may run itself (see driver_statement).
+DriverRunnable = Select[*tuple[Any, ...]] | Update
 
 
 def _unicode_lower(value: Any) -> Any:
@@ -68,6 +71,9 @@ def _refuse_closed(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
 # connections, a server starting up or shutting down, an exhausted pool, a locked SQLite file.
 _OUTAGE_ERRORS = (
     InterfaceError,
+    # The driver's own, raised where a hot write runs on it directly (see Database.driver_writes):
+    # a connection closed under a statement.
+    asyncpg.InterfaceError,
     DisconnectionError,
     PoolTimeoutError,
     OSError,
@@ -91,6 +97,11 @@ def _sqlstate(exc: DBAPIError) -> str | None:
     return sqlstate if isinstance(sqlstate, str) else None
 
 
+def _driver_sqlstate(exc: asyncpg.PostgresError) -> str:
+    sqlstate = getattr(exc, "sqlstate", None)
+    return sqlstate if isinstance(sqlstate, str) else ""
+
+
 def _sqlite_says(exc: DBAPIError, messages: tuple[str, ...]) -> bool:
     return isinstance(exc, OperationalError) and str(exc.orig).lower().startswith(messages)
 
@@ -99,6 +110,8 @@ def database_unavailable(exc: BaseException) -> bool:
     """True when ``exc`` says the database could not be reached or could not take the write (an
     outage, answered 503), not that a statement was wrong. A full disk is one: every write fails
     alike until space is made, and nothing the caller sent was at fault."""
+    if isinstance(exc, asyncpg.PostgresError):
+        return _driver_sqlstate(exc).startswith(_OUTAGE_SQLSTATES)
     if isinstance(exc, DBAPIError):
         if exc.connection_invalidated:
             return True
@@ -114,6 +127,8 @@ def database_exhausted(exc: BaseException) -> bool:
     """True when the database is up but out of room: SQLite's ``database or disk is full``
     (SQLITE_FULL), PostgreSQL's class 53 (``disk_full``, ``out_of_memory``, ``too_many_connections``
     ...). Unlike a restart, it does not pass by itself: it is logged as an error for an operator."""
+    if isinstance(exc, asyncpg.PostgresError):
+        return _driver_sqlstate(exc).startswith(_EXHAUSTED_SQLSTATE)
     if not isinstance(exc, DBAPIError):
         return False
     sqlstate = _sqlstate(exc)
@@ -192,31 +207,93 @@ def make_engine(database_url: str, *, pool_size: int = 5, max_overflow: int = 5)
 
 @dataclass(frozen=True)
 class DriverStatement:
-    """A statement compiled once for the driver: its SQL and its parameters' names in order."""
+    """A statement compiled once for the driver: its SQL, its parameters' names in order, and
+    each one's conversion to what the driver takes (None: taken as it is)."""
 
     sql: str
     names: tuple[str, ...]
     defaults: Mapping[str, Any]
+    converters: tuple[Callable[[Any], Any] | None, ...]
+
+    def values(self, parameters: Mapping[str, Any]) -> list[Any]:
+        """The driver's arguments for ``parameters``, converted as SQLAlchemy converts them."""
+        values = []
+        for name, convert in zip(self.names, self.converters, strict=True):
+            value = parameters.get(name, self.defaults[name])
+            values.append(value if convert is None else convert(value))
+        return values
 
 
-def driver_statement(engine: AsyncEngine, statement: Select[Any]) -> DriverStatement | None:
-    """``statement`` as asyncpg runs it, or None when a parameter needs SQLAlchemy (a list expanded
-    or a literal rendered at execution, a value its type converts): such statements always take
-    SQLAlchemy's path."""
+def driver_statement(
+    engine: AsyncEngine, statement: DriverRunnable, *, converting: bool = False
+) -> DriverStatement | None:
+    """``statement`` as asyncpg runs it, or None when a parameter needs SQLAlchemy at execution (a
+    list expanded, a literal rendered, a column default computed) or, unless ``converting``, a
+    value its type converts (its bind processor, a public part of the type): such statements
+    always take SQLAlchemy's path."""
     dialect = engine.dialect
     if not on_asyncpg(dialect):
         return None
     compiled = statement.compile(dialect=dialect)
     if compiled.literal_execute_params or compiled.post_compile_params:
         return None  # rendered into the text at each execution, by SQLAlchemy
+    if compiled.insert_prefetch or compiled.update_prefetch:
+        return None  # a column's default or onupdate value, computed by SQLAlchemy
     names = tuple(compiled.positiontup or ())
+    converters: list[Callable[[Any], Any] | None] = []
     for name in names:
         bind = compiled.binds.get(name)
-        if bind is None or bind.expanding or bind.type.bind_processor(dialect) is not None:
+        if bind is None or bind.expanding:
             return None
+        convert = bind.type.bind_processor(dialect)
+        if convert is not None and not converting:
+            return None
+        converters.append(convert)
     # (A value written in the statement, such as coalesce's 0, is a parameter with its value.)
     defaults = {name: compiled.binds[name].value for name in names}
-    return DriverStatement(str(compiled), names, defaults)
+    return DriverStatement(str(compiled), names, defaults, tuple(converters))
+
+
+class DriverRow(Sequence[Any]):
+    """A row the driver returned, its columns by position and by name (as SQLAlchemy's rows)."""
+
+    __slots__ = ("_record",)
+
+    def __init__(self, record: Any) -> None:
+        self._record = record
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._record[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return tuple(self._record)[index]
+        return self._record[index]
+
+    def __len__(self) -> int:
+        return len(self._record)
+
+    def __iter__(self) -> Any:
+        return iter(self._record)
+
+
+class DriverWrites:
+    """The writes of one hot operation on a pooled connection's driver, inside a transaction or
+    each committed on its own (see :meth:`Database.driver_writes`)."""
+
+    def __init__(self, driver: Any) -> None:
+        self._driver = driver
+
+    async def row(self, plan: DriverStatement, parameters: Mapping[str, Any]) -> DriverRow | None:
+        """The first row ``plan`` returns (None: none)."""
+        record = await self._driver.fetchrow(plan.sql, *plan.values(parameters))
+        return None if record is None else DriverRow(record)
+
+    async def run(self, plan: DriverStatement, parameters: Mapping[str, Any]) -> None:
+        await self._driver.execute(plan.sql, *plan.values(parameters))
 
 
 # Connections of the pool that list reads leave to everything else (see Database.rows).
@@ -242,6 +319,8 @@ class Database:
         self.shared = SharedReads()
         # Hot read statements compiled for the driver, by identity (each kept alive with its entry).
         self._driver_statements: dict[int, tuple[Select[Any], DriverStatement | None]] = {}
+        # Hot write statements compiled for the driver, by identity.
+        self._driver_writes: dict[int, tuple[DriverRunnable, DriverStatement | None]] = {}
         # How many reads of :meth:`rows` hold a connection at once: fewer than the pool keeps, so
         # a burst of list pages waits a moment for a kept connection instead of opening (and, on
         # return, closing) extra ones, a connect and a statement prepared anew each, and leaves
@@ -303,9 +382,7 @@ class Database:
         if found is None or found[0] is not statement:
             found = (statement, driver_statement(self.engine, statement))
             self._driver_statements[id(statement)] = found
-        dispatch = self.engine.sync_engine.dispatch
-        watched = bool(dispatch.before_cursor_execute or dispatch.after_cursor_execute)
-        plan = None if watched else found[1]
+        plan = None if self._watched() else found[1]
         async with self._read_slot() if bounded else nullcontext():
             if plan is not None:
                 values = [parameters.get(name, plan.defaults[name]) for name in plan.names]
@@ -315,6 +392,49 @@ class Database:
             async with self.connection() as conn:
                 rows: Sequence[Sequence[Any]] = (await conn.execute(statement, dict(parameters))).all()
                 return rows
+
+    def _watched(self) -> bool:
+        """Whether anything listens to the statements SQLAlchemy sends (instrumentation, a test
+        counting them): then every statement takes SQLAlchemy's path, so none goes unseen."""
+        dispatch = self.engine.sync_engine.dispatch
+        return bool(dispatch.before_cursor_execute or dispatch.after_cursor_execute)
+
+    def write_plan(self, statement: DriverRunnable) -> DriverStatement | None:
+        """A hot write statement (module-level: compiled once, by identity) as the driver runs it,
+        its parameters converted as SQLAlchemy would; None when it must take SQLAlchemy's path
+        (not PostgreSQL, a parameter SQLAlchemy computes, statements being listened to)."""
+        found = self._driver_writes.get(id(statement))
+        if found is None or found[0] is not statement:
+            found = (statement, driver_statement(self.engine, statement, converting=True))
+            self._driver_writes[id(statement)] = found
+        return None if self._watched() else found[1]
+
+    @asynccontextmanager
+    async def driver_writes(self, *, transaction: bool) -> AsyncIterator[DriverWrites]:
+        """The statements of :meth:`write_plan` on a pooled connection's driver, with no
+        SQLAlchemy connection around them: for the writes every job makes (its claim, its end),
+        where SQLAlchemy's execution costs several times the statement's round trip. With
+        ``transaction``, committed together on success and rolled back on error; without, each
+        committed on its own. Each statement runs once: what fails is raised (the driver's own
+        errors; :func:`database_unavailable` tells an outage), never run again elsewhere, and a
+        connection found broken is dropped from the pool."""
+        pooled = await self.engine.raw_connection()
+        driver = None
+        try:
+            driver = pooled.driver_connection
+            if driver is None:
+                raise asyncpg.InterfaceError("the pool handed out a connection without its driver")
+            if transaction:
+                async with driver.transaction():
+                    yield DriverWrites(driver)
+            else:
+                yield DriverWrites(driver)
+        except BaseException:
+            if driver is None or driver.is_closed():
+                pooled.invalidate()
+            raise
+        finally:
+            await greenlet_spawn(pooled.close)
 
     async def _driver_fetch(self, sql: str, values: list[Any]) -> Sequence[Sequence[Any]] | None:
         """``sql``'s rows fetched by asyncpg on a pooled connection, with no SQLAlchemy connection

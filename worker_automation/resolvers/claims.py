@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 from functools import cache
-from typing import Any
+from typing import Any, Protocol
 
-from sqlalchemy import Row, Update, and_, bindparam, func, or_, select, update
+from sqlalchemy import Update, and_, bindparam, func, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import aliased
 
 from worker_automation.domain.errors import BadInput, Conflict, DomainError, NotFound
@@ -19,7 +20,7 @@ from worker_automation.domain.ranges import PROGRESS_MAX, PROGRESS_MIN, check_ra
 from worker_automation.domain.vocabulary import EventKind, Refusal
 from worker_automation.infra.metrics import count_refused, observe_wait
 from worker_automation.models import AutomationSetting, Job, JobStatus, Machine, QueuePause, utcnow
-from worker_automation.models.database import Executor
+from worker_automation.models.database import Database, DriverRunnable, DriverStatement, DriverWrites
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.automations import apply_setting, effective, registered
 from worker_automation.resolvers.job_views import RUN_ORDER, JobView, enriched_select, order_by, views_of
@@ -77,7 +78,9 @@ _HEAD_SETTING_AND_MACHINE_LOCKED = _HEAD_AND_SETTING_LOCKED.add_columns(*MACHINE
 )
 _MACHINE_BY_KEY = select(Machine.id).where(Machine.key_hash == bindparam("key_hash")).scalar_subquery()
 _TOUCH_MACHINE = (
-    update(Machine).where(Machine.id == bindparam("machine")).values(last_claim_at=bindparam("claimed_at"))
+    update(Machine)
+    .where(Machine.id == bindparam("machine"))
+    .values(last_claim_at=bindparam("claimed_at"), updated_at=bindparam("claimed_at"))
 )
 
 
@@ -154,6 +157,63 @@ def _finish_statement(columns: tuple[str, ...], *, by_key: bool, with_task: bool
     )
 
 
+# What a refused claim reads to say why (the job's state now).
+_CURRENT = select(Job.status, Job.task_id, _QUEUE_PAUSED.label("paused"), Job.next_attempt_at).where(
+    Job.id == bindparam("job_id")
+)
+
+
+class _NotOnDriver(Exception):
+    """A claim the driver's fast path leaves to SQLAlchemy's (its transaction rolled back first)."""
+
+
+class _Statements(Protocol):
+    """Where a claim's statements run: SQLAlchemy's connection or, on PostgreSQL, the driver."""
+
+    async def first(self, statement: DriverRunnable, parameters: dict[str, Any]) -> Any | None: ...
+
+    async def execute(self, statement: DriverRunnable, parameters: dict[str, Any]) -> None: ...
+
+    def connection(self) -> AsyncConnection:
+        """For the statements only SQLAlchemy runs (raises _NotOnDriver on the driver)."""
+        ...
+
+
+class _OnSqlAlchemy:
+    def __init__(self, conn: AsyncConnection) -> None:
+        self._conn = conn
+
+    async def first(self, statement: DriverRunnable, parameters: dict[str, Any]) -> Any | None:
+        return (await self._conn.execute(statement, parameters)).first()
+
+    async def execute(self, statement: DriverRunnable, parameters: dict[str, Any]) -> None:
+        await self._conn.execute(statement, parameters)
+
+    def connection(self) -> AsyncConnection:
+        return self._conn
+
+
+class _OnDriver:
+    def __init__(self, db: Database, writes: DriverWrites) -> None:
+        self._db = db
+        self._writes = writes
+
+    def _plan(self, statement: DriverRunnable) -> DriverStatement:
+        plan = self._db.write_plan(statement)
+        if plan is None:
+            raise _NotOnDriver
+        return plan
+
+    async def first(self, statement: DriverRunnable, parameters: dict[str, Any]) -> Any | None:
+        return await self._writes.row(self._plan(statement), parameters)
+
+    async def execute(self, statement: DriverRunnable, parameters: dict[str, Any]) -> None:
+        await self._writes.run(self._plan(statement), parameters)
+
+    def connection(self) -> AsyncConnection:
+        raise _NotOnDriver
+
+
 def refused(reason: Refusal, **details: Any) -> Conflict:
     count_refused(reason.value)
     return Conflict(_REFUSAL_MESSAGES[reason], reason=reason.value, **details)
@@ -186,71 +246,84 @@ async def pending_jobs(
 
 
 async def _machine_and_locked_head(
-    conn: Executor, machine: MachineRef, job_id: int
-) -> tuple[MachineView, Row[*tuple[Any, ...]] | None]:
+    statements: _Statements, machine: MachineRef, job_id: int
+) -> tuple[MachineView, Any | None]:
     """The machine, and the job's head with its automation's settings row locked (None when the
     job or its settings row is missing). Unauthenticated for an unknown key."""
     if isinstance(machine, MachineKey):
         parameters = {"worker_id": job_id, "key_hash": machine.key_hash}
-        row = (await conn.execute(_HEAD_SETTING_AND_MACHINE_LOCKED, parameters)).first()
+        row = await statements.first(_HEAD_SETTING_AND_MACHINE_LOCKED, parameters)
         if row is not None:
             columns: tuple[Any, ...] = tuple(row)
             return MachineView(*columns[5:]), row
-        machine = await machine_in(conn, machine)
-    return machine, (await conn.execute(_HEAD_AND_SETTING_LOCKED, {"worker_id": job_id})).first()
+        machine = await machine_in(statements.connection(), machine)
+    return machine, await statements.first(_HEAD_AND_SETTING_LOCKED, {"worker_id": job_id})
 
 
 async def claim(services: Services, machine: MachineRef, job_id: int, task_id: str | None = None) -> JobView:
-    """Move the job to EXECUTANDO for ``machine``, or refuse with a reason (Conflict)."""
+    """Move the job to EXECUTANDO for ``machine``, or refuse with a reason (Conflict).
+
+    A claim runs for every job: its statements go on a connection, no ORM session around them,
+    and on PostgreSQL on the driver itself (``Database.driver_writes``), where SQLAlchemy's
+    execution would cost more than the statements. What only SQLAlchemy runs (an unknown key,
+    an automation without its settings row) rolls that back and runs the claim through it."""
     if isinstance(machine, MachineView) and not machine.is_on:
         raise refused(Refusal.MACHINE_OFF)
-    # A claim runs for every job: its statements go on a connection, no ORM session around them.
-    async with services.db.transaction() as conn:
-        machine, head = await _machine_and_locked_head(conn, machine, job_id)
-        if not machine.is_on:
-            raise refused(Refusal.MACHINE_OFF)
-        found = head or (await conn.execute(_HEAD, {"worker_id": job_id})).first()
-        if found is None:
-            raise NotFound(MSG_JOB_NOT_FOUND, worker_id=job_id)
-        automation_type, queue = found[0], found[1]
-        if not _serves(machine, automation_type, queue):
-            raise refused(Refusal.WRONG_AUTOMATION)
-        if head is not None:
-            automation = apply_setting(registered(automation_type), head)
-        else:
-            automation = await effective(conn, automation_type, lock=True)
-        if automation.dev_mode:
-            raise refused(Refusal.DEV_MODE)
-        if not automation.enabled:
-            raise refused(Refusal.NOT_CLAIMABLE, status="disabled")
-        now = utcnow()
-        parameters = {
-            "job_id": job_id,
-            "job_automation": automation_type,
-            "limit": automation.max_concurrent_jobs,
-            "machine": machine.id,
-            "claimed_at": now,
-        }
-        if task_id is not None:
-            parameters["job_task"] = task_id
-        row = (await conn.execute(_CLAIM[task_id is not None], parameters)).first()
-        if row is None:
-            raise await _refusal_for(conn, job_id, task_id)
-        if machine.last_claim_at is None or now - machine.last_claim_at > LAST_CLAIM_GRANULARITY:
-            await conn.execute(_TOUCH_MACHINE, {"machine": machine.id, "claimed_at": now})
-        view = returned_view(row)
+    view: JobView | None = None
+    if services.db.write_plan(_CLAIM[task_id is not None]) is not None:
+        try:
+            async with services.db.driver_writes(transaction=True) as writes:
+                view = await _claim_on(_OnDriver(services.db, writes), machine, job_id, task_id)
+        except _NotOnDriver:
+            view = None
+    if view is None:
+        async with services.db.transaction() as conn:
+            view = await _claim_on(_OnSqlAlchemy(conn), machine, job_id, task_id)
     observe_wait(view)
     await announce(services, EventKind.CLAIMED, [view])
     return view
 
 
-async def _refusal_for(conn: Executor, job_id: int, task_id: str | None) -> DomainError:
-    paused = _QUEUE_PAUSED.label("paused")
-    current = (
-        await conn.execute(
-            select(Job.status, Job.task_id, paused, Job.next_attempt_at).where(Job.id == job_id)
-        )
-    ).first()
+async def _claim_on(
+    statements: _Statements, machine: MachineRef, job_id: int, task_id: str | None
+) -> JobView:
+    machine, head = await _machine_and_locked_head(statements, machine, job_id)
+    if not machine.is_on:
+        raise refused(Refusal.MACHINE_OFF)
+    found = head or await statements.first(_HEAD, {"worker_id": job_id})
+    if found is None:
+        raise NotFound(MSG_JOB_NOT_FOUND, worker_id=job_id)
+    automation_type, queue = found[0], found[1]
+    if not _serves(machine, automation_type, queue):
+        raise refused(Refusal.WRONG_AUTOMATION)
+    if head is not None:
+        automation = apply_setting(registered(automation_type), head)
+    else:
+        automation = await effective(statements.connection(), automation_type, lock=True)
+    if automation.dev_mode:
+        raise refused(Refusal.DEV_MODE)
+    if not automation.enabled:
+        raise refused(Refusal.NOT_CLAIMABLE, status="disabled")
+    now = utcnow()
+    parameters = {
+        "job_id": job_id,
+        "job_automation": automation_type,
+        "limit": automation.max_concurrent_jobs,
+        "machine": machine.id,
+        "claimed_at": now,
+    }
+    if task_id is not None:
+        parameters["job_task"] = task_id
+    row = await statements.first(_CLAIM[task_id is not None], parameters)
+    if row is None:
+        raise await _refusal_for(statements, job_id, task_id)
+    if machine.last_claim_at is None or now - machine.last_claim_at > LAST_CLAIM_GRANULARITY:
+        await statements.execute(_TOUCH_MACHINE, {"machine": machine.id, "claimed_at": now})
+    return returned_view(row)
+
+
+async def _refusal_for(statements: _Statements, job_id: int, task_id: str | None) -> DomainError:
+    current = await statements.first(_CURRENT, {"job_id": job_id})
     if current is None:
         # Removed since the claim began (cleanup, a move): nothing left to claim.
         return NotFound(MSG_JOB_NOT_FOUND, worker_id=job_id)
@@ -323,8 +396,15 @@ async def _finish(
     parameters.update(job_id=job_id, ended_at=now, **holder)
     if task_id is not None:
         parameters["reported_task"] = task_id
+    plan = services.db.write_plan(statement)
+    done: Any
     async with services.db.connection() as conn:
-        done = (await conn.execute(statement, parameters)).first()
+        if plan is None:
+            done = (await conn.execute(statement, parameters)).first()
+        else:
+            # On the driver itself (see ``claim``), run once: what fails is raised, not re-run.
+            async with services.db.driver_writes(transaction=False) as writes:
+                done = await writes.row(plan, parameters)
         if done is not None:
             return returned_view(done)
         known = machine if isinstance(machine, MachineView) else await machine_in(conn, machine)
