@@ -385,8 +385,7 @@ class Database:
         plan = None if self._watched() else found[1]
         async with self._read_slot() if bounded else nullcontext():
             if plan is not None:
-                values = [parameters.get(name, plan.defaults[name]) for name in plan.names]
-                records = await self._driver_fetch(plan.sql, values)
+                records = await self._driver_fetch(plan.sql, plan.values(parameters))
                 if records is not None:
                     return records
             async with self.connection() as conn:
