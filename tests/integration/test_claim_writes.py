@@ -1,5 +1,6 @@
-"""The writes every job makes, its claim and its completion: on PostgreSQL they run on the driver
-itself (``Database.driver_writes``), once each, and record what SQLAlchemy's path records."""
+"""The writes every job makes, its creation, its claim and its completion: on PostgreSQL they run
+on the driver itself (``Database.driver_writes``), once each, and record what SQLAlchemy's path
+records."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from tests.integration.operator_support import StatementCounter
 from tests.unit.graphql_support import make_api
 from worker_automation.domain.errors import Conflict
 from worker_automation.models.database import DriverStatement, database_unavailable
-from worker_automation.resolvers import claims, reads
+from worker_automation.resolvers import claims, dispatch, reads
 from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.automations import update_settings
 from worker_automation.resolvers.job_views import JobView
@@ -28,12 +29,15 @@ def _fields(view: JobView) -> dict[str, Any]:
     return {k: v for k, v in asdict(view).items() if k not in _MOVING}
 
 
-async def _claim_and_complete(
-    services: Services, key: MachineKey, job: dict[str, Any]
-) -> tuple[JobView, JobView]:
-    claimed = await claims.claim(services, key, job["id"], job["taskId"])
-    done = await claims.complete(services, key, job["id"], {"ok": [1, "dois"], "nada": None}, job["taskId"])
-    return claimed, done
+async def _dispatch_claim_and_complete(services: Services, key: MachineKey) -> tuple[JobView, ...]:
+    created = await dispatch.dispatch(
+        services, CLI_ACTOR, automation_type="demo.echo", cliente_id=None, context={"texto": "olá"}
+    )
+    claimed = await claims.claim(services, key, created.id, created.task_id)
+    done = await claims.complete(
+        services, key, created.id, {"ok": [1, "dois"], "nada": None}, created.task_id
+    )
+    return created, claimed, done
 
 
 async def _machine_key(services: Services) -> MachineKey:
@@ -43,11 +47,10 @@ async def _machine_key(services: Services) -> MachineKey:
     return MachineKey.sent(registered.api_key)
 
 
-async def test_a_claim_and_a_completion_run_on_the_driver_and_record_the_same(
+async def test_a_dispatch_a_claim_and_a_completion_run_on_the_driver_and_record_the_same(
     embedded_broker_services: Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     services = embedded_broker_services
-    api = await make_api(services)
     key = await _machine_key(services)
     ran: list[str] = []
     driver_writes = services.db.driver_writes
@@ -57,26 +60,28 @@ async def test_a_claim_and_a_completion_run_on_the_driver_and_record_the_same(
         return driver_writes(transaction=transaction)
 
     monkeypatch.setattr(services.db, "driver_writes", watched)
-    fast = await api.dispatch("demo.echo")
-    claimed, done = await _claim_and_complete(services, key, fast)
-    assert ran == (["transaction", "statement"] if services.db.dialect == "postgresql" else [])
+    on_driver = ["statement", "transaction", "statement"] if services.db.dialect == "postgresql" else []
+    fast = await _dispatch_claim_and_complete(services, key)
+    assert ran == on_driver
 
-    # The same two writes through SQLAlchemy (a listener on its statements sends every one there).
-    slow = await api.dispatch("demo.echo")
+    # The same three writes through SQLAlchemy (a listener on its statements sends every one there).
     with StatementCounter(services) as counted:
-        slow_claimed, slow_done = await _claim_and_complete(services, key, slow)
-    assert len(counted.statements) >= 3
-    assert ran == (["transaction", "statement"] if services.db.dialect == "postgresql" else [])
+        slow = await _dispatch_claim_and_complete(services, key)
+    assert len(counted.statements) >= 4
+    assert ran == on_driver
 
-    for fast_view, slow_view in ((claimed, slow_claimed), (done, slow_done)):
+    for fast_view, slow_view in zip(fast, slow, strict=True):
         fast_fields, slow_fields = _fields(fast_view), _fields(slow_view)
         for name in ("id", "task_id", "created_at", "data_inicio", "data_fim"):
             fast_fields.pop(name), slow_fields.pop(name)
         assert fast_fields == slow_fields
+    created, claimed, done = fast
+    assert created.status == "AGENDADO" and created.context == {"texto": "olá"}
+    assert created.created_at.tzinfo is not None and created.task_id
     assert done.status == "CONCLUIDO" and done.result == {"ok": [1, "dois"], "nada": None}
     assert claimed.data_inicio is not None and claimed.data_inicio.tzinfo is not None
     assert done.data_fim is not None and done.data_fim >= claimed.data_inicio
-    stored = await reads.get_job(services.db, fast["id"])
+    stored = await reads.get_job(services.db, created.id)
     assert stored.status == "CONCLUIDO" and stored.result == {"ok": [1, "dois"], "nada": None}
     assert _fields(stored) == _fields(done)
 

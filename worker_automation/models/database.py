@@ -8,11 +8,11 @@ import re
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import asyncpg
 import orjson
-from sqlalchemy import Select, Update, event, make_url, text
+from sqlalchemy import Row, Select, Update, event, make_url, text
 from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
@@ -280,20 +280,74 @@ class DriverRow(Sequence[Any]):
         return iter(self._record)
 
 
+# A row a write returned: SQLAlchemy's, or the driver's with the same access by position and name.
+ReturnedRow = Row[*tuple[Any, ...]] | DriverRow
+
+
+class NotOnDriver(Exception):
+    """A statement the driver's path cannot run (a parameter SQLAlchemy computes, a read through
+    SQLAlchemy's connection): the operation runs again through SQLAlchemy, the driver's
+    transaction rolled back first."""
+
+
+class Statements(Protocol):
+    """Where the statements of one hot operation run: a SQLAlchemy connection
+    (:class:`OnConnection`) or, on PostgreSQL, the driver itself (:class:`DriverWrites`). The
+    operation is written once against this."""
+
+    async def first(self, statement: DriverRunnable, parameters: Mapping[str, Any]) -> ReturnedRow | None:
+        """The first row ``statement`` returns (None: none)."""
+        ...
+
+    async def execute(self, statement: DriverRunnable, parameters: Mapping[str, Any]) -> None: ...
+
+    def connection(self) -> AsyncConnection:
+        """For what only SQLAlchemy runs (an ORM read): raises NotOnDriver on the driver."""
+        ...
+
+
+class OnConnection:
+    """:class:`Statements` on a SQLAlchemy connection."""
+
+    def __init__(self, conn: AsyncConnection) -> None:
+        self._conn = conn
+
+    async def first(self, statement: DriverRunnable, parameters: Mapping[str, Any]) -> ReturnedRow | None:
+        return (await self._conn.execute(statement, dict(parameters))).first()
+
+    async def execute(self, statement: DriverRunnable, parameters: Mapping[str, Any]) -> None:
+        await self._conn.execute(statement, dict(parameters))
+
+    def connection(self) -> AsyncConnection:
+        return self._conn
+
+
 class DriverWrites:
-    """The writes of one hot operation on a pooled connection's driver, inside a transaction or
-    each committed on its own (see :meth:`Database.driver_writes`)."""
+    """:class:`Statements` on a pooled connection's driver, inside a transaction or each committed
+    on its own (see :meth:`Database.driver_writes`); a statement it cannot run raises
+    :class:`NotOnDriver`."""
 
-    def __init__(self, driver: Any) -> None:
+    def __init__(self, driver: Any, plans: Callable[[DriverRunnable], DriverStatement | None]) -> None:
         self._driver = driver
+        self._plans = plans
 
-    async def row(self, plan: DriverStatement, parameters: Mapping[str, Any]) -> DriverRow | None:
-        """The first row ``plan`` returns (None: none)."""
+    def _plan(self, statement: DriverRunnable) -> DriverStatement:
+        plan = self._plans(statement)
+        if plan is None:
+            raise NotOnDriver
+        return plan
+
+    async def first(self, statement: DriverRunnable, parameters: Mapping[str, Any]) -> DriverRow | None:
+        plan = self._plan(statement)
         record = await self._driver.fetchrow(plan.sql, *plan.values(parameters))
         return None if record is None else DriverRow(record)
 
-    async def run(self, plan: DriverStatement, parameters: Mapping[str, Any]) -> None:
+    async def execute(self, statement: DriverRunnable, parameters: Mapping[str, Any]) -> None:
+        plan = self._plan(statement)
         await self._driver.execute(plan.sql, *plan.values(parameters))
+
+    def connection(self) -> AsyncConnection:
+        raise NotOnDriver
 
 
 # Connections of the pool that list reads leave to everything else (see Database.rows).
@@ -411,7 +465,8 @@ class Database:
     @asynccontextmanager
     async def driver_writes(self, *, transaction: bool) -> AsyncIterator[DriverWrites]:
         """The statements of :meth:`write_plan` on a pooled connection's driver, with no
-        SQLAlchemy connection around them: for the writes every job makes (its claim, its end),
+        SQLAlchemy connection around them: for the writes every job makes (its creation, its claim,
+        its end),
         where SQLAlchemy's execution costs several times the statement's round trip. With
         ``transaction``, committed together on success and rolled back on error; without, each
         committed on its own. Each statement runs once: what fails is raised (the driver's own
@@ -425,15 +480,25 @@ class Database:
                 raise asyncpg.InterfaceError("the pool handed out a connection without its driver")
             if transaction:
                 async with driver.transaction():
-                    yield DriverWrites(driver)
+                    yield DriverWrites(driver, self.write_plan)
             else:
-                yield DriverWrites(driver)
+                yield DriverWrites(driver, self.write_plan)
         except BaseException:
             if driver is None or driver.is_closed():
                 pooled.invalidate()
             raise
         finally:
             await greenlet_spawn(pooled.close)
+
+    async def write_row(self, statement: DriverRunnable, parameters: Mapping[str, Any]) -> ReturnedRow | None:
+        """One hot write statement (module-level, see :meth:`write_plan`), committed on its own,
+        and the first row it returns (None: none): on the driver when it can run it, run once
+        there (see :meth:`driver_writes`), else on SQLAlchemy's autocommit connection."""
+        if self.write_plan(statement) is None:
+            async with self.connection() as conn:
+                return (await conn.execute(statement, dict(parameters))).first()
+        async with self.driver_writes(transaction=False) as writes:
+            return await writes.first(statement, parameters)
 
     async def _driver_fetch(self, sql: str, values: list[Any]) -> Sequence[Sequence[Any]] | None:
         """``sql``'s rows fetched by asyncpg on a pooled connection, with no SQLAlchemy connection

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 from functools import cache
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import Update, and_, bindparam, func, or_, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import aliased
 
 from worker_automation.domain.errors import BadInput, Conflict, DomainError, NotFound
@@ -20,7 +19,7 @@ from worker_automation.domain.ranges import PROGRESS_MAX, PROGRESS_MIN, check_ra
 from worker_automation.domain.vocabulary import EventKind, Refusal
 from worker_automation.infra.metrics import count_refused, observe_wait
 from worker_automation.models import AutomationSetting, Job, JobStatus, Machine, QueuePause, utcnow
-from worker_automation.models.database import Database, DriverRunnable, DriverStatement, DriverWrites
+from worker_automation.models.database import NotOnDriver, OnConnection, Statements
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.automations import apply_setting, effective, registered
 from worker_automation.resolvers.job_views import RUN_ORDER, JobView, enriched_select, order_by, views_of
@@ -163,57 +162,6 @@ _CURRENT = select(Job.status, Job.task_id, _QUEUE_PAUSED.label("paused"), Job.ne
 )
 
 
-class _NotOnDriver(Exception):
-    """A claim the driver's fast path leaves to SQLAlchemy's (its transaction rolled back first)."""
-
-
-class _Statements(Protocol):
-    """Where a claim's statements run: SQLAlchemy's connection or, on PostgreSQL, the driver."""
-
-    async def first(self, statement: DriverRunnable, parameters: dict[str, Any]) -> Any | None: ...
-
-    async def execute(self, statement: DriverRunnable, parameters: dict[str, Any]) -> None: ...
-
-    def connection(self) -> AsyncConnection:
-        """For the statements only SQLAlchemy runs (raises _NotOnDriver on the driver)."""
-        ...
-
-
-class _OnSqlAlchemy:
-    def __init__(self, conn: AsyncConnection) -> None:
-        self._conn = conn
-
-    async def first(self, statement: DriverRunnable, parameters: dict[str, Any]) -> Any | None:
-        return (await self._conn.execute(statement, parameters)).first()
-
-    async def execute(self, statement: DriverRunnable, parameters: dict[str, Any]) -> None:
-        await self._conn.execute(statement, parameters)
-
-    def connection(self) -> AsyncConnection:
-        return self._conn
-
-
-class _OnDriver:
-    def __init__(self, db: Database, writes: DriverWrites) -> None:
-        self._db = db
-        self._writes = writes
-
-    def _plan(self, statement: DriverRunnable) -> DriverStatement:
-        plan = self._db.write_plan(statement)
-        if plan is None:
-            raise _NotOnDriver
-        return plan
-
-    async def first(self, statement: DriverRunnable, parameters: dict[str, Any]) -> Any | None:
-        return await self._writes.row(self._plan(statement), parameters)
-
-    async def execute(self, statement: DriverRunnable, parameters: dict[str, Any]) -> None:
-        await self._writes.run(self._plan(statement), parameters)
-
-    def connection(self) -> AsyncConnection:
-        raise _NotOnDriver
-
-
 def refused(reason: Refusal, **details: Any) -> Conflict:
     count_refused(reason.value)
     return Conflict(_REFUSAL_MESSAGES[reason], reason=reason.value, **details)
@@ -246,7 +194,7 @@ async def pending_jobs(
 
 
 async def _machine_and_locked_head(
-    statements: _Statements, machine: MachineRef, job_id: int
+    statements: Statements, machine: MachineRef, job_id: int
 ) -> tuple[MachineView, Any | None]:
     """The machine, and the job's head with its automation's settings row locked (None when the
     job or its settings row is missing). Unauthenticated for an unknown key."""
@@ -272,21 +220,19 @@ async def claim(services: Services, machine: MachineRef, job_id: int, task_id: s
     view: JobView | None = None
     if services.db.write_plan(_CLAIM[task_id is not None]) is not None:
         try:
-            async with services.db.driver_writes(transaction=True) as writes:
-                view = await _claim_on(_OnDriver(services.db, writes), machine, job_id, task_id)
-        except _NotOnDriver:
+            async with services.db.driver_writes(transaction=True) as statements:
+                view = await _claim_on(statements, machine, job_id, task_id)
+        except NotOnDriver:
             view = None
     if view is None:
         async with services.db.transaction() as conn:
-            view = await _claim_on(_OnSqlAlchemy(conn), machine, job_id, task_id)
+            view = await _claim_on(OnConnection(conn), machine, job_id, task_id)
     observe_wait(view)
     await announce(services, EventKind.CLAIMED, [view])
     return view
 
 
-async def _claim_on(
-    statements: _Statements, machine: MachineRef, job_id: int, task_id: str | None
-) -> JobView:
+async def _claim_on(statements: Statements, machine: MachineRef, job_id: int, task_id: str | None) -> JobView:
     machine, head = await _machine_and_locked_head(statements, machine, job_id)
     if not machine.is_on:
         raise refused(Refusal.MACHINE_OFF)
@@ -322,7 +268,7 @@ async def _claim_on(
     return returned_view(row)
 
 
-async def _refusal_for(statements: _Statements, job_id: int, task_id: str | None) -> DomainError:
+async def _refusal_for(statements: Statements, job_id: int, task_id: str | None) -> DomainError:
     current = await statements.first(_CURRENT, {"job_id": job_id})
     if current is None:
         # Removed since the claim began (cleanup, a move): nothing left to claim.
@@ -396,18 +342,15 @@ async def _finish(
     parameters.update(job_id=job_id, ended_at=now, **holder)
     if task_id is not None:
         parameters["reported_task"] = task_id
-    plan = services.db.write_plan(statement)
-    done: Any
-    async with services.db.connection() as conn:
-        if plan is None:
-            done = (await conn.execute(statement, parameters)).first()
-        else:
-            # On the driver itself (see ``claim``), run once: what fails is raised, not re-run.
-            async with services.db.driver_writes(transaction=False) as writes:
-                done = await writes.row(plan, parameters)
-        if done is not None:
-            return returned_view(done)
-        known = machine if isinstance(machine, MachineView) else await machine_in(conn, machine)
+    # On the driver itself where it can run (see ``claim``), run once: what fails is raised.
+    done = await services.db.write_row(statement, parameters)
+    if done is not None:
+        return returned_view(done)
+    if isinstance(machine, MachineView):
+        known = machine
+    else:
+        async with services.db.connection() as conn:
+            known = await machine_in(conn, machine)
     async with services.db.session() as session:
         row = await lock_job(session, job_id)
         # The run recovery ended while its report waited (in an outbox, say): the report wins.

@@ -297,8 +297,8 @@ async def _record_one(
         "actor": actor.label,
         "perfil": actor.perfil,
     }
-    async with db.connection() as conn:
-        row = (await conn.execute(_DISPATCH_ONE, parameters)).first()
+    # On the driver itself where it can run (as a claim and a completion), run once.
+    row = await db.write_row(_DISPATCH_ONE, parameters)
     if row is None:
         return None
     view = view_of(row, row.cliente_razao_social)

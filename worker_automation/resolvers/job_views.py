@@ -22,7 +22,6 @@ from zoneinfo import ZoneInfo
 
 from annotated_types import Ge, Interval
 from sqlalchemy import ColumnElement, Select, UnaryExpression, null, select
-from sqlalchemy.engine import Row
 
 from worker_automation.domain.ranges import (
     PRIORITY_MAX,
@@ -34,6 +33,7 @@ from worker_automation.domain.ranges import (
 )
 from worker_automation.domain.shapes import Doc, facets, strip_optional
 from worker_automation.models import Cliente, Job, JobStatus
+from worker_automation.models.database import ReturnedRow
 
 if TYPE_CHECKING:
     from worker_automation.catalog.registry import Automation
@@ -215,7 +215,7 @@ def _registry() -> Mapping[str, Automation]:
     return AUTOMATION_REGISTRY
 
 
-def view_of(job: Job | Row[Any], client_name: str | None) -> JobView:
+def view_of(job: Job | ReturnedRow, client_name: str | None) -> JobView:
     """Build the view from a loaded row (an entity or a row of its columns) and the client name."""
     columns = _row_values(job)
     values: Any = (

@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import ColumnElement, bindparam, select
-from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from worker_automation.domain.errors import Conflict, NotFound
 from worker_automation.models import Cliente, Job, JobStatus
-from worker_automation.models.database import Executor
+from worker_automation.models.database import Executor, ReturnedRow
 from worker_automation.resolvers.job_views import CLIENT_NAME, JobView, view_of
 from worker_automation.resolvers.reads import MSG_JOB_NOT_FOUND
 
@@ -26,8 +25,8 @@ def _client_name() -> ColumnElement[Any]:
 VIEW_RETURNING: tuple[ColumnElement[Any], ...] = (*Job.__table__.columns, _client_name())
 
 
-def returned_view(row: Row[Any]) -> JobView:
-    """The view of a row returned with :data:`VIEW_RETURNING`."""
+def returned_view(row: ReturnedRow) -> JobView:
+    """The view of a row returned with :data:`VIEW_RETURNING` (by SQLAlchemy or the driver)."""
     return view_of(row, getattr(row, CLIENT_NAME))
 
 
