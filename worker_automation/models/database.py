@@ -465,13 +465,12 @@ class Database:
     @asynccontextmanager
     async def driver_writes(self, *, transaction: bool) -> AsyncIterator[DriverWrites]:
         """The statements of :meth:`write_plan` on a pooled connection's driver, with no
-        SQLAlchemy connection around them: for the writes every job makes (its creation, its claim,
-        its end),
-        where SQLAlchemy's execution costs several times the statement's round trip. With
-        ``transaction``, committed together on success and rolled back on error; without, each
-        committed on its own. Each statement runs once: what fails is raised (the driver's own
-        errors; :func:`database_unavailable` tells an outage), never run again elsewhere, and a
-        connection found broken is dropped from the pool."""
+        SQLAlchemy connection around them: for the writes every job makes (its creation, its
+        claim, its end), where SQLAlchemy's execution costs several times the statement's round
+        trip. With ``transaction``, committed together on success and rolled back on error;
+        without, each committed on its own. Each statement runs once: what fails is raised (the
+        driver's own errors; :func:`database_unavailable` tells an outage), never run again
+        elsewhere, and a connection found broken is dropped from the pool."""
         pooled = await self.engine.raw_connection()
         driver = None
         try:
