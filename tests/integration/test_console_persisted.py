@@ -3,6 +3,7 @@ document only when the service asks for it, and never twice for the same documen
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -50,4 +51,41 @@ def test_the_console_sends_hashes_and_each_document_once(
             assert status == 200 and (
                 "data" in answer or answer["errors"][0]["extensions"]["code"] == ("PERSISTED_QUERY_NOT_FOUND")
             ), answer
+    page.context.close()
+
+
+def test_two_reads_of_a_new_document_at_once_send_it_once(
+    request: pytest.FixtureRequest, system: System
+) -> None:
+    """Both reads miss at the same moment; only one of them sends the document, the other waits."""
+    sent: list[dict[str, Any]] = []
+
+    def seen(request: Any) -> None:
+        if request.method == "POST" and request.url.endswith("/graphql"):
+            sent.append(json.loads(request.post_data or "{}"))
+
+    page = open_console(request.getfixturevalue("chromium"), system)
+    page.on("request", seen)
+    document = "query ReadTwiceAtOnce { __typename }"
+    answers = page.evaluate(
+        """async (document) => {
+            const api = await import(new URL("js/api.js", window.location.href.replace(/#.*$/, "")).href);
+            const twice = await Promise.all([api.gql(document), api.gql(document)]);
+            return [...twice, await api.gql(document)];
+        }""",
+        document,
+    )
+    page.remove_listener("request", seen)
+    assert answers == [{"__typename": "Query"}] * 3
+    digest = hashlib.sha256(document.encode()).hexdigest()
+    mine = [
+        body
+        for body in sent
+        if body.get("extensions", {}).get("persistedQuery", {}).get("sha256Hash") == digest
+    ]
+    assert [body.get("query") for body in mine].count(document) == 1, mine
+    # The reads at once: two hashes alone, one document, and the waiting read's hash alone again;
+    # then the read after them sent the hash alone.
+    assert len(mine) <= 5 and "query" not in mine[-1], mine
+    assert page.errors == []
     page.context.close()

@@ -104,6 +104,10 @@ async function documentHash(query) {
   return hash;
 }
 
+// The document for a hash is sent by one caller at a time: a read that misses while another
+// caller is already sending that document waits for it, then tries the hash alone again.
+const registrations = new Map();
+
 /** Whether an answer to a hash alone asks for the document (or the service has no such thing). */
 function wantsDocument(status, body) {
   const first = body?.errors?.[0];
@@ -136,14 +140,35 @@ async function post(payload, key) {
   }
 }
 
+/** The answer to a document sent by its hash, with the document only if the service asks. */
+async function persisted(query, hash, variables, key) {
+  const extensions = { persistedQuery: { version: 1, sha256Hash: hash } };
+  const hashAlone = () => post({ extensions, variables }, key);
+  let pending = registrations.get(hash);
+  if (pending) await pending.catch(() => {});
+  let answer = await hashAlone();
+  if (!wantsDocument(answer.status, answer.body)) return answer;
+  pending = registrations.get(hash);
+  if (pending) {
+    await pending.catch(() => {});
+    answer = await hashAlone();
+    if (!wantsDocument(answer.status, answer.body)) return answer;
+  }
+  const registration = post({ query, variables, extensions }, key);
+  registrations.set(hash, registration);
+  try {
+    return await registration;
+  } finally {
+    if (registrations.get(hash) === registration) registrations.delete(hash);
+  }
+}
+
 /** Run one GraphQL document; the data, or an ApiError with the API's own message. */
 export async function gql(query, variables = {}, key = storedKey()) {
   const hash = await documentHash(query);
   let answer;
   if (hash) {
-    const extensions = { persistedQuery: { version: 1, sha256Hash: hash } };
-    answer = await post({ extensions, variables }, key);
-    if (wantsDocument(answer.status, answer.body)) answer = await post({ query, variables, extensions }, key);
+    answer = await persisted(query, hash, variables, key);
   } else {
     answer = await post({ query, variables }, key);
   }
