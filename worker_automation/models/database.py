@@ -338,7 +338,10 @@ class DriverWrites:
         return plan
 
     async def first(self, statement: DriverRunnable, parameters: Mapping[str, Any]) -> DriverRow | None:
-        plan = self._plan(statement)
+        return await self.first_planned(self._plan(statement), parameters)
+
+    async def first_planned(self, plan: DriverStatement, parameters: Mapping[str, Any]) -> DriverRow | None:
+        """:meth:`first` for a statement already planned (see :meth:`Database.write_plan`)."""
         record = await self._driver.fetchrow(plan.sql, *plan.values(parameters))
         return None if record is None else DriverRow(record)
 
@@ -493,11 +496,12 @@ class Database:
         """One hot write statement (module-level, see :meth:`write_plan`), committed on its own,
         and the first row it returns (None: none): on the driver when it can run it, run once
         there (see :meth:`driver_writes`), else on SQLAlchemy's autocommit connection."""
-        if self.write_plan(statement) is None:
+        plan = self.write_plan(statement)
+        if plan is None:
             async with self.connection() as conn:
                 return (await conn.execute(statement, dict(parameters))).first()
         async with self.driver_writes(transaction=False) as writes:
-            return await writes.first(statement, parameters)
+            return await writes.first_planned(plan, parameters)
 
     async def _driver_fetch(self, sql: str, values: list[Any]) -> Sequence[Sequence[Any]] | None:
         """``sql``'s rows fetched by asyncpg on a pooled connection, with no SQLAlchemy connection

@@ -28,6 +28,7 @@ from worker_automation.resolvers.announce import announce, announcement
 from worker_automation.resolvers.audit import Actor, AuditNote, audited
 from worker_automation.resolvers.automations import effective, registered
 from worker_automation.resolvers.job_views import JobView, view_of
+from worker_automation.resolvers.rows import returned_view
 
 if TYPE_CHECKING:  # recording a job needs neither the broker nor the services around it
     from worker_automation.resolvers.services import Services
@@ -301,7 +302,7 @@ async def _record_one(
     row = await db.write_row(_DISPATCH_ONE, parameters)
     if row is None:
         return None
-    view = view_of(row, row.cliente_razao_social)
+    view = returned_view(row)
     note.target = f"worker:{view.id}"
     note.entry_id = row.audit_entry_id
     return [view], {automation.key: automation.task_name}

@@ -11,7 +11,7 @@ item (:data:`ITEM_FIELDS`), the full job that events, the worker protocol and Gr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from enum import Enum
@@ -217,10 +217,14 @@ def _registry() -> Mapping[str, Automation]:
 
 def view_of(job: Job | ReturnedRow, client_name: str | None) -> JobView:
     """Build the view from a loaded row (an entity or a row of its columns) and the client name."""
-    columns = _row_values(job)
+    return view_of_columns(_row_values(job), client_name)
+
+
+def view_of_columns(columns: Sequence[Any], client_name: str | None) -> JobView:
+    """Build the view from a row's columns in :data:`ROW_FIELDS` order and the client name."""
     values: Any = (
         *columns[:_ENRICHED_AT],
-        display_name_of(job.automation_type),
+        display_name_of(columns[_AUTOMATION_AT]),
         client_name,
         *columns[_ENRICHED_AT:],
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import ColumnElement, bindparam, select
@@ -10,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from worker_automation.domain.errors import Conflict, NotFound
 from worker_automation.models import Cliente, Job, JobStatus
 from worker_automation.models.database import Executor, ReturnedRow
-from worker_automation.resolvers.job_views import CLIENT_NAME, JobView, view_of
+from worker_automation.resolvers.job_views import CLIENT_NAME, ROW_FIELDS, JobView, view_of, view_of_columns
 from worker_automation.resolvers.reads import MSG_JOB_NOT_FOUND
 
 
@@ -25,9 +26,15 @@ def _client_name() -> ColumnElement[Any]:
 VIEW_RETURNING: tuple[ColumnElement[Any], ...] = (*Job.__table__.columns, _client_name())
 
 
+# Where each of the view's columns stands in such a row.
+_returned_columns = itemgetter(*(list(Job.__table__.columns.keys()).index(name) for name in ROW_FIELDS))
+
+
 def returned_view(row: ReturnedRow) -> JobView:
-    """The view of a row returned with :data:`VIEW_RETURNING` (by SQLAlchemy or the driver)."""
-    return view_of(row, getattr(row, CLIENT_NAME))
+    """The view of a row that starts with every column of the job's table and ends with its
+    client's name (:data:`VIEW_RETURNING`, a creation's RETURNING), by SQLAlchemy or the driver.
+    Read by position: the driver's rows look names up one call at a time."""
+    return view_of_columns(_returned_columns(row), row[len(row) - 1])
 
 
 async def lock_job(session: AsyncSession, job_id: int) -> Job:
