@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import insert, select, update
+from sqlalchemy import insert, select, text, update
 
 from tests.support.settings import MakeSettings
 from worker_automation.asgi.app import create_app
@@ -258,6 +258,25 @@ async def test_one_replica_leads_at_a_time(services: Services, make_settings: Ma
         await first.release()
         await second.release()
         await other.close()
+
+
+async def test_the_leader_holds_its_lock_outside_any_transaction(services: Services) -> None:
+    leader = Leadership(services)
+    try:
+        assert await leader.held()
+        assert await leader.held(), "the leader keeps its lock"
+        async with services.db.reader() as session:
+            states = (
+                await session.scalars(
+                    text(
+                        "SELECT a.state FROM pg_locks AS l JOIN pg_stat_activity AS a USING (pid)"
+                        " WHERE l.locktype = 'advisory' AND l.granted AND a.datname = current_database()"
+                    )
+                )
+            ).all()
+        assert states == ["idle"]
+    finally:
+        await leader.release()
 
 
 async def test_a_claim_whose_answer_never_arrived_is_queued_again(services: Services) -> None:

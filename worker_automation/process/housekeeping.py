@@ -55,7 +55,12 @@ class Leadership:
             return True
         if self._conn is not None:
             try:
+                # Ended at once: a probe left open would keep the session "idle in transaction"
+                # for as long as this process leads (monitoring alarms, a server's
+                # idle_in_transaction_session_timeout). The lock is the session's, not the
+                # transaction's.
                 await self._conn.execute(text("SELECT 1"))
+                await self._conn.commit()
                 return True
             except Exception:
                 log.warning("lost the housekeeping lock's connection; another replica may lead now")
