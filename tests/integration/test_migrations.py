@@ -189,6 +189,29 @@ async def test_migrate_creates_every_index(database_url: str) -> None:
     assert postgres_only == (POSTGRESQL_ONLY_INDEXES if database_url.startswith("postgresql") else set())
 
 
+async def test_no_two_indexes_of_a_table_share_a_key(pg_database_url: str) -> None:
+    """Every index costs each row version an entry: one whose key (columns, expressions and
+    predicate) another index has too, included columns aside, only costs writes."""
+    await migrate(pg_database_url)
+    keys = sa.text(
+        "SELECT c.relname, array_agg(i.indexrelid::regclass::text ORDER BY i.indexrelid::regclass::text) "
+        "FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'public' "
+        "GROUP BY c.relname, (i.indkey::int2[])[0:i.indnkeyatts - 1], i.indclass::text, "
+        "pg_get_expr(i.indexprs, i.indrelid), pg_get_expr(i.indpred, i.indrelid) HAVING count(*) > 1"
+    )
+
+    def shared(sync: Connection) -> list[tuple[str, list[str]]]:
+        return [(table, names) for table, names in sync.execute(keys)]
+
+    engine = make_engine(pg_database_url)
+    try:
+        async with engine.connect() as conn:
+            assert await conn.run_sync(shared) == []
+    finally:
+        await engine.dispose()
+
+
 async def test_migrate_creates_unique_constraints_and_primary_keys(database_url: str) -> None:
     await migrate(database_url)
 

@@ -75,9 +75,8 @@ class Job(Base):
         Index("ix_workers_usuario_id", "usuario_id"),
         # "Today" counts and the history of terminal rows.
         Index("ix_workers_status_data_fim", "status", "data_fim"),
-        Index("ix_workers_data_fim", "data_fim"),
-        # History (throughput, durations): finished rows in a time range, answered from the index
-        # alone on PostgreSQL (the other columns those reads use ride along).
+        # History (throughput, durations) and retention: rows by finish time, answered from the
+        # index alone on PostgreSQL (the other columns those reads use ride along).
         Index(
             "ix_workers_history",
             "data_fim",
