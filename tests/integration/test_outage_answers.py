@@ -11,7 +11,7 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import event, func, select, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from tests.integration.rest_support import running_api
@@ -168,3 +168,32 @@ async def test_postgresql_out_of_resources_is_an_outage(
             await conn.execute(text(raising))
     assert database_unavailable(caught.value) is outage
     assert database_exhausted(caught.value) is outage
+
+
+# A write as the hot paths run it on the driver (see Database.write_row): which backend ran it.
+_BACKEND = select(func.pg_backend_pid())
+
+
+async def test_a_write_on_a_connection_the_server_just_cut_is_an_outage(services: Services) -> None:
+    """A pooled connection whose backend was just terminated (as by a restart), handed out
+    before its socket closed: the write on it fails as an outage (which the transports answer
+    503), not as an unexplained error (a 500), and the next write runs on a new connection.
+    Each round cuts the connection the last write ran on and writes again at once."""
+    db = services.db
+    admin = await asyncpg.connect(f"postgresql://{PG_USER}@{PG_HOST}:{PG_PORT}/postgres")
+    refused: list[BaseException] = []
+    try:
+        for _ in range(10):
+            row = await db.write_row(_BACKEND, {})
+            assert row is not None
+            await admin.execute("SELECT pg_terminate_backend($1)", row[0])
+            try:
+                await db.write_row(_BACKEND, {})
+            except Exception as exc:
+                refused.append(exc)
+    finally:
+        await admin.close()
+    assert refused, "no write met a cut connection"
+    assert [type(exc).__name__ for exc in refused if not database_unavailable(exc)] == []
+    after = await db.write_row(_BACKEND, {})
+    assert after is not None

@@ -473,7 +473,13 @@ class Database:
         trip. With ``transaction``, committed together on success and rolled back on error;
         without, each committed on its own. Each statement runs once: what fails is raised (the
         driver's own errors; :func:`database_unavailable` tells an outage), never run again
-        elsewhere, and a connection found broken is dropped from the pool."""
+        elsewhere, and a connection found broken is dropped from the pool.
+
+        A connection the server has just cut (a restart, a terminated backend) can be handed out
+        after the server's goodbye arrived and before the socket closed: the driver then refuses
+        the statement with an ``InternalClientError`` about its protocol state, the statement
+        unsent, and the connection is closed right after. That is raised as the lost connection
+        it is (``ConnectionDoesNotExistError``, an outage), not as a fault of the operation."""
         pooled = await self.engine.raw_connection()
         driver = None
         try:
@@ -485,9 +491,13 @@ class Database:
                     yield DriverWrites(driver, self.write_plan)
             else:
                 yield DriverWrites(driver, self.write_plan)
-        except BaseException:
+        except BaseException as exc:
             if driver is None or driver.is_closed():
                 pooled.invalidate()
+                if isinstance(exc, asyncpg.InternalClientError):
+                    raise asyncpg.ConnectionDoesNotExistError(
+                        f"the server closed the connection: {exc}"
+                    ) from exc
             raise
         finally:
             await greenlet_spawn(pooled.close)
