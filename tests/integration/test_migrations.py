@@ -42,13 +42,18 @@ def _model_unique_columns() -> dict[str, set[tuple[str, ...]]]:
     return found
 
 
-async def _inspect(url: str, fn: Any) -> Any:
+async def _on_connection(url: str, fn: Any) -> Any:
+    """``fn`` run on a synchronous view of a connection of its own to ``url``."""
     engine = make_engine(url)
     try:
         async with engine.connect() as conn:
-            return await conn.run_sync(lambda sync: fn(sa.inspect(sync)))
+            return await conn.run_sync(fn)
     finally:
         await engine.dispose()
+
+
+async def _inspect(url: str, fn: Any) -> Any:
+    return await _on_connection(url, lambda sync: fn(sa.inspect(sync)))
 
 
 async def _table_names(url: str) -> set[str]:
@@ -204,12 +209,7 @@ async def test_no_two_indexes_of_a_table_share_a_key(pg_database_url: str) -> No
     def shared(sync: Connection) -> list[tuple[str, list[str]]]:
         return [(table, names) for table, names in sync.execute(keys)]
 
-    engine = make_engine(pg_database_url)
-    try:
-        async with engine.connect() as conn:
-            assert await conn.run_sync(shared) == []
-    finally:
-        await engine.dispose()
+    assert await _on_connection(pg_database_url, shared) == []
 
 
 async def test_migrate_creates_unique_constraints_and_primary_keys(database_url: str) -> None:
