@@ -140,17 +140,22 @@ async function post(payload, key) {
   }
 }
 
+/** Wait for the document of ``hash`` if another caller is sending it; whether there was one. */
+async function registrationSettled(hash) {
+  const pending = registrations.get(hash);
+  if (!pending) return false;
+  await pending.catch(() => {});
+  return true;
+}
+
 /** The answer to a document sent by its hash, with the document only if the service asks. */
 async function persisted(query, hash, variables, key) {
   const extensions = { persistedQuery: { version: 1, sha256Hash: hash } };
   const hashAlone = () => post({ extensions, variables }, key);
-  let pending = registrations.get(hash);
-  if (pending) await pending.catch(() => {});
+  await registrationSettled(hash);
   let answer = await hashAlone();
   if (!wantsDocument(answer.status, answer.body)) return answer;
-  pending = registrations.get(hash);
-  if (pending) {
-    await pending.catch(() => {});
+  if (await registrationSettled(hash)) {
     answer = await hashAlone();
     if (!wantsDocument(answer.status, answer.body)) return answer;
   }
