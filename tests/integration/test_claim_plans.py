@@ -11,9 +11,9 @@ from typing import Any
 
 import asyncpg
 import pytest
-from sqlalchemy import Update
+from sqlalchemy import Select, Update
 
-from worker_automation.resolvers import claims
+from worker_automation.resolvers import claims, retries
 from worker_automation.resolvers.services import Services
 
 # The indexes that find one row by its key: the primary key and the unique task id.
@@ -62,7 +62,7 @@ def _scans_of_the_row(plan: str) -> list[str]:
 
 
 async def _assert_found_by_key(
-    dsn: str, services: Services, statement: Update, values: dict[str, Any]
+    dsn: str, services: Services, statement: Update | Select[Any], values: dict[str, Any]
 ) -> None:
     """The statement's plan with ``values`` (a custom plan, as the driver's first runs of a
     prepared statement get) and its generic plan (what it may get from the sixth run on) both
@@ -120,3 +120,11 @@ async def test_a_completion_finds_its_job_by_its_key_before_any_statistics(
                 ("progress", "result", "status"), by_key=by_key, with_task=with_task
             )
             await _assert_found_by_key(unanalyzed, services, statement, values)
+
+
+async def test_a_retry_being_sent_is_found_by_its_key_before_any_statistics(
+    services: Services, unanalyzed: str
+) -> None:
+    job_id, _, _ = await _one_job(unanalyzed, "AGENDADO")
+    for statement in (retries._due_time(job_id), retries._sent_as(job_id, "t-new")):
+        await _assert_found_by_key(unanalyzed, services, statement, {})

@@ -15,6 +15,7 @@ from worker_automation.models.job import (
     JobBucketCount,
     JobCount,
     QueuedCount,
+    row_status_is,
 )
 from worker_automation.models.queue_pause import QueuePause
 from worker_automation.models.rollup import automation_rollups
@@ -47,5 +48,6 @@ __all__ = [
     "Schedule",
     "Usuario",
     "automation_rollups",
+    "row_status_is",
     "utcnow",
 ]

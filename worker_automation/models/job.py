@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Final
 
-from sqlalchemy import BigInteger, Index, Integer, String, Text, text
+from sqlalchemy import BigInteger, ColumnElement, Index, Integer, String, Text, literal_column, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from worker_automation.domain.vocabulary import JobStatus
@@ -89,6 +89,19 @@ class Job(Base):
             postgresql_include=["status", "queue", "data_inicio"],
         ),
     )
+
+
+def row_status_is(status: JobStatus) -> ColumnElement[bool]:
+    """Whether the row a statement found by its key has ``status``, written so that no index can
+    serve it.
+
+    A statement that finds a job by its key (a claim, a completion, a retry's send) and tests its
+    status leaves PostgreSQL's planner a choice while the table has no statistics yet (a new
+    database, until its first ANALYZE): an index that leads with ``status`` then looks as cheap as
+    the key's, and it may pick one, reading every queued (or finished) job's index entry, a cost
+    that grows with the table. As an expression, the status only filters the row the key found.
+    """
+    return Job.status.concat(literal_column("''")) == status.value
 
 
 # Indexes of ``workers`` that PostgreSQL alone has, made by their migration and not declared

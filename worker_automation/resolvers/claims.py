@@ -10,7 +10,7 @@ from datetime import timedelta
 from functools import cache
 from typing import Any
 
-from sqlalchemy import ColumnElement, Update, and_, bindparam, func, literal_column, or_, select, update
+from sqlalchemy import Update, and_, bindparam, func, or_, select, update
 from sqlalchemy.orm import aliased
 
 from worker_automation.domain.errors import BadInput, Conflict, DomainError, NotFound
@@ -18,7 +18,15 @@ from worker_automation.domain.limits import result_refusal
 from worker_automation.domain.ranges import PROGRESS_MAX, PROGRESS_MIN, check_range
 from worker_automation.domain.vocabulary import EventKind, Refusal
 from worker_automation.infra.metrics import count_refused, observe_wait
-from worker_automation.models import AutomationSetting, Job, JobStatus, Machine, QueuePause, utcnow
+from worker_automation.models import (
+    AutomationSetting,
+    Job,
+    JobStatus,
+    Machine,
+    QueuePause,
+    row_status_is,
+    utcnow,
+)
 from worker_automation.models.database import NotOnDriver, OnConnection, Statements
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.automations import apply_setting, effective, registered
@@ -83,17 +91,6 @@ _TOUCH_MACHINE = (
 )
 
 
-def _row_status_is(status: JobStatus) -> ColumnElement[bool]:
-    """Whether the row found by its key has ``status``, written so that no index can serve it.
-
-    A claim and a completion find their row by its key. While the table has no statistics yet
-    (a new database, until its first ANALYZE), an index that leads with ``status`` looks as cheap
-    to PostgreSQL's planner as the key's, and it picks one: every claim then reads every queued
-    job's index entry, and every completion every finished job's, a cost that grows with the
-    table. As an expression, the status only filters the row the key found."""
-    return Job.status.concat(literal_column("''")) == status.value
-
-
 # Whether the job's queue is paused (correlated to the statement's ``workers`` row).
 _QUEUE_PAUSED = select(QueuePause.queue).where(QueuePause.queue == Job.queue).exists()
 
@@ -114,7 +111,7 @@ def _claim_statement(*, with_task: bool) -> Update:
     # a retry before its next attempt is due.
     conds = [
         Job.id == bindparam("job_id"),
-        _row_status_is(JobStatus.AGENDADO),
+        row_status_is(JobStatus.AGENDADO),
         ~_QUEUE_PAUSED,
         or_(Job.next_attempt_at.is_(None), Job.next_attempt_at <= bindparam("claimed_at")),
     ]
@@ -148,7 +145,7 @@ def _finish_statement(columns: tuple[str, ...], *, by_key: bool, with_task: bool
     holder = _MACHINE_BY_KEY if by_key else bindparam("holder")
     conds = [
         Job.id == bindparam("job_id"),
-        _row_status_is(JobStatus.EXECUTANDO),
+        row_status_is(JobStatus.EXECUTANDO),
         Job.machine_id == holder,
     ]
     if with_task:

@@ -22,12 +22,12 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from sqlalchemy import ColumnElement, func, or_, select, update
+from sqlalchemy import ColumnElement, Select, Update, func, or_, select, update
 
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY, TIMEOUT_EXC_TYPE, Automation
 from worker_automation.domain.vocabulary import EventKind
 from worker_automation.infra.metrics import count_retry, count_timeout
-from worker_automation.models import Attempt, Job, JobStatus, utcnow
+from worker_automation.models import Attempt, Job, JobStatus, row_status_is, utcnow
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.automations import effective
 from worker_automation.resolvers.dispatch import Send, send_all
@@ -183,15 +183,29 @@ def schedule_send(services: Services, job_id: int, delay: float) -> None:
 
 def _unsent(job_id: int) -> list[ColumnElement[bool]]:
     """Job ``job_id`` while it waits AGENDADO for its retry to be sent (no task id yet)."""
-    return [Job.id == job_id, Job.status == JobStatus.AGENDADO.value, Job.task_id.is_(None)]
+    return [Job.id == job_id, row_status_is(JobStatus.AGENDADO), Job.task_id.is_(None)]
+
+
+def _due_time(job_id: int) -> Select[Any]:
+    """When the retry ``job_id`` waiting to be sent is due (no row: it no longer waits)."""
+    return select(Job.next_attempt_at).where(*_unsent(job_id))
+
+
+def _sent_as(job_id: int, new_task: str) -> Update:
+    """Give the due retry ``job_id`` its new task id (no row returned: not, or not yet, one)."""
+    return (
+        update(Job)
+        .where(*_unsent(job_id), due())
+        .values(task_id=new_task, updated_at=utcnow())
+        .returning(Job.id)
+    )
 
 
 async def _time_left(services: Services, job_id: int) -> float | None:
     """Seconds until the waiting retry ``job_id`` is due (at least a little), None when it no
     longer waits for a send."""
-    statement = select(Job.next_attempt_at).where(*_unsent(job_id))
     async with services.db.session() as session:
-        next_attempt_at = (await session.execute(statement)).scalar_one_or_none()
+        next_attempt_at: datetime | None = (await session.execute(_due_time(job_id))).scalar_one_or_none()
     if next_attempt_at is None:
         return None
     return max(_RECHECK_SECONDS, (next_attempt_at - utcnow()).total_seconds())
@@ -200,14 +214,8 @@ async def _time_left(services: Services, job_id: int) -> float | None:
 async def send_due(services: Services, job_id: int) -> bool:
     """Send a waiting retry that is due under a new task id; False when it is not (yet) one."""
     new_task = str(uuid.uuid4())
-    statement = (
-        update(Job)
-        .where(*_unsent(job_id), due())
-        .values(task_id=new_task, updated_at=utcnow())
-        .returning(Job.id)
-    )
     async with services.db.session() as session:
-        if (await session.execute(statement)).first() is None:
+        if (await session.execute(_sent_as(job_id, new_task))).first() is None:
             return False
         row = await lock_job(session, job_id)
         view = await view_in(session, row)
