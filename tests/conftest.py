@@ -54,7 +54,7 @@ def _url_of(name: str) -> str:
 @pytest.fixture(scope="session")
 def _migrated_template() -> Iterator[str]:
     """A database migrated to the head once for the whole run, which tests' databases are copies
-    of: a copy takes about a tenth of a second, running every migration about half a second."""
+    of: a copy costs half or less of what running every migration on a new database does."""
     require_postgres()
     import asyncio
 
