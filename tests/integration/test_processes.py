@@ -23,6 +23,8 @@ import pytest
 from tests.integration.harness import Processes, Stack, clean_env, cli_command, wait_until
 from tests.integration.private_services import PrivateRedis
 
+# How often a worker with task events on beats (Celery's worker heartbeat with -E here).
+HEARTBEAT_SECONDS = 2.0
 PROCESSES = "{ processes { name kind queues concurrency runningJobIds status lastSeenAt machineId } }"
 WAITING = "query($id: Int!) { worker(id: $id) { status waitingReason queuePosition } }"
 
@@ -199,7 +201,13 @@ def test_with_task_events_a_stopped_worker_is_gone_at_once(
         wait_until(
             lambda: _process(stack, node, "ONLINE", queues=["scan"]), 20, lambda: "worker never ONLINE"
         )
-        # The receiver listens from the first question on; the worker beats every 2 s.
+        # The receiver listens from the first question on (the inspection may show the worker
+        # ONLINE before it does), and pub/sub keeps nothing: keep asking while the worker beats
+        # (every 2 s) a few times, so that the receiver is surely listening when it stops.
+        listening_until = time.monotonic() + 3 * HEARTBEAT_SECONDS
+        while time.monotonic() < listening_until:
+            assert _process(stack, node, "ONLINE", queues=["scan"]), "worker no longer ONLINE"
+            time.sleep(0.5)
         worker.send(signal.SIGTERM)
         assert worker.wait(30) is not None
         stopped = time.monotonic()
