@@ -203,7 +203,7 @@ def test_with_task_events_a_stopped_worker_is_gone_at_once(
         )
         # The receiver listens from the first question on (the inspection may show the worker
         # ONLINE before it does), and pub/sub keeps nothing: keep asking while the worker beats
-        # (every 2 s) a few times, so that the receiver is surely listening when it stops.
+        # (every 2 s) a few times, so that the receiver has had time to subscribe before it stops.
         listening_until = time.monotonic() + 3 * HEARTBEAT_SECONDS
         while time.monotonic() < listening_until:
             assert _process(stack, node, "ONLINE", queues=["scan"]), "worker no longer ONLINE"
