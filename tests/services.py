@@ -6,8 +6,12 @@ skipped with a reason naming the service.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
+import tempfile
+from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -16,8 +20,51 @@ PG_PORT = int(os.environ.get("WA_TEST_PG_PORT", "5432"))
 PG_USER = os.environ.get("WA_TEST_PG_USER", "postgres")
 REDIS_HOST = os.environ.get("WA_TEST_REDIS_HOST", "127.0.0.1")
 REDIS_PORT = int(os.environ.get("WA_TEST_REDIS_PORT", "6379"))
-# Redis database numbers owned by this test suite (others on the machine are left alone).
-REDIS_TEST_DB = int(os.environ.get("WA_TEST_REDIS_DB", "13"))
+# The Redis databases a run of this suite may own (the benchmarks use 12; others on the machine
+# are left alone).
+REDIS_TEST_DBS = (13, 14, 15, 11, 10, 9)
+REDIS_DB_ENV = "WA_TEST_REDIS_DB"
+_held_locks: list[IO[str]] = []
+
+
+def _lock_path(db: int) -> Path:
+    return Path(tempfile.gettempdir()) / f"wa-tests-redis-{REDIS_HOST}-{REDIS_PORT}-db{db}.lock"
+
+
+def owned_redis_db() -> int:
+    """The Redis database this run owns and empties around its tests.
+
+    ``WA_TEST_REDIS_DB`` names it when set (processes a run starts inherit it). Otherwise the run
+    takes the first of :data:`REDIS_TEST_DBS` no other run on this machine holds, by an exclusive
+    lock on a file that the system releases when the process ends, however it ends, and sets
+    ``WA_TEST_REDIS_DB`` for what it starts. Two runs at once then never empty each other's
+    database.
+    """
+    named = os.environ.get(REDIS_DB_ENV)
+    if named:
+        return int(named)
+    for db in REDIS_TEST_DBS:
+        lock = _lock_path(db).open("a")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            continue
+        _held_locks.append(lock)
+        os.environ[REDIS_DB_ENV] = str(db)
+        return db
+    raise RuntimeError(
+        f"every Redis database of {REDIS_TEST_DBS} is held by another test run on this machine; "
+        f"set {REDIS_DB_ENV} to choose one"
+    )
+
+
+REDIS_TEST_DB = owned_redis_db()
+
+
+def chose_redis_db() -> bool:
+    """Whether this process chose :data:`REDIS_TEST_DB` itself (and holds its lock)."""
+    return bool(_held_locks)
 
 
 def _reachable(host: str, port: int) -> bool:

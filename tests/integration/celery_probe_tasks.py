@@ -20,6 +20,7 @@ from typing import Any
 import redis
 from celery import Celery
 
+from tests.services import REDIS_HOST, REDIS_PORT, REDIS_TEST_DB
 from worker_automation.broker.celery_app import make_celery
 from worker_automation.settings import Settings
 
@@ -29,7 +30,9 @@ BROKER_ENV = "WA_PROBE_BROKER_URL"
 CONTROL_EXCHANGE_ENV = "WA_PROBE_CONTROL_EXCHANGE"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
-app = make_celery(Settings(), os.environ.get(BROKER_ENV, "redis://127.0.0.1:6379/13"), name="probe")
+app = make_celery(
+    Settings(), os.environ.get(BROKER_ENV, f"redis://{REDIS_HOST}:{REDIS_PORT}/{REDIS_TEST_DB}"), name="probe"
+)
 app.conf.control_exchange = os.environ.get(CONTROL_EXCHANGE_ENV, app.conf.control_exchange)
 
 
