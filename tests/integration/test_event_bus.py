@@ -165,6 +165,11 @@ async def test_publish_fails_fast_when_redis_is_down() -> None:
         await bus.publish(Event(kind=EventKind.CREATED, job=job(1)))
     with pytest.raises(Unavailable):
         await bus.publish_many([Event(kind=EventKind.CREATED, job=job(2))])
+    # Callers whose events went in one failed round trip each get the failure.
+    at_once = await asyncio.gather(
+        *(bus.publish(Event(kind=EventKind.CREATED, job=job(n))) for n in range(3, 8)), return_exceptions=True
+    )
+    assert [type(outcome) for outcome in at_once] == [Unavailable] * 5
     assert time.monotonic() - started < 2.0
     await bus.stop()
 
