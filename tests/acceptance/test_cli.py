@@ -127,6 +127,31 @@ def test_keys_create_prints_a_working_key_last(tmp_path: Path) -> None:
     principal.require(SCOPE_WRITE, manager=True)
 
 
+def test_a_command_that_creates_the_database_says_so_once(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    args = ("keys", "create", "--perfil", "administrador", "--scopes", SCOPE_READ)
+
+    first = run(elsewhere, *args)
+    again = run(elsewhere, *args)
+
+    assert first.returncode == 0 and again.returncode == 0
+    assert f"created {elsewhere / 'worker_automation.db'}" in first.stderr
+    assert "WA_DATABASE_URL" in first.stderr
+    assert "created" not in again.stderr
+    # The note is on stderr: the key is still the last line of stdout.
+    assert first.stdout.splitlines()[-1].startswith("wak_")
+
+
+@pytest.mark.parametrize("size", ["0", "101", "500"])
+def test_a_page_size_the_api_would_refuse_is_refused_before_anything_runs(tmp_path: Path, size: str) -> None:
+    done = run(tmp_path, "jobs", "list", "--per-page", size)
+
+    assert done.returncode == 2
+    assert "--per-page" in done.stderr and "at most 100" in done.stderr
+    assert not (tmp_path / "worker_automation.db").exists()
+
+
 def test_keys_revoke_stops_the_key(tmp_path: Path) -> None:
     # No migrate first: every command brings the database up to date itself.
     lines = ok(

@@ -16,6 +16,7 @@ from tests.integration.job_rows import QUEUES, matching_ids, random_row
 from tests.support.plans import prepared_plan
 from tests.support.reads import list_jobs_after
 from tests.support.settings import MakeSettings
+from worker_automation.domain.ranges import MAX_PER_PAGE
 from worker_automation.models import Job
 from worker_automation.models.database import Database, driver_statement, make_engine
 from worker_automation.models.migrate import migrate
@@ -23,7 +24,6 @@ from worker_automation.resolvers import reads
 from worker_automation.resolvers.counts import finished_parameters
 from worker_automation.resolvers.job_filter import JobFilter
 from worker_automation.resolvers.job_order import Direction, JobOrder, OrderField
-from worker_automation.resolvers.pagination import MAX_PER_PAGE
 from worker_automation.resolvers.reads import (
     FETCH_SIZES,
     _list_statements,

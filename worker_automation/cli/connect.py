@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections.abc import Awaitable, Callable
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
@@ -41,18 +43,43 @@ def broker_settings() -> Settings | None:
     return None if url is None else settings.model_copy(update={"redis_url": url})
 
 
+def new_database_file(settings: Settings) -> Path | None:
+    """The SQLite file ``settings`` name when it does not exist yet (a command is about to
+    create it); None for PostgreSQL, an in-memory database or a file that exists."""
+    if not settings.is_sqlite:
+        return None
+    from sqlalchemy import make_url
+
+    name = make_url(settings.database_url).database
+    if not name or name == ":memory:":
+        return None
+    path = Path(name)
+    return None if path.exists() else path
+
+
 def run_db(fn: Callable[[Database, Settings], Awaitable[int]]) -> int:
-    """Migrate the database, run ``fn`` with it and the settings, and close it."""
+    """Migrate the database, run ``fn`` with it and the settings, and close it. When that
+    created a new SQLite file and the command succeeded, says so on stderr: a command run outside
+    the directory of the ``serve`` it meant would otherwise work, quietly, on a database nobody
+    serves. (A refused command prints its error alone.)"""
     from worker_automation.models.database import Database
     from worker_automation.models.migrate import migrate
 
     async def run() -> int:
         settings = Settings()
+        created = new_database_file(settings)
         await migrate(settings.database_url)
         db = Database(settings)
         try:
-            return await fn(db, settings)
+            code = await fn(db, settings)
         finally:
             await db.close()
+        if created is not None and code == 0:
+            print(
+                f"note: there was no database here; created {created}. A serve started elsewhere "
+                "keeps its own: run commands in its directory, or set WA_DATABASE_URL",
+                file=sys.stderr,
+            )
+        return code
 
     return asyncio.run(run())

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from worker_automation import package_version
-from worker_automation.domain.ranges import PRIORITY_MAX, PRIORITY_MIN, PRIORITY_RANGE
+from worker_automation.domain.ranges import MAX_PER_PAGE, PRIORITY_MAX, PRIORITY_MIN, PRIORITY_RANGE
 from worker_automation.domain.seed_limits import MAX_CLIENTES, MAX_JOBS
 
 
@@ -233,8 +233,10 @@ def _add_operator_commands(sub: Any) -> None:
     jobs_sub = jobs.add_subparsers(dest="jobs_command", required=True)
     listing = jobs_sub.add_parser("list", help="jobs, newest first, filtered")
     _add_filters(listing)
-    listing.add_argument("--page", type=int, default=1, help="page number (from 1)")
-    listing.add_argument("--per-page", type=int, default=20, help="jobs per page (at most 100)")
+    listing.add_argument("--page", type=_bounded(1), default=1, help="page number (from 1)")
+    listing.add_argument(
+        "--per-page", type=_bounded(1, MAX_PER_PAGE), default=20, help=f"jobs per page (1-{MAX_PER_PAGE})"
+    )
     listing.add_argument(
         "--created-from", help="only jobs created at or after this ISO 8601 instant (no offset: WA_TIMEZONE)"
     )

@@ -12,6 +12,8 @@ from typing import Final
 
 from worker_automation.domain.errors import BadInput
 
+# The largest page any list gives: REST and the command line refuse more, GraphQL caps at it.
+MAX_PER_PAGE: Final = 100
 # A job's priority: 0 runs first.
 PRIORITY_MIN: Final = 0
 PRIORITY_MAX: Final = 9

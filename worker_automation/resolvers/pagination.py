@@ -9,9 +9,9 @@ from typing import Any, Generic, TypeVar
 
 from worker_automation.domain.errors import BadInput
 from worker_automation.domain.limits import INT32_MAX
+from worker_automation.domain.ranges import MAX_PER_PAGE
 from worker_automation.resolvers.job_order import JobOrder, key_text, key_value
 
-MAX_PER_PAGE = 100
 T = TypeVar("T")
 
 

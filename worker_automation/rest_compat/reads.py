@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from worker_automation.domain.limits import INT32_MAX, INT32_MIN
+from worker_automation.domain.ranges import MAX_PER_PAGE
 from worker_automation.domain.shapes import as_dict
 from worker_automation.models import JobStatus
 from worker_automation.resolvers import live
@@ -23,7 +24,7 @@ from worker_automation.resolvers import reads as read_ops
 from worker_automation.resolvers.automations import all_effective
 from worker_automation.resolvers.job_filter import JobFilter
 from worker_automation.resolvers.job_views import JobView
-from worker_automation.resolvers.pagination import MAX_PER_PAGE, Page
+from worker_automation.resolvers.pagination import Page
 from worker_automation.resolvers.search import search_automations
 from worker_automation.resolvers.services import Services
 from worker_automation.rest_compat.http import int_param, lookup_route, read_route, success, text_param
