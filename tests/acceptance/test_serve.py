@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
+from worker_automation.infra.logs import FORCED_EXIT_MESSAGE
 from worker_automation.process.bootstrap import EMBEDDED_KEYS_DIR
 
 START_TIMEOUT = 60.0
@@ -303,6 +304,22 @@ def test_serve_with_zero_setup_answers_and_stops_cleanly(server: Server, stop_si
     # pool workers' keys are kept on purpose, for the next start.
     left_files = sorted(p.name for p in server.cwd.iterdir() if p.name.startswith("."))
     assert left_files in ([], [EMBEDDED_KEYS_DIR]), left_files
+
+
+def test_a_second_ctrl_c_stops_at_once_and_says_what_that_skips(server: Server) -> None:
+    wait_for(server, "/readyz", START_TIMEOUT)
+    wait_for_pool_workers(server, START_TIMEOUT)
+    server.process.send_signal(signal.SIGINT)
+    wait_for_output(server, "stopping the pool workers", STOP_TIMEOUT)
+    server.process.send_signal(signal.SIGINT)
+    try:
+        server.process.wait(STOP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"serve still running {STOP_TIMEOUT:.0f} s after a second SIGINT:\n{server.output()}")
+
+    output = server.output()
+    assert "Traceback" not in output and "CancelledError" not in output, output
+    assert FORCED_EXIT_MESSAGE in output, output
 
 
 KEY_COMMAND = (

@@ -4,6 +4,7 @@ progress report: those are counted in ``/metrics`` instead)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import logging.config
@@ -61,6 +62,27 @@ class QuietProgress(logging.Filter):
         return True
 
 
+FORCED_EXIT_MESSAGE: Final = (
+    "stopped at once (a second Ctrl-C): the rest of the shutdown was skipped; a job left running "
+    "is found and resolved when serve starts again"
+)
+
+
+class ForcedExit(logging.Filter):
+    """The traceback of the application's lifespan cancelled by a forced exit (a second Ctrl-C)
+    becomes one warning saying what that means. uvicorn logs it either as the traceback's text
+    (Starlette's ``lifespan.shutdown.failed`` message) or with the exception attached."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.msg if isinstance(record.msg, str) else ""
+        cancelled_text = text.startswith("Traceback") and text.rstrip().endswith("CancelledError")
+        if cancelled_text or (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError)):
+            record.msg, record.args = FORCED_EXIT_MESSAGE, ()
+            record.exc_info, record.exc_text = None, None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
 def log_config(log_format: str, *, verbose: bool = False) -> dict[str, Any]:
     """A ``dictConfig`` for this process and uvicorn's: one handler on stderr, every logger
     through it, uvicorn's access lines included (minus progress reports)."""
@@ -73,13 +95,16 @@ def log_config(log_format: str, *, verbose: bool = False) -> dict[str, Any]:
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"app": {"()": formatter}},
-        "filters": {"quiet_progress": {"()": "worker_automation.infra.logs.QuietProgress"}},
+        "filters": {
+            "quiet_progress": {"()": "worker_automation.infra.logs.QuietProgress"},
+            "forced_exit": {"()": "worker_automation.infra.logs.ForcedExit"},
+        },
         "handlers": {
             "app": {"class": "logging.StreamHandler", "formatter": "app", "stream": "ext://sys.stderr"}
         },
         "loggers": {
             "uvicorn": {"handlers": [], "level": "INFO", "propagate": True},
-            "uvicorn.error": {"level": "INFO", "propagate": True},
+            "uvicorn.error": {"level": "INFO", "propagate": True, "filters": ["forced_exit"]},
             "uvicorn.access": {"level": "INFO", "propagate": True, "filters": ["quiet_progress"]},
             **{name: {"level": "WARNING"} for name in QUIET_LOGGERS},
         },

@@ -172,6 +172,11 @@ class EmbeddedPool:
         if process is None:
             return
         if process.poll() is None:
+            # Said before the wait, or a silent terminal looks hung: a worker stops once its
+            # blocking pop on the broker has returned (up to 10 s when idle) and its job has
+            # ended (up to the grace).
+            grace = min(self.services.settings.shutdown_grace_seconds, EMBEDDED_GRACE_SECONDS)
+            log.info("stopping the pool workers; a job still running has %g s to finish", grace)
             process.send_signal(signal.SIGTERM)
         try:
             await asyncio.to_thread(process.wait, EMBEDDED_GRACE_SECONDS + 10.0)

@@ -378,8 +378,8 @@ def _stop_pool_processes(pool: Any) -> None:
     """Tell the pool processes the worker is shutting down (see ``STOP_SIGNAL``)."""
     try:
         pids = list(pool.info.get("processes") or []) if pool is not None else []
-    except Exception as exc:  # the pool is already going away
-        log.info("pool processes not told about the shutdown: %s", exc)
+    except Exception as exc:  # no pool processes (on demand, none started) or already closing
+        log.debug("no pool processes to tell about the shutdown: %s", exc)
         return
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
