@@ -63,8 +63,8 @@ class QuietProgress(logging.Filter):
 
 
 FORCED_EXIT_MESSAGE: Final = (
-    "stopped at once (a second Ctrl-C): the rest of the shutdown was skipped; a job left running "
-    "is found and resolved when serve starts again"
+    "stopped at once on a second stop signal (Ctrl-C): the rest of the shutdown was skipped; a job "
+    "left running is found and resolved when serve starts again"
 )
 
 
