@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from worker_automation.infra.logs import FORCED_EXIT_MESSAGE
+from worker_automation.settings import DEFAULT_QUEUES
 from worker_automation.process.bootstrap import EMBEDDED_KEYS_DIR
 
 START_TIMEOUT = 60.0
@@ -372,3 +373,19 @@ def test_ready_only_once_its_pool_workers_are_then_says_where_things_are(server:
     # Nothing says a Redis server is involved: the broker is inside serve.
     assert "redis://" not in output, output
     assert "Connected to the embedded broker of serve" in output
+
+    # Each queue's pool worker is listed with the jobs it runs at once, though an idle one has no
+    # pool process yet.
+    listed = subprocess.run(
+        [*cli_command(), "processes", "--json"],
+        cwd=server.cwd,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    pools = {p["queues"][0]: p for p in json.loads(listed.stdout) if p["kind"] == "POOL"}
+    assert {q: (p["status"], p["concurrency"]) for q, p in pools.items()} == {
+        q: ("ONLINE", n) for q, n in DEFAULT_QUEUES.items()
+    }, listed.stdout

@@ -89,9 +89,15 @@ def _queues_of(replies: Any) -> tuple[str, ...]:
 
 
 def _concurrency_of(stats: Any) -> int | None:
-    pool = stats.get("pool") if isinstance(stats, dict) else None
-    value = pool.get("max-concurrency") if isinstance(pool, dict) else None
-    # A pool that starts its processes on demand (the embedded serve's) reports 0: unknown.
+    """How many jobs the worker runs at once: its autoscaler's maximum when it has one (a pool
+    that starts its processes on demand, as the embedded serve's, has as many processes as it has
+    jobs, none when idle), else its pool's size."""
+    if not isinstance(stats, dict):
+        return None
+    scaler, pool = stats.get("autoscaler"), stats.get("pool")
+    value = scaler.get("max") if isinstance(scaler, dict) else None
+    if value is None and isinstance(pool, dict):
+        value = pool.get("max-concurrency")
     return value if isinstance(value, int) and value > 0 else None
 
 
