@@ -123,9 +123,13 @@ class EmbeddedPool:
         )
         return kept.key
 
+    @property
+    def grace_seconds(self) -> float:
+        """How long a job still running when serve stops has to finish."""
+        return min(self.services.settings.shutdown_grace_seconds, EMBEDDED_GRACE_SECONDS)
+
     async def start(self) -> None:
         settings = self.services.settings
-        grace = min(settings.shutdown_grace_seconds, EMBEDDED_GRACE_SECONDS)
         workers = {
             queue: {
                 "argv": pool_worker_command(queue, count)[len(POOL_ENTRY) :],
@@ -137,7 +141,7 @@ class EmbeddedPool:
             settings,
             WA_REDIS_URL=self.services.redis_url,
             WA_API_URL=settings.api_url,
-            WA_SHUTDOWN_GRACE_SECONDS=str(grace),
+            WA_SHUTDOWN_GRACE_SECONDS=str(self.grace_seconds),
             # Killed with serve, however serve ends (kill -9 included): a worker outliving it
             # would go on with jobs the next serve marks failed and runs again.
             WA_EXIT_WITH_PARENT=str(os.getpid()),
@@ -173,10 +177,9 @@ class EmbeddedPool:
             return
         if process.poll() is None:
             # Said before the wait, or a silent terminal looks hung: a worker stops once its
-            # blocking pop on the broker has returned (up to 10 s when idle) and its job has
-            # ended (up to the grace).
-            grace = min(self.services.settings.shutdown_grace_seconds, EMBEDDED_GRACE_SECONDS)
-            log.info("stopping the pool workers; a job still running has %g s to finish", grace)
+            # blocking pop on the broker has returned (BROKER_WAIT_SECONDS when idle) and its job
+            # has ended (up to the grace).
+            log.info("stopping the pool workers; a job still running has %g s to finish", self.grace_seconds)
             process.send_signal(signal.SIGTERM)
         try:
             await asyncio.to_thread(process.wait, EMBEDDED_GRACE_SECONDS + 10.0)
