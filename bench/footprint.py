@@ -15,6 +15,8 @@ waited for in its SQLite file; Celery: a no-op task, waited for through its resu
 figures of ``serve``: how long one job takes from its ``POST`` to its end on the idle tree (the
 first job after idle pays for starting a pool process), and the tree's processes and PSS
 ``--after-burst-seconds`` after the burst (the pool processes are gone again once idle).
+Last, each side is stopped as its user stops it (``serve`` by Ctrl-C's SIGINT, Celery and
+Flower by SIGTERM) and the time to its exit and its exit code are given.
 
 ``serve`` runs its broker inside its own process, so its figures include the broker's work; the
 plain Celery worker's do not include the machine's ``redis-server`` (shared with everything else
@@ -32,6 +34,7 @@ import asyncio
 import contextlib
 import importlib.util
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -81,6 +84,7 @@ STARTUP_TIMEOUT = 180.0
 SETTLED_CPU_PERCENT = 10.0
 BUSY_SETTLE_SECONDS = 30.0
 BURST_TIMEOUT = 600.0
+STOP_TIMEOUT = 60.0
 FLOWER_CELERY = Path("/tmp/flowerenv/bin/celery")
 
 
@@ -97,6 +101,9 @@ class Side:
     burst_failed: int = 0
     first_job_s: float | None = None
     after_burst: list[tuple[int, str, float]] = field(default_factory=list)
+    # From the stop signal a user sends (Ctrl-C for serve, ``kill`` for Celery) to the exit.
+    stop_s: float | None = None
+    stop_code: int | None = None
     note: str = ""
 
     @property
@@ -180,6 +187,15 @@ def idle_cpu_percent(root: int, seconds: float) -> float:
     return spent / (time.monotonic() - began) * 100
 
 
+def time_the_stop(side: Side, proc: Proc, sig: signal.Signals) -> None:
+    """Send ``sig`` to the tree's root, as a user stops it, and time its exit."""
+    began = time.monotonic()
+    proc.send(sig)
+    side.stop_code = proc.wait(STOP_TIMEOUT)
+    if side.stop_code is not None:
+        side.stop_s = time.monotonic() - began
+
+
 def finished_jobs(database: Path) -> tuple[int, int]:
     """(jobs ended, of which not CONCLUIDO) in an embedded serve's SQLite file."""
     conn = sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=5)
@@ -240,6 +256,7 @@ def measure_serve(args: argparse.Namespace) -> Side:
             side.burst_failed = failed + (args.jobs - ended)
             time.sleep(args.after_burst_seconds)
             side.after_burst = snapshot(proc.pid)
+        time_the_stop(side, proc, signal.SIGINT)
     finally:
         procs.close()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -283,6 +300,7 @@ def measure_celery(args: argparse.Namespace, broker: str) -> Side:
             side.burst_wall_s = time.monotonic() - wall0
             side.burst_cpu_s = cpu_seconds(proc.pid, with_children=True) - cpu0
             side.burst_failed = sum(1 for n, value in enumerate(done) if value != n)
+        time_the_stop(side, proc, signal.SIGTERM)
     finally:
         procs.close()
         flush(broker)
@@ -322,9 +340,16 @@ def measure_flower(args: argparse.Namespace, broker: str) -> Side:
         settle(proc)
         side.processes = snapshot(proc.pid)
         side.idle_cpu_percent = idle_cpu_percent(proc.pid, args.idle_seconds)
+        time_the_stop(side, proc, signal.SIGTERM)
     finally:
         procs.close()
     return side
+
+
+def stopped(side: Side) -> str:
+    if side.stop_s is None:
+        return "-" if not side.processes else f"not within {STOP_TIMEOUT:.0f}"
+    return f"{fmt(side.stop_s, 2)} ({side.stop_code})"
 
 
 def report(sides: list[Side], args: argparse.Namespace) -> None:
@@ -359,6 +384,7 @@ def report(sides: list[Side], args: argparse.Namespace) -> None:
             lambda s: fmt(sum(pss for _p, _l, pss in s.after_burst)) if s.after_burst else "-",
         ),
         row("start to ready, s", lambda s: fmt(s.ready_s)),
+        row("stop signal to exit, s (exit code)", lambda s: stopped(s)),
     ]
     print(table(headers, rows))
     for side in sides:
