@@ -192,11 +192,13 @@ def live_lag(
     first_ms = min((sent for _, sent in created), default=0.0)
     windows: dict[int, list[tuple[float, float]]] = {}
     missing: list[int] = []  # positions in the order sent
+    unheard = 0  # of them, those whose event never reached the page
     for position, (job_id, at) in enumerate(created):
         shown = seen.get(str(job_id))
         arrived = heard.get(str(job_id))
         if shown is None or arrived is None:
             missing.append(position)
+            unheard += arrived is None
             continue
         window = windows.setdefault(int((at - first_ms) / (WINDOW_S * 1000)), [])
         window.append((shown - at, shown - arrived))
@@ -220,6 +222,13 @@ def live_lag(
     where = f" (sent as jobs {', '.join(str(n + 1) for n in missing[:20])})" if missing else ""
     summary = f"sent {len(created)} jobs in {sent_for:.1f} s ({sent_rate:.0f}/s)"
     print(f"{summary}; rows never seen: {len(missing)}{where}")
+    if missing:
+        # The page shows its first rows only: events that arrive together are applied in one
+        # render, and a job pushed below the last row by later ones in that render is never drawn.
+        print(
+            f"  of them, events that never reached the page: {unheard}; events that reached it but "
+            f"whose row no render showed (pushed off the page's rows by later jobs): {len(missing) - unheard}"
+        )
     return rows, first_batch + [job_id for job_id, _ in created]
 
 
