@@ -297,8 +297,19 @@ async def test_finished_range_totals_from_the_hour_counters(db: Database) -> Non
             "finished_from": start + 9 * hour + timedelta(minutes=1),
             "finished_to": start + 9 * hour + timedelta(minutes=40),
         },
+        # Ends near the far side of the hours they cut (those hours counted from that side).
+        {
+            "finished_from": start + 12 * hour + timedelta(minutes=45),
+            "finished_to": start + 30 * hour + timedelta(minutes=50),
+        },
+        {
+            "finished_from": start + 12 * hour + timedelta(minutes=45),
+            "finished_to": start + 13 * hour + timedelta(minutes=50),
+        },
         {"finished_from": start + 20 * hour + timedelta(minutes=59)},
+        {"finished_from": start + 20 * hour + timedelta(minutes=1)},
         {"finished_to": start + 40 * hour + timedelta(minutes=2)},
+        {"finished_to": start + 40 * hour + timedelta(minutes=58)},
         {"finished_from": start + 11 * hour, "finished_to": start + 11 * hour},
     ]
     for bound in bounds:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any
 
-from sqlalchemy import BigInteger, ColumnElement, Select, bindparam, cast, func, select
+from sqlalchemy import BigInteger, ColumnElement, Integer, Select, bindparam, cast, func, select
 
 from worker_automation.models import BUCKET_IDS, FinishedCount, Job, JobBucketCount, JobCount
 from worker_automation.models.base import UtcDateTime
@@ -45,57 +45,75 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 def finished_total(columns: tuple[str, ...], prefix: str = "") -> Select[int]:
     """How many rows whose ``columns`` (status and/or queue) equal the parameters
     ``<prefix><column>`` finished in a range given by :func:`finished_parameters`: the counters of
-    the hours it covers whole, plus a count of its rows in the two parts of an hour at its ends
-    (each at most one hour of rows, through the index on ``data_fim``), whatever the range's
-    length. One statement per combination, built once."""
+    a run of whole hours, plus or minus a count of the rows of a part of an hour at each end
+    (through the index on ``data_fim``), whatever the range's length. One statement per
+    combination, built once."""
     slots = select(func.coalesce(func.sum(FinishedCount.n), 0)).where(
         FinishedCount.slot >= bindparam("slots_from"),
         FinishedCount.slot < bindparam("slots_to"),
         *(getattr(FinishedCount, name) == bindparam(prefix + name) for name in columns),
     )
 
-    def edge(start: str, end: str) -> Select[int]:
-        return (
+    def edge(name: str) -> ColumnElement[int]:
+        counted = (
             select(func.count())
             .select_from(Job)
             .where(
-                Job.data_fim >= bindparam(start, type_=UtcDateTime()),
-                Job.data_fim < bindparam(end, type_=UtcDateTime()),
-                *(getattr(Job, name) == bindparam(prefix + name) for name in columns),
+                Job.data_fim >= bindparam(f"{name}_from", type_=UtcDateTime()),
+                Job.data_fim < bindparam(f"{name}_to", type_=UtcDateTime()),
+                *(getattr(Job, column) == bindparam(prefix + column) for column in columns),
             )
         )
+        return bindparam(f"{name}_sign", type_=Integer()) * counted.scalar_subquery()
 
-    parts = [
-        cast(slots.scalar_subquery(), BigInteger),
-        edge("head_from", "head_to").scalar_subquery(),
-        edge("tail_from", "tail_to").scalar_subquery(),
-    ]
-    return select(parts[0] + parts[1] + parts[2])
+    return select(cast(slots.scalar_subquery(), BigInteger) + edge("head") + edge("tail"))
 
 
 def finished_parameters(start: datetime | None, end: datetime | None) -> dict[str, Any]:
     """The parameters of :func:`finished_total` for the rows that finished at or after ``start``
-    and before ``end`` (None: unbounded on that side): the whole slots ``[slots_from, slots_to)``,
-    the head ``[start, first whole slot)`` and the tail ``[end of the last whole slot, end)``, the
-    three disjoint."""
+    and before ``end`` (None: unbounded on that side).
+
+    The hours the range covers whole are the slots ``[slots_from, slots_to)``; the head is
+    ``[start, first whole hour)`` and the tail ``[end of the last whole hour, end)``, counted and
+    added. An end that cuts an hour the range otherwise covers is counted from the nearer side of
+    that hour instead: the hour's counter is added and the rows on its other side subtracted
+    (at 10M rows an hour holds about 13,000 of them; the bound of a range typed by a person or
+    set to "now" falls anywhere in it, so this counts a quarter of an hour on average instead of
+    a half)."""
     step = timedelta(seconds=SLOT_SECONDS)
-    empty = {"head_from": _EPOCH, "head_to": _EPOCH}
+    nothing = {"from": _EPOCH, "to": _EPOCH, "sign": 1}
+    head, tail = dict(nothing), dict(nothing)
+    whole_from: datetime | None = None
     if start is None:
-        slots_from, head = _NO_SLOT_BELOW, empty
-        whole_from = None
+        slots_from = _NO_SLOT_BELOW
     else:
         slots_from = -((_EPOCH - start) // step)
         whole_from = _EPOCH + slots_from * step
-        head = {"head_from": start, "head_to": whole_from if end is None else min(whole_from, end)}
+        head.update({"from": start, "to": whole_from if end is None else min(whole_from, end)})
+        cut = whole_from - step
+        # The hour ``start`` cuts, all of it in the range but for its rows before ``start``.
+        if start > cut and (end is None or end >= whole_from) and start - cut < whole_from - start:
+            slots_from -= 1
+            head = {"from": cut, "to": start, "sign": -1}
     if end is None:
-        slots_to, tail = _NO_SLOT_ABOVE, {"tail_from": _EPOCH, "tail_to": _EPOCH}
+        slots_to = _NO_SLOT_ABOVE
     else:
         slots_to = (end - _EPOCH) // step
         tail_from = _EPOCH + slots_to * step
+        whole = whole_from is None or tail_from >= whole_from
         if whole_from is not None:
             tail_from = max(tail_from, whole_from)
-        tail = {"tail_from": tail_from, "tail_to": end}
-    return {"slots_from": slots_from, "slots_to": slots_to, **head, **tail}
+        tail.update({"from": tail_from, "to": end})
+        # The hour ``end`` cuts, all of it in the range but for its rows from ``end`` on.
+        if whole and end > tail_from and (tail_from + step) - end < end - tail_from:
+            slots_to += 1
+            tail = {"from": end, "to": tail_from + step, "sign": -1}
+    return {
+        "slots_from": slots_from,
+        "slots_to": slots_to,
+        **{f"head_{name}": value for name, value in head.items()},
+        **{f"tail_{name}": value for name, value in tail.items()},
+    }
 
 
 async def count_matching(session: Executor, *, status: str | None, queue: str | None) -> int:
