@@ -21,8 +21,8 @@ import httpx
 import pytest
 
 from worker_automation.infra.logs import FORCED_EXIT_MESSAGE
-from worker_automation.settings import DEFAULT_QUEUES
 from worker_automation.process.bootstrap import EMBEDDED_KEYS_DIR
+from worker_automation.settings import DEFAULT_QUEUES
 
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0
