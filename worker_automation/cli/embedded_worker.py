@@ -16,9 +16,9 @@ to (and so copy) every page they share with the worker. And how often it asks it
 idle Celery worker sends a blocking pop that gives up after a second and sends it again, each
 answered by Python inside ``serve``; here the pop waits :data:`BROKER_WAIT_SECONDS` instead (a
 message still arrives at once). A stopping worker first waits for its pop's answer, so that wait
-is also how long Ctrl-C on an idle ``serve`` can take: measured side by side (``bench.footprint``),
-a 10 s wait held an idle ``serve`` at 0.92-0.97% of a core and took 3.5-5.1 s to stop (a pop
-may wait its whole 10 s), a 2 s wait 1.17-1.20% and 1.3-2.4 s.
+is also how long Ctrl-C on an idle ``serve`` can take; a shorter one costs idle CPU instead (a
+2 s wait stopped in 1.3-2.4 s but idled at 2.3-3.1% of a core, over the 2% target:
+docs/decisions/0045-embedded-broker-wait-kept-at-ten-seconds.md).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ CONNECTION_LOGGER: Final = "celery.worker.consumer.connection"
 EMBEDDED_BROKER_LINE: Final = "Connected to the embedded broker of serve"
 # How long the worker's blocking pop waits for a message before asking again (kombu's
 # ``polling_interval`` of the Redis transport sets it; the worker's event loop never sleeps on it).
-BROKER_WAIT_SECONDS: Final = 2.0
+BROKER_WAIT_SECONDS: Final = 10.0
 # What every worker imports before it reads its settings: imported once, shared by all of them.
 SHARED_MODULES: Final = (
     "worker_automation.cli",
