@@ -17,8 +17,8 @@ idle Celery worker sends a blocking pop that gives up after a second and sends i
 answered by Python inside ``serve``; here the pop waits :data:`BROKER_WAIT_SECONDS` instead (a
 message still arrives at once). A stopping worker first waits for its pop's answer, so that wait
 is also how long Ctrl-C on an idle ``serve`` can take; a shorter one costs idle CPU instead (a
-2 s wait stopped in 1.3-2.4 s but idled at 2.3-3.1% of a core, over the 2% target:
-docs/decisions/0045-embedded-broker-wait-kept-at-ten-seconds.md).
+2 s wait stopped in 1.3-2.4 s instead of 3.5-3.7 s, at 1.17-1.20% of a core instead of
+0.92-0.97% side by side: docs/decisions/0045-embedded-broker-wait-kept-at-ten-seconds.md).
 """
 
 from __future__ import annotations
