@@ -101,7 +101,7 @@ class Side:
     burst_failed: int = 0
     first_job_s: float | None = None
     after_burst: list[tuple[int, str, float]] = field(default_factory=list)
-    # From the stop signal a user sends (Ctrl-C for serve, ``kill`` for Celery) to the exit.
+    # From the stop signal a user sends (see time_the_stop) to the exit.
     stop_s: float | None = None
     stop_code: int | None = None
     note: str = ""
@@ -384,7 +384,7 @@ def report(sides: list[Side], args: argparse.Namespace) -> None:
             lambda s: fmt(sum(pss for _p, _l, pss in s.after_burst)) if s.after_burst else "-",
         ),
         row("start to ready, s", lambda s: fmt(s.ready_s)),
-        row("stop signal to exit, s (exit code)", lambda s: stopped(s)),
+        row("stop signal to exit, s (exit code)", stopped),
     ]
     print(table(headers, rows))
     for side in sides:
