@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -139,4 +140,48 @@ def test_idle_connections_cost_no_wakeups(embedded: EmbeddedRedis) -> None:
     finally:
         subscriber.close()
         for client in quiet:
+            client.close()
+
+
+def _accepted_sockets(port: int) -> list[socket.socket]:
+    """This process's sockets accepted on ``port`` (the embedded server runs in it), duplicated."""
+    found = []
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            candidate = socket.socket(fileno=os.dup(int(name)))
+        except OSError:
+            continue
+        try:
+            if candidate.family == socket.AF_INET and candidate.getsockname()[1] == port:
+                candidate.getpeername()  # the listening socket has no peer
+                found.append(candidate)
+                continue
+        except OSError:
+            pass
+        candidate.close()
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc to find the server's sockets")
+def test_replies_go_out_at_once(embedded: EmbeddedRedis) -> None:
+    """Every connection sends without Nagle's delay, as Redis' own do. Without it, a reply written
+    in pieces (a pipeline's, one per command) waited for the client's delayed acknowledgement,
+    about 40 ms on Linux: a Celery worker took 86 ms per task through the embedded broker."""
+    clients = [redis.Redis.from_url(embedded.url) for _ in range(2)]
+    try:
+        for client in clients:
+            assert client.ping()
+        accepted = _accepted_sockets(embedded.port)
+        try:
+            assert len(accepted) == len(clients)
+            for sock in accepted:
+                assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+        finally:
+            for sock in accepted:
+                sock.close()
+        pipe = clients[0].pipeline()
+        pipe.rpush("wa-nodelay", b"a", b"b").lpop("wa-nodelay").lpop("wa-nodelay")
+        assert pipe.execute() == [2, b"a", b"b"]
+    finally:
+        for client in clients:
             client.close()
