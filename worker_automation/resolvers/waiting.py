@@ -120,8 +120,8 @@ def _queued(priority: Callable[[Any], Any]) -> Any:
 
 def _statement() -> Any:
     """Each queued job among the parameter ``ids``: what its reason depends on, and its place's
-    terms: whether it is counted from the back of its priority, the jobs walked (ahead of it, or
-    behind it from the back, up to ``cap``), the queued jobs of smaller priorities and of its own."""
+    terms: the jobs walked (ahead of it, or behind it when counted from the back of its priority,
+    up to ``cap``; see :func:`_walked`), the queued jobs of smaller priorities and of its own."""
     running = aliased(Job, name="running")
     running_count = (
         select(func.count())
@@ -130,14 +130,15 @@ def _statement() -> Any:
         .scalar_subquery()
     )
     paused = select(QueuePause.queue).where(QueuePause.queue == Job.queue).exists()
-    # Nearer the back: the walk goes that way (a CASE evaluates only the walk it takes).
+    # Nearer the back: the walk goes that way (a CASE evaluates only the walk it takes). The
+    # direction is told by the sign rather than by a column of its own, which would probe the two
+    # edges once more for each job.
     from_back = Job.id - _edge(last=False) > _edge(last=True) - Job.id
     columns = [
         Job.id,
         Job.queue,
         Job.automation_type,
-        from_back,
-        case((from_back, _walk(ahead=False)), else_=_walk(ahead=True)),
+        case((from_back, -1 - _walk(ahead=False)), else_=_walk(ahead=True)),
         _queued(lambda priority: priority < Job.priority),
         _queued(lambda priority: priority == Job.priority),
         running_count,
@@ -175,6 +176,12 @@ def _ranked() -> Any:
 # Built once: SQLAlchemy then compiles each of them once.
 _STATEMENT = _statement()
 _RANKED = _ranked()
+
+
+def _walked(signed: int) -> tuple[bool, int]:
+    """Whether a job was counted from the back of its priority, and the jobs walked: a walk from
+    the back comes as ``-1 - walked``, one from the front as ``walked``."""
+    return (True, -1 - signed) if signed < 0 else (False, signed)
 
 
 def _place(from_back: bool, walked: int, before: int, alike: int) -> int | None:
@@ -215,8 +222,8 @@ async def waiting_of(
     found: list[_Row] = []
     # A page of queued jobs runs this: on the driver's fast path (see Database.rows).
     for row in await db.rows(_STATEMENT, {"ids": list(ids), "cap": COUNT_CAP}):
-        place = _place(bool(row[3]), int(row[4]), int(row[5]), int(row[6]))
-        running, paused, enabled, limit = row[7:11]
+        place = _place(*_walked(int(row[3])), int(row[4]), int(row[5]))
+        running, paused, enabled, limit = row[6:10]
         found.append(_Row(row[0], row[1], row[2], place, running, paused, enabled, limit, _next_attempt(row)))
     deep = [row.id for row in found if row.position is None]
     if deep:
@@ -236,4 +243,4 @@ async def waiting_of(
 
 
 def _next_attempt(row: Any) -> datetime | None:
-    return row[11] if len(row) > 11 else None
+    return row[10] if len(row) > 10 else None
