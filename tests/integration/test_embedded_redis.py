@@ -180,7 +180,9 @@ def test_replies_go_out_at_once(embedded: EmbeddedRedis) -> None:
             for sock in accepted:
                 sock.close()
         pipe = clients[0].pipeline()
-        pipe.rpush("wa-nodelay", b"a", b"b").lpop("wa-nodelay").lpop("wa-nodelay")
+        pipe.rpush("wa-nodelay", b"a", b"b")
+        pipe.lpop("wa-nodelay")
+        pipe.lpop("wa-nodelay")
         assert pipe.execute() == [2, b"a", b"b"]
     finally:
         for client in clients:
