@@ -121,7 +121,7 @@ def _queued(priority: Callable[[Any], Any]) -> Any:
 def _statement() -> Any:
     """Each queued job among the parameter ``ids``: what its reason depends on, and its place's
     terms: the jobs walked (ahead of it, or behind it when counted from the back of its priority,
-    up to ``cap``; see :func:`_walked`), the queued jobs of smaller priorities and of its own."""
+    up to ``cap``; see :func:`_place`), the queued jobs of smaller priorities and of its own."""
     running = aliased(Job, name="running")
     running_count = (
         select(func.count())
@@ -178,16 +178,13 @@ _STATEMENT = _statement()
 _RANKED = _ranked()
 
 
-def _walked(signed: int) -> tuple[bool, int]:
-    """Whether a job was counted from the back of its priority, and the jobs walked: a walk from
-    the back comes as ``-1 - walked``, one from the front as ``walked``."""
-    return (True, -1 - signed) if signed < 0 else (False, signed)
-
-
-def _place(from_back: bool, walked: int, before: int, alike: int) -> int | None:
-    """A job's 1-based place from the jobs of its priority walked ahead of it (behind it, from the
-    back), those of smaller priorities (``before``) and of its own (``alike``), both from the
-    counters; None when the walk reached the cap (then ranked)."""
+def _place(signed: int, before: int, alike: int) -> int | None:
+    """A job's 1-based place from its walk (``signed``: the jobs of its priority walked ahead of it,
+    or ``-1 - walked`` for those walked behind it, from the back), those of smaller priorities
+    (``before``) and of its own (``alike``), both from the counters; None when the walk reached
+    the cap (then ranked)."""
+    from_back = signed < 0
+    walked = -1 - signed if from_back else signed
     if walked >= COUNT_CAP:
         return None
     return before + (alike - walked if from_back else walked + 1)
@@ -222,7 +219,7 @@ async def waiting_of(
     found: list[_Row] = []
     # A page of queued jobs runs this: on the driver's fast path (see Database.rows).
     for row in await db.rows(_STATEMENT, {"ids": list(ids), "cap": COUNT_CAP}):
-        place = _place(*_walked(int(row[3])), int(row[4]), int(row[5]))
+        place = _place(int(row[3]), int(row[4]), int(row[5]))
         running, paused, enabled, limit = row[6:10]
         found.append(_Row(row[0], row[1], row[2], place, running, paused, enabled, limit, _next_attempt(row)))
     deep = [row.id for row in found if row.position is None]
