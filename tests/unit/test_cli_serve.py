@@ -8,6 +8,16 @@ from pathlib import Path
 import pytest
 
 from worker_automation.cli import build_parser, main
+from worker_automation.infra import logs
+
+
+@pytest.fixture(autouse=True)
+def _logging_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``main`` sets up the process's logging as the command line does: a handler on the stderr
+    of the moment, which pytest closes after the test, and warnings sent through logging. Left
+    so, every later test of this process would log into a closed file; these tests check what
+    ``serve`` prints before anything starts, not its logging."""
+    monkeypatch.setattr(logs, "configure", lambda log_format, *, verbose=False: None)
 
 
 def test_several_processes_need_postgresql_and_redis(
