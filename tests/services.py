@@ -24,6 +24,10 @@ REDIS_PORT = int(os.environ.get("WA_TEST_REDIS_PORT", "6379"))
 # are left alone).
 REDIS_TEST_DBS = (13, 14, 15, 11, 10, 9)
 REDIS_DB_ENV = "WA_TEST_REDIS_DB"
+# Which process of the run chose ``WA_TEST_REDIS_DB``: the pytest-xdist worker's name, empty for a
+# run without workers. Each worker of ``pytest -n`` owns a database of its own.
+REDIS_DB_CHOOSER_ENV = "WA_TEST_REDIS_DB_CHOOSER"
+XDIST_WORKER_ENV = "PYTEST_XDIST_WORKER"
 _held_locks: list[IO[str]] = []
 
 
@@ -32,16 +36,20 @@ def _lock_path(db: int) -> Path:
 
 
 def owned_redis_db() -> int:
-    """The Redis database this run owns and empties around its tests.
+    """The Redis database this run (or this worker of ``pytest -n``) owns and empties around its
+    tests.
 
     ``WA_TEST_REDIS_DB`` names it when set (processes a run starts inherit it). Otherwise the run
     takes the first of :data:`REDIS_TEST_DBS` no other run on this machine holds, by an exclusive
     lock on a file that the system releases when the process ends, however it ends, and sets
     ``WA_TEST_REDIS_DB`` for what it starts. Two runs at once then never empty each other's
-    database.
+    database. Each worker of ``pytest -n`` chooses one of its own the same way: what it inherits
+    from the process that started it (``WA_TEST_REDIS_DB_CHOOSER`` tells who chose) is shared
+    with the other workers.
     """
     named = os.environ.get(REDIS_DB_ENV)
-    if named:
+    worker = os.environ.get(XDIST_WORKER_ENV, "")
+    if named and os.environ.get(REDIS_DB_CHOOSER_ENV, "") == worker:
         return int(named)
     for db in REDIS_TEST_DBS:
         lock = _lock_path(db).open("a")
@@ -52,6 +60,7 @@ def owned_redis_db() -> int:
             continue
         _held_locks.append(lock)
         os.environ[REDIS_DB_ENV] = str(db)
+        os.environ[REDIS_DB_CHOOSER_ENV] = worker
         return db
     raise RuntimeError(
         f"every Redis database of {REDIS_TEST_DBS} is held by another test run on this machine; "

@@ -1,4 +1,5 @@
-"""The suite's own Redis database: two runs on one machine never share one, a run's processes do."""
+"""The suite's own Redis database: two runs on one machine never share one, nor two workers of
+``pytest -n``; the processes a run starts do."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.services import REDIS_DB_ENV, REDIS_TEST_DB, chose_redis_db
+from tests.services import REDIS_DB_ENV, REDIS_TEST_DB, XDIST_WORKER_ENV, chose_redis_db
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PRINT_DB = "from tests.services import REDIS_TEST_DB; print(REDIS_TEST_DB)"
@@ -38,3 +39,11 @@ def test_another_run_on_the_machine_takes_another_database() -> None:
         pytest.skip(f"{REDIS_DB_ENV} was set for this run: it holds no lock to test")
     other_run = {name: value for name, value in os.environ.items() if name != REDIS_DB_ENV}
     assert _db_of_a_process(other_run) != REDIS_TEST_DB
+
+
+def test_another_worker_of_the_run_takes_another_database() -> None:
+    # What a worker of ``pytest -n`` inherits names the database of the process that chose it.
+    if not chose_redis_db():
+        pytest.skip(f"{REDIS_DB_ENV} was set for this run: it holds no lock to test")
+    other_worker = {**os.environ, XDIST_WORKER_ENV: "gw-another"}
+    assert _db_of_a_process(other_worker) != REDIS_TEST_DB
