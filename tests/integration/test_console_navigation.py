@@ -85,9 +85,17 @@ def test_a_list_filtered_by_status_takes_in_jobs_that_reach_it_and_lets_go_of_th
     assert shown_total(page) == before + 1
     system.wait_status(done, "CONCLUIDO")
     assert page.query_selector(row(done)) is None
-    # Retried, it is queued again: it leaves the list, and comes back when it fails again.
-    act(system, "retryWorker", failed)
-    page.wait_for_selector(row(failed, "FALHA"), state="detached", timeout=ROW_STEP)
+    # Retried, it is queued again: it leaves the list, and comes back when it fails again. Its
+    # queue is paused meanwhile, so the retry waits AGENDADO: run at once, it may fail again
+    # before the page has drawn it queued, and the list would rightly show it FALHA all along.
+    paused = system.graphql('mutation { pauseQueue(queue: "scan") { paused } }')
+    assert "errors" not in paused, paused
+    try:
+        act(system, "retryWorker", failed)
+        page.wait_for_selector(row(failed, "FALHA"), state="detached", timeout=ROW_STEP)
+    finally:
+        resumed = system.graphql('mutation { resumeQueue(queue: "scan") { paused } }')
+    assert "errors" not in resumed, resumed
     page.wait_for_selector(row(failed, "FALHA"), timeout=ROW_STEP)
 
     # The other filters the same way: a running job enters the running list and leaves it when done.
