@@ -41,7 +41,11 @@ def test_operator_commands(stack: Stack) -> None:
     assert retried.splitlines()[0] == "matched 2, changed 2"
     shown = _cli(stack, "jobs", "show", str(first)).stdout
     assert '"retry_count": 1' in shown and "attempts: 0" in shown
-    assert "error" in _cli(stack, "jobs", "retry", ok=False).stderr  # neither an id nor a filter
+    neither = _cli(stack, "jobs", "retry", ok=False).stderr
+    assert "give a job id, or list filters" in neither and "not both" not in neither
+    assert "not both" in _cli(stack, "jobs", "retry", str(first), "--status", "FALHA", ok=False).stderr
+    far = _cli(stack, "jobs", "list", "--created-from", "9999-12-31T23:00:00", ok=False).stderr
+    assert "field --created-from" in far and "Traceback" not in far
     assert "field status" in _cli(stack, "jobs", "list", "--status", "NOPE", ok=False).stderr
 
     added = _cli(stack, "schedules", "add", "--automation", "demo.echo", "--cron", "0 6 * * *").stdout
@@ -58,6 +62,8 @@ def test_operator_commands(stack: Stack) -> None:
     assert dry.stdout.strip() == "2 finished job(s) older than 0 day(s) would be deleted (dry run: none was)"
     assert "counting" in dry.stderr and "deleted so far" not in dry.stderr
     assert "2 job(s)" in _cli(stack, "jobs", "list", "--status", "CANCELADO").stdout
+    refused = _cli(stack, "prune", "--older-than-days", "-1", ok=False).stderr
+    assert "older_than_days" in refused and "deleting" not in refused
     pruned = _cli(stack, "prune", "--older-than-days", "0")
     assert pruned.stdout.strip() == "2 finished job(s) older than 0 day(s) deleted"
     assert "deleted so far: 2" in pruned.stderr

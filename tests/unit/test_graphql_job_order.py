@@ -3,6 +3,7 @@ and cursor slices agree in every order, cursors belong to their order, bad bound
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -123,3 +124,46 @@ async def test_bulk_actions_take_the_time_ranges(api: Api) -> None:
     assert listed == done["matched"] == done["changed"] == 3
     left = (await api.ok("{ workers(filter: {status: AGENDADO}) { total } }"))["workers"]["total"]
     assert left == 1
+
+
+async def test_an_instant_keeps_its_fraction_of_a_second(api: Api) -> None:
+    # The row created at 12:03:00 is before 12:03:00.5: a bound is not rounded to the second.
+    bounds = {"createdFrom": "2026-03-02T12:03:00.5+00:00", "createdTo": "2026-03-02T12:07:00+00:00"}
+    page = (await api.ok(LIST, {"f": bounds}))["workers"]
+    created = sorted(
+        datetime.fromisoformat(item["createdAt"]).astimezone(UTC).minute for item in page["items"]
+    )
+    assert created == [4, 5, 6]
+
+
+# Not instants, and instants past what a range can hold (years 1900-8999), with and without offset.
+BAD_INSTANTS = ("yesterday", "2026-13-45", "9999-12-31T23:59:59", "0001-01-01T00:00:00+14:00", "1899-12-31")
+
+
+@pytest.mark.parametrize("text", BAD_INSTANTS)
+async def test_a_bad_instant_is_bad_user_input_naming_its_argument(
+    api: Api, text: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    cases = [
+        (LIST, {"f": {"finishedTo": text}}, "filter.finishedTo"),
+        (LIST, {"f": {"createdFrom": text}}, "filter.createdFrom"),
+        (f'{{ workers(filter: {{createdTo: "{text}"}}) {{ total }} }}', None, "filter.createdTo"),
+        (
+            f'mutation {{ cancelWorkers(filter: {{finishedFrom: "{text}"}}) {{ matched }} }}',
+            None,
+            "filter.finishedFrom",
+        ),
+        ("query($s: DateTime) { durations(since: $s) { count } }", {"s": text}, "since"),
+        (f'{{ throughput(since: "{text}") {{ completed }} }}', None, "since"),
+        ("query($s: DateTime) { auditLog(filter: {since: $s}) { total } }", {"s": text}, "filter.since"),
+    ]
+    total = (await api.ok("{ workers { total } }"))["workers"]["total"]
+    for query, variables, field in cases:
+        error = await api.fails(query, variables)
+        assert code(error) == "BAD_USER_INPUT", error.formatted
+        assert (error.extensions or {}).get("field") == field, error.formatted
+        assert field in error.message, error.formatted
+    # Nothing was cancelled, and a caller's mistake is no error of the service's.
+    assert (await api.ok("{ workers { total } }"))["workers"]["total"] == total
+    assert (await api.ok("{ workers(filter: {status: CANCELADO}) { total } }"))["workers"]["total"] == 0
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []

@@ -55,7 +55,7 @@ def _run_services(fn: Callable[[Services], Awaitable[int]]) -> int:
     return asyncio.run(run())
 
 
-def _filter_of(args: argparse.Namespace, tz: ZoneInfo | None = None) -> JobFilter:
+def _filter_of(args: argparse.Namespace, tz: ZoneInfo) -> JobFilter:
     from worker_automation.resolvers.job_filter import JobFilter
 
     return JobFilter(
@@ -71,17 +71,11 @@ def _filter_of(args: argparse.Namespace, tz: ZoneInfo | None = None) -> JobFilte
     )
 
 
-def _instant(text: str | None, option: str, tz: ZoneInfo | None) -> datetime | None:
+def _instant(text: str | None, option: str, tz: ZoneInfo) -> datetime | None:
     """An ISO 8601 option as an aware instant (one without an offset is read in ``tz``)."""
-    from worker_automation.domain.errors import BadInput
+    from worker_automation.domain.instants import parse_instant
 
-    if text is None:
-        return None
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise BadInput(option, f"{option} invalido: {text!r} (use ISO 8601, ex. 2026-03-02T09:00)") from None
-    return moment if moment.tzinfo is not None or tz is None else moment.replace(tzinfo=tz)
+    return None if text is None else parse_instant(text, option, tz)
 
 
 def _has_filter(args: argparse.Namespace) -> bool:
@@ -146,8 +140,11 @@ def cmd_jobs_show(args: argparse.Namespace) -> int:
 def _cmd_jobs_act(args: argparse.Namespace, action: str) -> int:
     from worker_automation.resolvers import bulk, job_actions
 
-    if (args.id is None) == (not _has_filter(args)):
-        print("error: give a job id, or list filters (e.g. --status FALHA), not both", file=sys.stderr)
+    if args.id is None and not _has_filter(args):
+        print("error: give a job id, or list filters (e.g. --status FALHA)", file=sys.stderr)
+        return 2
+    if args.id is not None and _has_filter(args):
+        print("error: give a job id or list filters, not both", file=sys.stderr)
         return 2
 
     async def run(services: Services) -> int:
@@ -157,7 +154,7 @@ def _cmd_jobs_act(args: argparse.Namespace, action: str) -> int:
             print(f"job {view.id} {view.status} (task {view.task_id})")
             return 0
         many = bulk.retry_jobs if action == "retry" else bulk.cancel_jobs
-        result = await many(services, _actor(), _filter_of(args), args.limit)
+        result = await many(services, _actor(), _filter_of(args, services.settings.tz), args.limit)
         print(f"matched {result.matched}, changed {result.changed}")
         for job_id in result.ids:
             print(job_id)
@@ -245,13 +242,13 @@ def cmd_schedules_rm(args: argparse.Namespace) -> int:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    from worker_automation.resolvers.retention import prune_jobs
+    from worker_automation.resolvers.retention import check_days, prune_jobs
 
     def progress(total: int) -> None:
         print(f"deleted so far: {total}", file=sys.stderr, flush=True)
 
     async def run(db: Database, _settings: Settings) -> int:
-        days = args.older_than_days
+        days = check_days(args.older_than_days)  # refused before anything is said to happen
         if args.dry_run:
             print(f"counting finished jobs older than {days} day(s)...", file=sys.stderr, flush=True)
             found = await prune_jobs(db, _actor(), days, dry_run=True)

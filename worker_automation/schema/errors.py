@@ -41,11 +41,14 @@ def code_of(exc: DomainError) -> str:
 
 
 def is_expected(error: GraphQLError) -> bool:
-    """Domain errors and the caller's own mistakes (syntax, validation, limits): not worth a log
-    line with a traceback, unlike everything else."""
+    """Domain errors and the caller's own mistakes (syntax, validation, limits, a value a scalar
+    refused before execution began): not worth a log line with a traceback, unlike everything else."""
     original = error.original_error
     return (
-        original is None or isinstance(original, DomainError | GraphQLError) or database_unavailable(original)
+        original is None
+        or error.path is None
+        or isinstance(original, DomainError | GraphQLError)
+        or database_unavailable(original)
     )
 
 

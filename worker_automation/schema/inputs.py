@@ -65,10 +65,10 @@ class JobFilterInput:
             usuario_id=self.usuario_id,
             task_id=self.task_id,
             q=self.q,
-            created_from=instant(self.created_from, tz),
-            created_to=instant(self.created_to, tz),
-            finished_from=instant(self.finished_from, tz),
-            finished_to=instant(self.finished_to, tz),
+            created_from=instant(self.created_from, "filter.createdFrom", tz),
+            created_to=instant(self.created_to, "filter.createdTo", tz),
+            finished_from=instant(self.finished_from, "filter.finishedFrom", tz),
+            finished_to=instant(self.finished_to, "filter.finishedTo", tz),
         )
 
 

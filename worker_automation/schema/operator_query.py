@@ -46,7 +46,7 @@ class OperatorQuery:
     ) -> list[ThroughputBucket]:
         tz = info.context.tz
         buckets = await history.throughput(
-            info.context.services, instant(since, tz), bucket_minutes, queue, automation_type
+            info.context.services, instant(since, "since", tz), bucket_minutes, queue, automation_type
         )
         return [ThroughputBucket.from_view(b, tz) for b in buckets]
 
@@ -60,7 +60,7 @@ class OperatorQuery:
     async def durations(
         self, info: Info, automation_type: str | None = None, since: DateTime | None = None
     ) -> DurationStats:
-        since_at = instant(since, info.context.tz)
+        since_at = instant(since, "since", info.context.tz)
         found = await history.durations(info.context.services, automation_type, since_at)
         return DurationStats.from_view(found)
 
@@ -87,7 +87,9 @@ class OperatorQuery:
     ) -> AuditPage:
         tz = info.context.tz
         chosen = filter or AuditFilterInput()
-        filters = AuditFilter(chosen.actor, chosen.action, instant(chosen.since, tz), chosen.target)
+        filters = AuditFilter(
+            chosen.actor, chosen.action, instant(chosen.since, "filter.since", tz), chosen.target
+        )
         found = await audit_page(info.context.services.db, filters, page, per_page)
         return AuditPage.from_page(found, tz)
 

@@ -7,6 +7,7 @@ from zoneinfo import ZoneInfo
 
 import strawberry
 
+from worker_automation.domain.instants import parse_instant
 from worker_automation.resolvers import bulk, history
 from worker_automation.resolvers.audit_log import AuditView
 from worker_automation.resolvers.pagination import Page
@@ -90,9 +91,7 @@ class AuditFilterInput:
     )
 
 
-def instant(value: str | None, tz: ZoneInfo) -> datetime | None:
-    """A DateTime argument as an aware instant (one without an offset is read in ``tz``)."""
-    if value is None:
-        return None
-    parsed = datetime.fromisoformat(value)
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=tz)
+def instant(value: str | None, field: str, tz: ZoneInfo) -> datetime | None:
+    """A DateTime argument as an aware instant (one without an offset is read in ``tz``);
+    BadInput naming ``field``, the argument as the caller wrote it, when it is not one."""
+    return None if value is None else parse_instant(value, field, tz)

@@ -50,13 +50,11 @@ def _serialize_datetime(value: Any) -> str:
 
 
 def _parse_datetime(value: Any) -> str:
+    # Read as an instant where the argument is used (see operator_types.instant), which names the
+    # argument in its error and keeps the instant to the microsecond; here only its kind is known.
     if not isinstance(value, str):
-        raise ValueError("DateTime must be an ISO 8601 string")
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise ValueError(f"DateTime invalido: {value!r} (use ISO 8601 com deslocamento)") from None
-    return parsed.isoformat(timespec="seconds")
+        raise TypeError("DateTime deve ser um texto ISO 8601")
+    return value
 
 
 def _identity(value: Any) -> Any:
@@ -76,7 +74,8 @@ DATETIME_SCALAR: ScalarDefinition = strawberry.scalar(
     name="DateTime",
     description=(
         "An instant as ISO 8601 text with its UTC offset, rendered in the service's configured time "
-        "zone (WA_TIMEZONE), e.g. 2026-07-08T09:15:00-03:00."
+        "zone (WA_TIMEZONE), e.g. 2026-07-08T09:15:00-03:00. As an argument, an offset may be left "
+        "out (the service's zone is meant) and fractions of a second are kept."
     ),
     serialize=_serialize_datetime,
     parse_value=_parse_datetime,
