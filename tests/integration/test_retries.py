@@ -184,3 +184,24 @@ async def test_a_paused_queue_holds_a_due_retry_and_bad_settings_are_refused(any
 
     error = await api.fails(SETTINGS, {"key": "demo.echo", "n": 0})
     assert (error.extensions or {}).get("field") == "max_attempts"
+
+
+async def test_a_retry_waiting_its_backoff_keeps_waiting_when_reordered(any_services: Services) -> None:
+    from worker_automation.resolvers import job_actions
+    from worker_automation.resolvers.audit import CLI_ACTOR
+
+    services = any_services
+    api = await make_api(services)
+    machine, job_id = await _failed_once(services, api, "fora do ar")
+
+    view = await job_actions.reorder(services, CLI_ACTOR, job_id, 3)
+
+    # Nothing was sent: the retry still waits for its next attempt, now with the new priority.
+    assert view.priority == 3 and view.task_id is None
+    data = await _job(api, job_id)
+    assert data["waitingReason"] == "RETRY_BACKOFF" and data["nextAttemptAt"] is not None
+    await _make_due(services, job_id)
+    assert await send_due(services, job_id)
+    sent = await _job(api, job_id)
+    claimed = await claims.claim(services, machine, job_id, str(sent["taskId"]))
+    assert claimed.status == "EXECUTANDO" and claimed.priority == 3

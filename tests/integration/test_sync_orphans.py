@@ -65,6 +65,13 @@ async def test_sync_orphans_rules(services: Services) -> None:
         ),
         "old but started in celery": await _add(services, task_id="old-started", created_at=old),
         "recent and queued": await _add(services, task_id="recent"),
+        # An automatic retry has no task until its next attempt is due: none was lost.
+        "a retry waiting its backoff": await _add(
+            services, created_at=old, retry_count=1, next_attempt_at=utcnow() + timedelta(minutes=5)
+        ),
+        "a retry due but not sent yet": await _add(
+            services, created_at=old, retry_count=1, next_attempt_at=old
+        ),
     }
     finished = await _add(services, status="CONCLUIDO", task_id=None)
     await services.broker.redis.set(

@@ -14,6 +14,7 @@ from worker_automation.resolvers.automations import registered
 from worker_automation.resolvers.dispatch import enqueue
 from worker_automation.resolvers.job_filter import check_queue
 from worker_automation.resolvers.job_views import JobView
+from worker_automation.resolvers.retries import waits_for_its_send
 from worker_automation.resolvers.rows import lock_job, view_in
 from worker_automation.resolvers.services import Services
 from worker_automation.resolvers.transitions import (
@@ -98,13 +99,17 @@ async def reorder(services: Services, actor: Actor, job_id: int, new_priority: i
             row = await lock_job(session, job_id)
             require(row, Action.REORDER)
             automation = registered(row.automation_type)
-            if row.task_id:
-                await services.broker.revoke(row.task_id, terminate=False)
-            task_id = str(uuid.uuid4())
-            row.task_id = task_id
             row.priority = new_priority
+            # A retry still waiting for its next attempt keeps waiting: it is sent when due, with
+            # this priority. Anything else goes to the broker again, in its new place.
+            task_id = None if waits_for_its_send(row) else str(uuid.uuid4())
+            if task_id is not None:
+                if row.task_id:
+                    await services.broker.revoke(row.task_id, terminate=False)
+                row.task_id = task_id
             await session.flush()
             view = await view_in(session, row)
         await announce(services, EventKind.REORDERED, [view])
-        await enqueue(services, view.id, task_id, automation.task_name, view.queue, new_priority)
+        if task_id is not None:
+            await enqueue(services, view.id, task_id, automation.task_name, view.queue, new_priority)
     return view

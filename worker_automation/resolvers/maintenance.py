@@ -19,6 +19,7 @@ from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.job_filter import check_queue
 from worker_automation.resolvers.job_views import JobView, enriched_select, views_of
+from worker_automation.resolvers.retries import waiting_for_its_send
 from worker_automation.resolvers.services import Services
 
 
@@ -196,6 +197,8 @@ async def sync_orphans(services: Services, actor: Actor) -> SyncResult:
     async with audited(services.db, actor, "sync_orphans", None) as note:
         async with services.db.session() as session:
             candidates = views_of(await session.execute(enriched_select().where(Job.status.in_(OPEN))))
+            # Retries waiting for their next attempt have no task yet by design: none was lost.
+            waiting = set((await session.scalars(select(Job.id).where(waiting_for_its_send()))).all())
             machines_on = set(
                 (
                     await session.scalars(
@@ -205,7 +208,9 @@ async def sync_orphans(services: Services, actor: Actor) -> SyncResult:
             )
         orphan_ids: list[int] = []
         for view in candidates:
-            if view.status == JobStatus.EXECUTANDO.value and view.machine_id in machines_on:
+            if view.id in waiting or (
+                view.status == JobStatus.EXECUTANDO.value and view.machine_id in machines_on
+            ):
                 continue
             if view.task_id is None or (
                 view.created_at < cutoff and await services.broker.task_result(view.task_id) is None
@@ -218,7 +223,9 @@ async def sync_orphans(services: Services, actor: Actor) -> SyncResult:
                 Job.machine_id.is_not(None),  # NULL would make the negation NULL, not true
                 Job.machine_id.in_(machines_on),
             )
-            changed = await _cancel_many(session, orphan_ids, "Task perdida no broker (sync-orphans)", ~held)
+            changed = await _cancel_many(
+                session, orphan_ids, "Task perdida no broker (sync-orphans)", ~held, ~waiting_for_its_send()
+            )
         note.detail = {"orphans_found": len(changed), "total_checked": len(candidates)}
     await announce(services, EventKind.CANCELLED, changed)
     return SyncResult(len(changed), len(candidates))

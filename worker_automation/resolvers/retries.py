@@ -22,7 +22,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from sqlalchemy import ColumnElement, Select, Update, func, or_, select, update
+from sqlalchemy import ColumnElement, Select, Update, and_, func, or_, select, update
 
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY, TIMEOUT_EXC_TYPE, Automation
 from worker_automation.domain.vocabulary import EventKind
@@ -179,6 +179,19 @@ def schedule_send(services: Services, job_id: int, delay: float) -> None:
     task = asyncio.get_running_loop().create_task(later())
     _PENDING.add(task)
     task.add_done_callback(_PENDING.discard)
+
+
+def waiting_for_its_send() -> ColumnElement[bool]:
+    """Retries waiting AGENDADO to be sent (no task id yet, a next attempt set): no message was
+    lost, the timer or the reconciler sends each when it is due."""
+    return and_(
+        Job.status == JobStatus.AGENDADO.value, Job.task_id.is_(None), Job.next_attempt_at.is_not(None)
+    )
+
+
+def waits_for_its_send(row: Job) -> bool:
+    """Whether the locked ``row`` is a retry waiting to be sent (see :func:`waiting_for_its_send`)."""
+    return row.status == JobStatus.AGENDADO.value and row.task_id is None and row.next_attempt_at is not None
 
 
 def _unsent(job_id: int) -> list[ColumnElement[bool]]:
