@@ -279,6 +279,25 @@ async def test_dev_mode_refuses_and_changes_nothing(services: Services) -> None:
     assert (await claims.claim(services, machine, job_id)).status == "EXECUTANDO"
 
 
+async def test_a_disabled_automation_holds_its_queued_jobs_until_enabled(services: Services) -> None:
+    from worker_automation.domain.vocabulary import PASSING_REFUSALS
+    from worker_automation.worker.pool import RETRIED_REFUSALS
+
+    (machine,) = await machines_for(services, 1)
+    (job_id,) = await add_jobs(services, 1)
+    await update_settings(services.db, "demo.sleep", actor=Actor("test"), enabled=False)
+    before = await row_of(services, job_id)
+    with pytest.raises(Conflict) as refused:
+        await claims.claim(services, machine, job_id)
+    # A refusal that passes: a pool worker keeps the message and tries again later.
+    reason = refused.value.details["reason"]
+    assert reason == "automation_disabled"
+    assert reason in PASSING_REFUSALS and reason in RETRIED_REFUSALS
+    assert await row_of(services, job_id) == before
+    await update_settings(services.db, "demo.sleep", actor=Actor("test"), enabled=True)
+    assert (await claims.claim(services, machine, job_id)).status == "EXECUTANDO"
+
+
 async def test_machine_off_refuses_and_changes_nothing(services: Services) -> None:
     (machine,) = await machines_for(services, 1)
     (job_id,) = await add_jobs(services, 1)

@@ -58,6 +58,7 @@ class Refusal(StrEnum):
     ALREADY_CLAIMED = "already_claimed"
     CONCURRENCY_LIMIT = "concurrency_limit"
     DEV_MODE = "dev_mode"
+    AUTOMATION_DISABLED = "automation_disabled"
     WRONG_AUTOMATION = "wrong_automation"
     MACHINE_OFF = "machine_off"
     NOT_CLAIMABLE = "not_claimable"
@@ -65,9 +66,16 @@ class Refusal(StrEnum):
 
 
 # Refusals that end by themselves (a slot frees up, the machine is turned back on, the automation
-# leaves dev mode, the queue is resumed): the job is tried again later without anyone acting.
+# leaves dev mode or is enabled again, the queue is resumed): the job is tried again later
+# without anyone acting.
 PASSING_REFUSALS: frozenset[Refusal] = frozenset(
-    {Refusal.CONCURRENCY_LIMIT, Refusal.MACHINE_OFF, Refusal.DEV_MODE, Refusal.QUEUE_PAUSED}
+    {
+        Refusal.CONCURRENCY_LIMIT,
+        Refusal.MACHINE_OFF,
+        Refusal.DEV_MODE,
+        Refusal.AUTOMATION_DISABLED,
+        Refusal.QUEUE_PAUSED,
+    }
 )
 
 

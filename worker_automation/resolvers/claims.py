@@ -53,6 +53,7 @@ _REFUSAL_MESSAGES: dict[Refusal, str] = {
     Refusal.ALREADY_CLAIMED: "Job ja reivindicado por outra maquina.",
     Refusal.CONCURRENCY_LIMIT: "Automacao no limite de execucoes simultaneas.",
     Refusal.DEV_MODE: "Automacao em modo desenvolvimento.",
+    Refusal.AUTOMATION_DISABLED: "Automacao desabilitada: o job roda quando ela for habilitada.",
     Refusal.WRONG_AUTOMATION: "Esta maquina nao atende a automacao deste job.",
     Refusal.MACHINE_OFF: "Maquina desligada.",
     Refusal.NOT_CLAIMABLE: "Job nao pode ser reivindicado no estado atual.",
@@ -257,7 +258,7 @@ async def _claim_on(statements: Statements, machine: MachineRef, job_id: int, ta
     if automation.dev_mode:
         raise refused(Refusal.DEV_MODE)
     if not automation.enabled:
-        raise refused(Refusal.NOT_CLAIMABLE, status="disabled")
+        raise refused(Refusal.AUTOMATION_DISABLED)
     now = utcnow()
     parameters = {
         "job_id": job_id,
