@@ -277,6 +277,29 @@ async def test_q_matches_automation_display_name(db: Database, mixed: dict[str, 
     assert await ids_of(db, JobFilter(q="falência")) == [mixed["orfao_falencia"]]
 
 
+async def test_q_matches_its_text_as_typed_wildcards_ordinals_and_backslashes_included(db: Database) -> None:
+    ordinal, underscore, near_miss, backslash, no_backslash = await insert_rows(
+        db,
+        [
+            job(0, context={"processo": "1ª Vara Cível, Nº 42"}),
+            job(1, context={"arquivo": "relatorio_final"}, mensagem_erro="falhou em 100% dos casos"),
+            job(2, context={"arquivo": "relatorioXfinal"}, mensagem_erro="falhou em 100 casos"),
+            job(3, context={"caminho": "C:\\dados\\saida"}),
+            job(4, context={"caminho": "C:dados"}),
+        ],
+    )
+    # Letters no accent folds away read the same on both databases.
+    assert await ids_of(db, JobFilter(q="1ª Vara")) == [ordinal]
+    assert await ids_of(db, JobFilter(q="nº 42")) == [ordinal]
+    assert await ids_of(db, JobFilter(q="vara civel")) == [ordinal]
+    # % and _ are the characters typed, not wildcards; a backslash is one too.
+    assert await ids_of(db, JobFilter(q="relatorio_final")) == [underscore]
+    assert await ids_of(db, JobFilter(q="100%")) == [underscore]
+    assert await ids_of(db, JobFilter(q="C:\\dados")) == [backslash]
+    assert near_miss not in await ids_of(db, JobFilter(q="o_f"))
+    assert no_backslash not in await ids_of(db, JobFilter(q="\\d"))
+
+
 async def test_q_matching_nothing_is_empty(db: Database, mixed: dict[str, int]) -> None:
     result = await list_jobs(db, QUEUES, JobFilter(q="zzz-nada-disso"))
 

@@ -37,7 +37,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 
 from worker_automation.models import Cliente, Job
-from worker_automation.models.folding import SQLITE_FUNCTION, fold, fold_text
+from worker_automation.models.folding import SQLITE_FUNCTION, fold, fold_text, like_literal, like_text
 from worker_automation.resolvers.one_of import one_of
 
 # The letters fold() reaches from accented ones (see models.folding): in the loose pattern of a
@@ -58,7 +58,7 @@ def _matches_sqlite(element: context_value_matches, compiler: SQLCompiler, **kw:
     document, pattern, _, _ = (compiler.process(c, **kw) for c in element.clauses)
     return (
         f"EXISTS (SELECT 1 FROM json_tree({document}) AS wa_value "
-        f"WHERE wa_value.atom IS NOT NULL AND {SQLITE_FUNCTION}(wa_value.atom) LIKE {pattern})"
+        f"WHERE wa_value.atom IS NOT NULL AND {SQLITE_FUNCTION}(wa_value.atom) LIKE {pattern} ESCAPE '\\')"
     )
 
 
@@ -92,11 +92,11 @@ def text_search() -> ColumnElement[bool]:
     """Free text, ignoring case and accents: task id, client, error message, an automation
     whose key or name matches, or a value of the context (parameters from
     :func:`text_parameters`)."""
-    clients = select(Cliente.id).where(fold(Cliente.razao_social).like(bindparam("text_pattern")))
+    clients = select(Cliente.id).where(like_text(fold(Cliente.razao_social), bindparam("text_pattern")))
     return or_(
         Job.task_id == bindparam("text_exact"),
         one_of(Job.cliente_id, clients.scalar_subquery()),
-        fold(Job.mensagem_erro).like(bindparam("text_pattern")),
+        like_text(fold(Job.mensagem_erro), bindparam("text_pattern")),
         one_of(Job.automation_type, bindparam("text_automations")),
         context_value_matches(
             Job.context,
@@ -117,14 +117,14 @@ def text_parameters(q: str) -> dict[str, Any]:
         for a in AUTOMATION_REGISTRY.values()
         if needle in fold_text(a.display_name) or needle in fold_text(a.key)
     ]
-    # The needle as it reads inside a JSON document's text (quotes and backslashes escaped), its
-    # backslashes then doubled for LIKE, where a backslash escapes the next character; loose, its
-    # letters that stand for accented ones left to match any character.
-    escaped = json.dumps(needle, ensure_ascii=False)[1:-1].replace("\\", "\\\\")
+    # The needle as it reads inside a JSON document's text (quotes and backslashes escaped), then
+    # escaped for LIKE (where a backslash escapes the next character, and % and _ are wildcards);
+    # loose, its letters that stand for accented ones left to match any character.
+    escaped = like_literal(json.dumps(needle, ensure_ascii=False)[1:-1])
     loose = "".join("_" if ch in _FOLDED_LETTERS else ch for ch in escaped)
     return {
         "text_exact": q,
-        "text_pattern": f"%{needle}%",
+        "text_pattern": f"%{like_literal(needle)}%",
         "text_json_pattern": f"%{escaped}%",
         "text_loose_pattern": f"%{loose}%",
         "text_automations": keys,
