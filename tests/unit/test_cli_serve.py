@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,18 @@ def test_a_bad_trusted_documents_manifest_stops_several_processes_before_they_st
     err = capsys.readouterr().err
     assert err.startswith("error: WA_GRAPHQL_TRUSTED_DOCUMENTS") and "'list'" in err
     assert "Traceback" not in err
+
+
+def test_a_port_in_use_is_a_clear_error_before_anything_starts(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in [n for n in os.environ if n.upper().startswith("WA_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        assert main(["serve", "--host", "127.0.0.1", "--port", str(port)]) == 1
+    err = capsys.readouterr().err
+    assert f"127.0.0.1:{port}" in err and "--port" in err and "Traceback" not in err
+    # Refused before anything was created: no database file, no broker.
+    assert list(tmp_path.iterdir()) == []

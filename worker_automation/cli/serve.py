@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import socket
 import sys
 from typing import Any
 
@@ -42,6 +43,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     }
     if args.workers > 1:
         return _serve_processes(settings, args.workers, options)
+    if not listenable(options):
+        return 1
     lock = None
     if settings.redis_url is None:
         from worker_automation.process.embedded_state import DirectoryLock, ServeAlreadyRunning
@@ -86,6 +89,8 @@ def _serve_processes(settings: Settings, workers: int, options: dict[str, Any]) 
         return 2
 
     check_trusted_documents(settings)
+    if not listenable(options):
+        return 1
 
     async def prepare() -> None:
         services = await Services.start(settings)
@@ -113,6 +118,23 @@ def _serve_processes(settings: Settings, workers: int, options: dict[str, Any]) 
     finally:
         remove_multiprocess_dir(metrics_dir)
     return 0
+
+
+def listenable(options: dict[str, Any]) -> bool:
+    """Whether the server's host and port can be listened on, found before anything starts (the
+    embedded broker and the pool would otherwise start, then stop again); says why when not."""
+    host, port = options["host"], options["port"]
+    try:
+        socket.create_server((host, port)).close()
+    except OSError as exc:
+        why = os.strerror(exc.errno) if exc.errno is not None and exc.errno > 0 else str(exc)
+        print(
+            f"error: cannot listen on {host}:{port} ({why}); another program may hold it: "
+            "choose another with --port",
+            file=sys.stderr,
+        )
+        return False
+    return True
 
 
 def _connect_host(host: str) -> str:
