@@ -1,18 +1,20 @@
 """The operator commands against a running stack (PostgreSQL, Redis, serve): jobs, queues,
-schedules, prune, keys; and every option of them has a help line."""
+schedules, prune, keys, automations; and every option of them has a help line."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 from typing import Any
 
 import pytest
 
 from tests.integration.harness import Stack, cli_command
+from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 from worker_automation.cli import build_parser
 
-OPERATOR_COMMANDS = ("jobs", "queues", "schedules", "prune")
+OPERATOR_COMMANDS = ("jobs", "queues", "schedules", "prune", "automations")
 
 
 def _cli(stack: Stack, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
@@ -68,6 +70,15 @@ def test_operator_commands(stack: Stack) -> None:
     assert pruned.stdout.strip() == "2 finished job(s) older than 0 day(s) deleted"
     assert "deleted so far: 2" in pruned.stderr
     assert _cli(stack, "queues", "resume", "scan").stdout.strip() == "queue scan: running"
+
+    # The catalogue as it stands: the demos run here, the portals' automations need their plugins.
+    table = {line.split()[0]: line.split() for line in _cli(stack, "automations").stdout.splitlines()}
+    assert table["KEY"][:4] == ["KEY", "QUEUE", "STATE", "LIMIT"]
+    assert table["demo.sleep"][1:3] == ["scan", "enabled"] and table["demo.sleep"][6] == "yes"
+    assert table["cnd_federal"][6] == "no"
+    listed = {a["key"]: a for a in json.loads(_cli(stack, "automations", "--json").stdout)}
+    assert set(listed) == set(AUTOMATION_REGISTRY)
+    assert listed["demo.sleep"]["installedHere"] and listed["demo.sleep"]["context"][0]["name"] == "seconds"
 
 
 def test_every_operator_option_has_a_help_line(monkeypatch: pytest.MonkeyPatch) -> None:

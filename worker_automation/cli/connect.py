@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +21,13 @@ if TYPE_CHECKING:  # the command line starts without the database layer loaded
 def iso(value: datetime | None, tz: ZoneInfo) -> str | None:
     """A timestamp as the API shows it (ISO 8601 in the configured zone)."""
     return None if value is None else value.astimezone(tz).isoformat(timespec="seconds")
+
+
+def print_table(rows: Sequence[Sequence[str]]) -> None:
+    """``rows`` (a header first) as aligned columns."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
 
 
 def json_option(option: str, text: str) -> Any:

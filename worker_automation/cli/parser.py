@@ -261,6 +261,15 @@ def _add_operator_commands(sub: Any) -> None:
         act.add_argument("--limit", type=int, default=None, help="at most this many jobs, newest first")
         act.set_defaults(fn=Command("operator", f"cmd_jobs_{action}"))
 
+    automations = sub.add_parser(
+        "automations",
+        help="the automations there are, their queue and settings, and which ones this environment runs",
+    )
+    automations.add_argument(
+        "--json", action="store_true", help="a JSON list, with each automation's context fields"
+    )
+    automations.set_defaults(fn=Command("automation_list", "cmd_automations"))
+
     processes = sub.add_parser(
         "processes",
         help="which processes run jobs: Celery pool workers (they answer inspect) and dedicated "

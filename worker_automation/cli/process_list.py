@@ -14,7 +14,7 @@ import sys
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
-from worker_automation.cli.connect import broker_settings, iso
+from worker_automation.cli.connect import broker_settings, iso, print_table
 from worker_automation.cli.operator import NO_BROKER
 
 if TYPE_CHECKING:
@@ -71,8 +71,5 @@ def cmd_processes(args: argparse.Namespace) -> int:
     if not found:
         print("no process runs jobs: no pool worker answered and no machine ever subscribed")
         return 0
-    rows = [HEADER, *(_row(p, settings.tz) for p in found)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
-    for r in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
+    print_table([HEADER, *(_row(p, settings.tz) for p in found)])
     return 0

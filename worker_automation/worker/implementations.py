@@ -40,6 +40,12 @@ class MissingImplementation(AutomationError):
         self.key = key
 
 
+def installed_keys() -> frozenset[str]:
+    """The automations this Python environment can run: the built-in demos and the names of the
+    installed entry points (not loaded: a name is all a listing needs)."""
+    return frozenset(BUILTIN_IMPLEMENTATIONS) | {e.name for e in entry_points(group=ENTRY_POINT_GROUP)}
+
+
 def load_implementations(entries: Iterable[EntryPoint] | None = None) -> dict[str, AutomationFn]:
     """The built-in demos plus every loadable entry point, keyed by automation key.
 
