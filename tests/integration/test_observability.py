@@ -23,6 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import TextContent
 
 from tests.integration.harness import Processes, Stack, cli_command, run_cli, served_stack, wait_until
+from worker_automation.resolvers.auth import MSG_INVALID, MSG_MISSING
 
 pytestmark = pytest.mark.services
 
@@ -211,8 +212,8 @@ def test_metrics_logs_and_mcp_across_two_processes(observed: Stack, tmp_path: Pa
     retried = http_answers["retried"]
     assert (retried["id"], retried["status"], retried["retry_count"]) == (fail_id, "AGENDADO", 1)
     assert stack.rest_job(fail_id)["retry_count"] == 1
-    bad_key = anyio.run(mcp_unauthenticated, f"{stack.api_url}/mcp")
-    assert "UNAUTHENTICATED" in bad_key, bad_key
+    no_entry = anyio.run(mcp_unauthenticated, f"{stack.api_url}/mcp")
+    assert no_entry == [(401, MSG_INVALID), (401, MSG_MISSING)], no_entry
 
     # serve stopped as a supervisor stops it removes its processes' metrics directory.
     environ = Path(f"/proc/{server_pids(stack)[0]}/environ").read_bytes().split(b"\0")
@@ -273,14 +274,15 @@ async def mcp_over_http(url: str, writer: str, reader: str, task_id: str, fail_i
     return answers
 
 
-async def mcp_unauthenticated(url: str) -> str:
-    async with (
-        httpx2.AsyncClient(headers={"X-API-Key": "nope"}, timeout=30) as http,
-        streamable_http_client(url, http_client=http) as (read, write),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        return str(await call(session, "resumo_dashboard"))
+async def mcp_unauthenticated(url: str) -> list[tuple[int, str]]:
+    """What ``/mcp`` answers a first message with an unknown key, and without one: REST's 401."""
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    answers = []
+    async with httpx2.AsyncClient(timeout=30) as http:
+        for headers in ({"X-API-Key": "nope"}, {}):
+            answer = await http.post(url, json=initialize, headers=headers)
+            answers.append((answer.status_code, str(answer.json()["message"])))
+    return answers
 
 
 async def mcp_over_stdio(

@@ -76,9 +76,10 @@ def test_operator_commands(stack: Stack) -> None:
     assert table["KEY"][:4] == ["KEY", "QUEUE", "STATE", "LIMIT"]
     assert table["demo.sleep"][1:3] == ["scan", "enabled"] and table["demo.sleep"][6] == "yes"
     assert table["cnd_federal"][6] == "no"
-    listed = {a["key"]: a for a in json.loads(_cli(stack, "automations", "--json").stdout)}
-    assert set(listed) == set(AUTOMATION_REGISTRY)
-    assert listed["demo.sleep"]["installedHere"] and listed["demo.sleep"]["context"][0]["name"] == "seconds"
+    catalogue: dict[str, Any] = {a["key"]: a for a in json.loads(_cli(stack, "automations", "--json").stdout)}
+    assert set(catalogue) == set(AUTOMATION_REGISTRY)
+    sleep = catalogue["demo.sleep"]
+    assert sleep["installedHere"] and sleep["context"][0]["name"] == "seconds"
 
 
 def test_every_operator_option_has_a_help_line(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,6 +10,7 @@ import sys
 import httpx
 
 from worker_automation.mcp.mount import LazyMcp
+from worker_automation.resolvers.auth import MSG_MISSING
 from worker_automation.resolvers.services import Services
 
 
@@ -46,3 +47,14 @@ async def test_concurrent_first_requests_build_one_server() -> None:
         assert apps[0] is not None
         assert all(app is apps[0] for app in apps)
     assert mount._app is None
+
+
+async def test_a_request_without_a_key_is_refused_before_the_server_is_built() -> None:
+    mount = LazyMcp(_no_services)
+    async with mount.run():
+        transport = httpx.ASGITransport(app=mount)
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+            answer = await client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        assert answer.status_code == 401
+        assert answer.json()["message"] == MSG_MISSING
+        assert mount._app is None
