@@ -4,6 +4,9 @@ any validation of the input."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -11,6 +14,7 @@ from typing import Any, Literal
 import pytest
 
 from tests.integration.rest_support import BASE, Api, add_job, assert_error, running_api
+from tests.support.pools import checked_out
 from tests.support.settings import MakeSettings
 
 pytestmark = pytest.mark.services
@@ -138,3 +142,32 @@ async def check_order(api: Api, route: RouteCase) -> None:
     if route.level == "manager":
         assert_error(await api.call(route.method, url, "funcionario", **send), 403)
     assert_error(await api.call(route.method, url, "admin", **send), 422)
+
+
+async def test_lookups_refused_in_a_burst_give_every_connection_back(
+    api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A refused key's lookup leaves the read it started beside the check to finish: stopped in
+    the middle of its statement, a read used to leave its connection unusable and never returned."""
+    job_id = await add_job(api.db, "CONCLUIDO", queue="certidao")
+    urls = [f"{BASE}/{job_id}", f"{BASE}/999999", f"{BASE}/status/no-such-task"]
+    before = checked_out(api.db.engine)  # what the app's own background work holds
+    refused = [(None, {"X-API-Key": "wak_not_a_key"}), ("write_only", {}), ("revoked", {})]
+    answers = await asyncio.gather(
+        *(
+            api.call("GET", urls[i % len(urls)], kind, headers=headers)
+            for i in range(300)
+            for kind, headers in refused[i % len(refused) : i % len(refused) + 1]
+        )
+    )
+    assert {a.status_code for a in answers} == {401, 403}
+    for _ in range(100):
+        if checked_out(api.db.engine) <= before:
+            break
+        await asyncio.sleep(0.05)
+    gc.collect()
+    assert checked_out(api.db.engine) <= before
+    # Nothing went wrong on the way: no connection collected unreturned, no statement cut off.
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+    ok = await api.call("GET", urls[0], "admin")
+    assert ok.status_code == 200

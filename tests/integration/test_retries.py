@@ -205,3 +205,25 @@ async def test_a_retry_waiting_its_backoff_keeps_waiting_when_reordered(any_serv
     sent = await _job(api, job_id)
     claimed = await claims.claim(services, machine, job_id, str(sent["taskId"]))
     assert claimed.status == "EXECUTANDO" and claimed.priority == 3
+
+
+async def test_the_same_action_sent_many_times_at_once_is_done_once(any_services: Services) -> None:
+    """Ten retries of one cancelled job at once: one queues it, the others find it queued (409),
+    on SQLite as on PostgreSQL; ten cancels of the queued job: one cancels it."""
+    from worker_automation.resolvers import job_actions
+    from worker_automation.resolvers.audit import CLI_ACTOR
+
+    services = any_services
+    api = await make_api(services)
+    job = await api.dispatch("demo.echo")
+    await job_actions.cancel(services, CLI_ACTOR, job["id"])
+    for act, done_status in ((job_actions.retry, "AGENDADO"), (job_actions.cancel, "CANCELADO")):
+        outcomes = await asyncio.gather(
+            *(act(services, CLI_ACTOR, job["id"]) for _ in range(10)), return_exceptions=True
+        )
+        done = [o for o in outcomes if not isinstance(o, BaseException)]
+        assert len(done) == 1, outcomes
+        assert all(isinstance(o, Conflict) for o in outcomes if isinstance(o, BaseException)), outcomes
+        assert done[0].status == done_status
+    data = await _job(api, job["id"])
+    assert data["status"] == "CANCELADO" and data["retryCount"] == 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import ColumnElement, bindparam, select
+from sqlalchemy import ColumnElement, bindparam, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from worker_automation.domain.errors import Conflict, NotFound
@@ -37,8 +37,18 @@ def returned_view(row: ReturnedRow) -> JobView:
     return view_of_columns(_returned_columns(row), row[len(row) - 1])
 
 
+# SQLite has no row locks, and its driver begins a transaction at the first write, not the first
+# read: two actions on one job (two retries sent at once) would both read it still retryable.
+# A write that changes nothing (and fires no trigger: they watch other columns) takes SQLite's
+# write lock first, for the rest of the transaction; other writers wait for it (the busy timeout)
+# and then read what it left.
+_TAKE_WRITE_LOCK = text("UPDATE workers SET id = id WHERE id = :job_id")
+
+
 async def lock_job(session: AsyncSession, job_id: int) -> Job:
-    """The row, locked for the rest of the transaction (a no-op lock on SQLite)."""
+    """The row, locked for the rest of the transaction (on SQLite, the whole database is)."""
+    if session.get_bind().dialect.name == "sqlite":
+        await session.execute(_TAKE_WRITE_LOCK, {"job_id": job_id})
     row = await session.scalar(select(Job).where(Job.id == job_id).with_for_update())
     if row is None:
         raise NotFound(MSG_JOB_NOT_FOUND, worker_id=job_id)
