@@ -161,3 +161,17 @@ async def test_which_runs_of_a_machine_that_left_are_lost(watched: Services) -> 
     async with services.db.reader() as session:
         statuses = dict((await session.execute(select(Job.id, Job.status))).all())
     assert statuses == {lost: "FALHA", turned_off: "EXECUTANDO", unsubscribed: "EXECUTANDO"}
+
+
+def test_a_machine_cut_off_by_an_outage_comes_back_within_the_absence_grace() -> None:
+    """However long the API was away, a machine's next attempt to subscribe again comes well
+    before the API (back, with its default window) takes the machine's runs as lost."""
+    from itertools import islice
+
+    from worker_automation.settings import Settings
+    from worker_automation.worker.machine import RECONNECT_CAP_SECONDS
+    from worker_automation.worker.patience import delays
+
+    longest = max(islice(delays(cap=RECONNECT_CAP_SECONDS), 50))
+    # Each look of the reconciler is a quarter of the window apart: back within two of them.
+    assert longest <= RECONNECT_CAP_SECONDS < absence_grace(Settings()) / 4

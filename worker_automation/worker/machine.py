@@ -42,6 +42,11 @@ DEFERRED_SWEEP_INTERVAL = 2.0
 # Refusals that end by themselves soon (a slot frees up, the queue is resumed): looked at again
 # at the shorter interval. Others (machine off, dev mode) wait for the periodic sweep.
 DEFERRED_REFUSALS = frozenset({Refusal.CONCURRENCY_LIMIT, Refusal.QUEUE_PAUSED})
+# The longest wait before the subscription is opened again. The subscription is the machine's
+# presence: an API back from an outage takes the machine's runs as lost once it has been away for
+# the absence grace (half the recovery window: 30 s by default), so the machine must be back well
+# within it, however long the outage was.
+RECONNECT_CAP_SECONDS = 5.0
 
 
 def websocket_url(api_url: str) -> str:
@@ -163,7 +168,7 @@ class MachineRunner:
 
     async def _listen(self) -> None:
         """The jobCreated subscription, reconnecting with backoff; a sweep follows each connect."""
-        waits = delays()
+        waits = delays(cap=RECONNECT_CAP_SECONDS)
         url = websocket_url(self.settings.api_url)
         while not self.stopping.is_set():
             try:
@@ -192,7 +197,7 @@ class MachineRunner:
                         )
                     )
                     self.subscribed.set()
-                    waits = delays()
+                    waits = delays(cap=RECONNECT_CAP_SECONDS)
                     # Jobs created while it was not subscribed (before, or cut off) are swept.
                     self._sweep_due = True
                     self._sweep_now.set()
