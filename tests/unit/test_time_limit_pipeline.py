@@ -10,8 +10,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from tests.unit.test_job_pipeline import AUTOMATION, RecordingClient
 from worker_automation.catalog.registry import TIMEOUT_EXC_TYPE
+from worker_automation.worker import pipeline as pipeline_module
 from worker_automation.worker.client import Claim
 from worker_automation.worker.pipeline import JobPipeline, Outcome
 from worker_automation.worker.progress import report_progress
@@ -100,7 +103,9 @@ async def test_a_refused_progress_report_stops_the_run() -> None:
     assert sleeper.stopped and not [call for call in client.calls if call[0] in ("fail", "complete")]
 
 
-async def test_a_stopped_sync_automation_is_counted_until_its_thread_returns() -> None:
+async def test_a_stopped_sync_automation_keeps_its_run_until_its_thread_returns() -> None:
+    """A thread cannot be interrupted: the run past its limit holds its slot, and its timeout is
+    reported only once the thread has returned, so no retry starts beside it."""
     release = threading.Event()
 
     def blocking(job_id: int, automation: str, context: dict[str, Any]) -> None:
@@ -108,7 +113,29 @@ async def test_a_stopped_sync_automation_is_counted_until_its_thread_returns() -
 
     client = LimitedClient()
     pipeline = JobPipeline(client, {AUTOMATION: blocking}, own_time_limits=True)
+    run = asyncio.create_task(pipeline.run(7))
+    await asyncio.sleep(LIMIT * 3)
+    assert not run.done() and pipeline.automations_in_threads() == 1
+    assert not [call for call in client.calls if call[0] == "fail"]
+    release.set()
+    result = await asyncio.wait_for(run, 5.0)
+    assert result.outcome is Outcome.FAILED and pipeline.automations_in_threads() == 0
+    assert client.calls[-1][0] == "fail" and client.calls[-1][2] == TIMEOUT_EXC_TYPE
+
+
+async def test_a_thread_that_outlasts_the_grace_gives_its_slot_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    release = threading.Event()
+
+    def blocking(job_id: int, automation: str, context: dict[str, Any]) -> None:
+        release.wait(10.0)
+
+    monkeypatch.setattr(pipeline_module, "TIME_LIMIT_GRACE_SECONDS", LIMIT)
+    client = LimitedClient()
+    pipeline = JobPipeline(client, {AUTOMATION: blocking}, own_time_limits=True)
+    started = time.monotonic()
     assert (await pipeline.run(7)).outcome is Outcome.FAILED
+    assert time.monotonic() - started < 5.0
+    # Counted until its function returns.
     assert pipeline.automations_in_threads() == 1
     release.set()
     for _ in range(500):  # up to 5 s

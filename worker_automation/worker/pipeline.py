@@ -7,6 +7,8 @@ The automation function never talks to the API; progress reaches it through
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import inspect
 import json
 import logging
@@ -18,7 +20,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from worker_automation.catalog.registry import TIMEOUT_EXC_TYPE, timeout_message
+from worker_automation.catalog.registry import TIME_LIMIT_GRACE_SECONDS, TIMEOUT_EXC_TYPE, timeout_message
 from worker_automation.infra.cancelling import cancel_and_wait
 from worker_automation.worker.client import ApiError, Claim, WorkerApiClient
 from worker_automation.worker.contract import AutomationFn, PermanentError
@@ -54,6 +56,25 @@ class RunResult:
 def _json_safe(value: Any) -> Any:
     json.dumps(value)
     return value
+
+
+async def _until_returned(thread: list[asyncio.Future[Any]], job_id: int) -> None:
+    """Wait for a stopped run's thread (a sync automation cannot be interrupted) to return, for up
+    to the grace the API gives a run past its limit: until then the run keeps its slot and its
+    end is not reported, so no retry of the job starts beside a thread still running it."""
+    if not thread or thread[0].done():
+        return
+    log.warning("job %s: its automation still runs in a thread; waiting for it to return", job_id)
+    await asyncio.wait(thread, timeout=TIME_LIMIT_GRACE_SECONDS)
+    if not thread[0].done():
+        log.error(
+            "job %s: its automation's thread still runs %g s after the run was stopped; its slot is "
+            "given back",
+            job_id,
+            TIME_LIMIT_GRACE_SECONDS,
+        )
+    else:
+        thread[0].exception()  # read: its outcome (any error) belongs to the stopped run
 
 
 class _ProgressPump:
@@ -243,7 +264,9 @@ class JobPipeline:
             return RunResult(Outcome.FAILED, error.message)
         lost = asyncio.Event()
         pump = _ProgressPump(self.client, job_id, lost)
-        work = asyncio.create_task(self._invoke(fn, job_id, automation, dict(job.get("context") or {}), pump))
+        thread: list[asyncio.Future[Any]] = []  # a sync automation's thread, once it runs
+        context = dict(job.get("context") or {})
+        work = asyncio.create_task(self._invoke(fn, job_id, automation, context, pump, thread))
         watcher = asyncio.create_task(lost.wait())
         limit = self._time_limit(job)
         try:
@@ -252,9 +275,11 @@ class JobPipeline:
                 work.cancel()
                 await pump.close()
                 assert limit is not None
+                await _until_returned(thread, job_id)
                 return await self.time_limit_passed(job_id, limit, task_id)
             if work not in done:
                 work.cancel()
+                await _until_returned(thread, job_id)
                 log.info("job %s was taken away while running (cancelled or moved); stopped", job_id)
                 self.reports.not_held(job_id)
                 return RunResult(Outcome.LOST)
@@ -343,13 +368,25 @@ class JobPipeline:
         return still_ours
 
     async def _invoke(
-        self, fn: AutomationFn, job_id: int, automation: str, context: dict[str, Any], pump: _ProgressPump
+        self,
+        fn: AutomationFn,
+        job_id: int,
+        automation: str,
+        context: dict[str, Any],
+        pump: _ProgressPump,
+        thread: list[asyncio.Future[Any]],
     ) -> Any:
         with use_reporter(pump.report):
             if inspect.iscoroutinefunction(fn):
                 return await fn(job_id, automation, context)
-            # to_thread copies the context, so report_progress works inside sync automations.
-            result = await asyncio.to_thread(self._in_thread, fn, job_id, automation, context)
+            # In a thread with a copy of the context (so report_progress works inside sync
+            # automations), as asyncio.to_thread runs it; the thread's future is kept apart,
+            # shielded, so that a run stopped here can still wait for its thread to return.
+            call = functools.partial(
+                contextvars.copy_context().run, self._in_thread, fn, job_id, automation, context
+            )
+            thread.append(asyncio.get_running_loop().run_in_executor(None, call))
+            result = await asyncio.shield(thread[0])
             if inspect.isawaitable(result):
                 return await result
             return result
