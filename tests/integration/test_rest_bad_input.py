@@ -28,6 +28,10 @@ GROUPS: dict[str, list[Case]] = {
         ("GET", "/1.5", {}, "worker_id"),
         ("GET", "/99999999999999999999", {}, "worker_id"),
         ("GET", "/0", {}, "worker_id"),
+        # Digits only as HTTP clients write them (Python's int() takes these too).
+        ("GET", "/%EF%BC%91", {}, "worker_id"),
+        ("GET", "/1_0", {}, "worker_id"),
+        ("GET", "/+1", {}, "worker_id"),
         ("POST", "/abc/cancel", {}, "worker_id"),
         ("POST", "/-3/retry", {}, "worker_id"),
         ("POST", "/x/move", {"json": {"target_queue": "scan"}}, "worker_id"),
@@ -76,6 +80,7 @@ GROUPS: dict[str, list[Case]] = {
         ("GET", "/?page=0", {}, "page"),
         ("GET", "/?page=-2", {}, "page"),
         ("GET", "/?per_page=abc", {}, "per_page"),
+        ("GET", "/?per_page=%201", {}, "per_page"),
         ("GET", "/?per_page=0", {}, "per_page"),
         ("GET", "/queued?page=abc", {}, "page"),
         ("GET", "/queued?per_page=-1", {}, "per_page"),

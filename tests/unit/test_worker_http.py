@@ -183,3 +183,5 @@ async def test_a_result_the_api_would_refuse_is_reported_as_a_failure(
         b"/base/api/v1/jobs/9/complete",
     ]
     assert b"ResultRejected" in seen[0] and b"1000" in seen[0] and b"x" * 2000 not in seen[0]
+    # The failure belongs to the run that reported it, as its completion would have.
+    assert b'"task_id":"t-1"' in seen[0].replace(b" ", b"") and b"task_id" not in seen[1]

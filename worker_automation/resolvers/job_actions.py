@@ -67,8 +67,10 @@ async def retry(services: Services, actor: Actor, job_id: int) -> JobView:
 
 async def move(services: Services, actor: Actor, job_id: int, target_queue: str) -> JobView:
     """Revoke the job's task and send it again on ``target_queue`` (AGENDADO, progress 0)."""
-    if not isinstance(target_queue, str) or not target_queue:
+    if target_queue is None or target_queue == "":
         raise BadInput("target_queue", "target_queue e obrigatorio")
+    if not isinstance(target_queue, str):
+        raise BadInput("target_queue", "target_queue deve ser o nome de uma fila (texto)")
     check_queue(target_queue, services.settings.queues, "target_queue")
     async with audited(services.db, actor, "move", f"worker:{job_id}") as note:
         note.detail = {"target_queue": target_queue}

@@ -208,10 +208,11 @@ def int_param(
     """An integer path or query parameter within [minimum, maximum]; BadInput naming ``field``."""
     if raw is None or raw == "":
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise BadInput(field, f"{field} deve ser um numero inteiro (recebido {raw!r})") from None
+    # Digits as an HTTP client writes them: int() would also take "１" (full width) or " 7_0 ".
+    digits = raw[1:] if raw[:1] == "-" else raw
+    if not (digits.isascii() and digits.isdigit()):
+        raise BadInput(field, f"{field} deve ser um numero inteiro (recebido {raw!r})")
+    value = int(raw)
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
         low = "" if minimum is None else f" >= {minimum}"
         high = "" if maximum is None else f" <= {maximum}"

@@ -161,7 +161,13 @@ class WorkerApiClient:
         instead: a body that large might not even be read, and the job must not stay running."""
         refusal = result_refusal(result, self._max_result_bytes)
         if refusal is not None:
-            failure = {"error": refusal.message, "exc_type": "ResultRejected", "traceback": None}
+            failure: dict[str, Any] = {
+                "error": refusal.message,
+                "exc_type": "ResultRejected",
+                "traceback": None,
+            }
+            if task_id is not None:  # as the completion would: only this run may be ended by it
+                failure["task_id"] = task_id
             response = await self._call("POST", f"/api/v1/jobs/{job_id}/fail", json=failure, on_sent=on_sent)
             if response.status_code == 409:
                 return False
