@@ -33,6 +33,9 @@ class FakeApi:
     drop_next_claim: bool = False
     # Answer the next claim, then answer 503 until the test sets ``mode`` back (its database went).
     down_after_next_claim: bool = False
+    # While set, claims reach the API and wait for it before they are answered (a claim in flight).
+    claim_gate: asyncio.Event | None = None
+    claims_waiting: int = 0
     calls: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)
     unanswered: int = 0
     url: str = ""
@@ -105,6 +108,9 @@ async def fake_api(port: int = 0, **options: Any) -> AsyncIterator[FakeApi]:
                     if line.lower().startswith(b"content-length"):
                         length = int(line.split(b":")[1])
                 body = await reader.readexactly(length)
+                if api.claim_gate is not None and b"/start " in head:
+                    api.claims_waiting += 1
+                    await api.claim_gate.wait()
                 answer = api.answer(head, body)
                 if answer is None:
                     break

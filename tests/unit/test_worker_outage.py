@@ -396,3 +396,40 @@ async def test_a_claim_of_a_watched_job_that_succeeds_is_never_reported_lost(tmp
         await asyncio.sleep(0.3)
         await close(pipeline)
     assert api.kinds() == [("lost", 16), ("start", 16), ("complete", 16)]
+
+
+async def test_a_claim_answered_as_a_machine_stops_is_handed_back_not_run(tmp_path: Path) -> None:
+    """A machine asked to stop while its claim is on its way waits for the answer (cut off, the
+    claim could still go through with nobody to run the job) and hands the job back unstarted."""
+    from worker_automation.settings import Settings
+    from worker_automation.worker.machine import MachineRunner
+
+    ran: list[int] = []
+
+    def never(job_id: int, automation: str, context: dict[str, Any]) -> None:
+        ran.append(job_id)
+
+    gate = asyncio.Event()
+    async with fake_api(claim_gate=gate) as api:
+        settings = Settings(api_url=api.url, worker_api_key="wmk_shutdown", shutdown_grace_seconds=5)
+        runner = MachineRunner(settings, AUTOMATION, implementations={AUTOMATION: never})
+        runner.pipeline = JobPipeline(
+            runner.client,
+            {AUTOMATION: never},
+            outbox=Outbox(tmp_path / "outbox"),
+            held=HeldJobs(tmp_path / "held"),
+            stopping=runner.stopping,
+            own_time_limits=True,
+        )
+        runner.submit(7)
+        await until(lambda: api.claims_waiting == 1)
+        drain = asyncio.create_task(runner.drain())
+        await asyncio.sleep(0.3)
+        assert not drain.done()  # the claim in flight is waited for
+        gate.set()
+        await asyncio.wait_for(drain, 5.0)
+        await close(runner.pipeline)
+    assert ran == []
+    assert api.kinds() == [("start", 7), ("lost", 7)]
+    assert api.calls[-1][2]["fault"] == NOT_STARTED
+    assert entries(tmp_path / "held") == []

@@ -118,6 +118,10 @@ class MachineRunner:
                         self.deferred.add(job_id)
                     return
                 self.deferred.discard(job_id)
+                if self.stopping.is_set():
+                    # Answered as this process stops (see drain): it does not start here.
+                    await self.pipeline.hand_back(claim.job)
+                    return
                 run = asyncio.create_task(self.pipeline.execute(claim.job))
                 self.executing[job_id] = run
                 self.task_ids[job_id] = claim.job.get("task_id")
@@ -283,6 +287,11 @@ class MachineRunner:
             except Exception as exc:
                 log.error("job %s: shutdown failure not reported: %s", job_id, exc)
         pending = [t for t in self._tasks if not t.done()]
+        if pending:
+            # Claims on their way are waited for, within the grace, not cut off: one cut off may
+            # still go through, leaving its job EXECUTANDO with nothing running it. Each one
+            # answered now hands its job back (see _attempt); the others end at once.
+            await asyncio.wait(pending, timeout=self.settings.shutdown_grace_seconds)
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)

@@ -30,7 +30,7 @@ from worker_automation.worker.implementations import MissingImplementation
 from worker_automation.worker.outbox import Entry, Kind, Outbox
 from worker_automation.worker.patience import patiently, unanswered
 from worker_automation.worker.progress import use_reporter
-from worker_automation.worker.reports import UNANSWERED, Reports
+from worker_automation.worker.reports import NOT_STARTED, UNANSWERED, Reports
 
 log = logging.getLogger(__name__)
 # Progress is sent at most this often; the last value is always sent.
@@ -251,6 +251,21 @@ class JobPipeline:
         else:
             self.reports.not_held(job_id)
         return claim
+
+    async def hand_back(self, job: dict[str, Any]) -> None:
+        """A job claimed as this process stops, which it will not run: reported not started, so
+        the API queues it again. An API that does not answer leaves it in the ledger, for this
+        machine's next start to report."""
+        job_id, task_id = int(job["id"]), job.get("task_id")
+        try:
+            await self.client.lost(job_id, NOT_STARTED, task_id)
+        except UNANSWERED as exc:
+            if unanswered(exc):
+                log.warning("job %s: claimed while stopping, not handed back yet: %s", job_id, exc)
+                return
+            log.error("job %s: hand-back refused: %s", job_id, exc)
+        log.info("job %s: claimed while stopping; handed back to its queue", job_id)
+        self.reports.not_held(job_id)
 
     async def execute(self, job: dict[str, Any]) -> RunResult:
         """Run a job this worker has claimed and report how it ended."""
