@@ -144,9 +144,10 @@ def lookup_route(handler: ReadHandler) -> Handler:
     """A :func:`read_route` whose answer is one read by a unique index (a task by its id): the
     read starts together with the key's lookup instead of after it, so the answer waits for one
     database round trip, not two. The answer waits for the key to be known good; a refused key's
-    401 or 403 wins over anything the read raised. The read is left to finish, unanswered: one
-    indexed row, as cheap as the key's own lookup, where a read stopped in the middle of its
-    statement would leave its connection unusable, never given back to the pool."""
+    401 or 403 wins over anything the read raised. The read is not stopped but waited for: stopped
+    in the middle of its statement it would leave its connection unusable, never given back to
+    the pool, and left running it would outlive the request's answer (and the services it uses,
+    at shutdown). It is one indexed row, as cheap as the key's own lookup."""
 
     async def run(request: Request) -> Response:
         services = await services_of(request)
@@ -160,6 +161,7 @@ def lookup_route(handler: ReadHandler) -> Handler:
             principal.require(SCOPE_READ)
         except BaseException:
             read.add_done_callback(consume)  # its outcome is nobody's now
+            await asyncio.wait({read})
             raise
         return await read
 
