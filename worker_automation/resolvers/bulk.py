@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Annotated, Final
 
 from sqlalchemy import select
@@ -18,15 +19,17 @@ from worker_automation.domain.errors import Unavailable
 from worker_automation.domain.ranges import check_range
 from worker_automation.domain.shapes import Doc
 from worker_automation.domain.vocabulary import Action, EventKind
-from worker_automation.models import Job, JobStatus
+from worker_automation.models import Job, JobStatus, utcnow
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.automations import registered
 from worker_automation.resolvers.dispatch import Send, send_all
 from worker_automation.resolvers.job_filter import JobFilter, filter_conditions
 from worker_automation.resolvers.job_views import JobView, enriched_select, views_of
+from worker_automation.resolvers.machines import hold_dedicated_runs
+from worker_automation.resolvers.retries import schedule_send
 from worker_automation.resolvers.services import Services
-from worker_automation.resolvers.transitions import allows, mark_cancelled, mark_retried
+from worker_automation.resolvers.transitions import allows, held_until, mark_cancelled, mark_retried
 
 # Jobs one bulk action may take (one transaction holds their row locks).
 MAX_BULK: Final = 5000
@@ -79,6 +82,7 @@ async def cancel_jobs(
                 if any(row.status == JobStatus.EXECUTANDO.value for row in targets):
                     # Running somewhere: marking them cancelled would be a lie; nothing changes.
                     raise
+            await hold_dedicated_runs(session, targets)
             for row in targets:
                 mark_cancelled(row)
             await session.flush()
@@ -99,8 +103,14 @@ async def retry_jobs(
         async with services.db.session() as session:
             rows = await _locked(session, services, filters, count)
             targets = [row for row in rows if allows(Action.RETRY, row.status)]
+            # Those whose machine is still stopping the run that was ended wait, unsent.
+            held: dict[int, datetime] = {}
             for row in targets:
-                mark_retried(row, str(uuid.uuid4()))
+                hold = held_until(row)
+                mark_retried(row, None if hold is not None else str(uuid.uuid4()))
+                row.next_attempt_at = hold
+                if hold is not None:
+                    held[row.id] = hold
             await session.flush()
             views = await _views(session, [row.id for row in targets])
         result = BulkResult(len(rows), len(views), [v.id for v in views])
@@ -109,7 +119,10 @@ async def retry_jobs(
         sends = [
             Send(v.id, str(v.task_id), registered(v.automation_type).task_name, v.queue, v.priority)
             for v in views
+            if v.id not in held
         ]
+        for job_id, hold in held.items():
+            schedule_send(services, job_id, max(0.0, (hold - utcnow()).total_seconds()))
         # One round trip to the broker for all of them.
         kept = await send_all(services, sends)
         if kept:

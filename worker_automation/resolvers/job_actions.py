@@ -3,23 +3,26 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from worker_automation.domain.errors import BadInput, Unavailable
 from worker_automation.domain.ranges import check_priority
 from worker_automation.domain.vocabulary import Action, EventKind
-from worker_automation.models import JobStatus
+from worker_automation.models import JobStatus, utcnow
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.automations import registered
 from worker_automation.resolvers.dispatch import enqueue
 from worker_automation.resolvers.job_filter import check_queue
 from worker_automation.resolvers.job_views import JobView
-from worker_automation.resolvers.retries import waits_for_its_send
+from worker_automation.resolvers.machines import hold_dedicated_runs
+from worker_automation.resolvers.retries import schedule_send, waits_for_its_send
 from worker_automation.resolvers.rows import lock_job, view_in
 from worker_automation.resolvers.services import Services
 from worker_automation.resolvers.transitions import (
     CANCEL_MESSAGE,
     back_in_queue,
+    held_until,
     mark_cancelled,
     mark_retried,
     require,
@@ -42,6 +45,7 @@ async def cancel(services: Services, actor: Actor, job_id: int) -> JobView:
                         # It really runs somewhere: marking it cancelled would be a lie.
                         raise
                     # A queued message left behind is refused at claim time (status changed).
+            await hold_dedicated_runs(session, [row])
             mark_cancelled(row)
             await session.flush()
             view = await view_in(session, row)
@@ -56,13 +60,26 @@ async def retry(services: Services, actor: Actor, job_id: int) -> JobView:
             row = await lock_job(session, job_id)
             require(row, Action.RETRY)
             automation = registered(row.automation_type)
-            task_id = str(uuid.uuid4())
+            # While the machine whose run was ended stops it, the retry waits, unsent.
+            hold = held_until(row)
+            task_id = None if hold is not None else str(uuid.uuid4())
             mark_retried(row, task_id)
+            row.next_attempt_at = hold
             await session.flush()
             view = await view_in(session, row)
         await announce(services, EventKind.CREATED, [view])
-        await enqueue(services, view.id, task_id, automation.task_name, view.queue, view.priority)
+        await _send_or_hold(services, view, hold, automation.task_name)
     return view
+
+
+async def _send_or_hold(services: Services, view: JobView, hold: datetime | None, task_name: str) -> None:
+    """Send the job queued again as ``view`` (its task id set), or, held by the end of its
+    machine's run, send it once ``hold`` has passed (no task id until then)."""
+    if hold is None:
+        assert view.task_id is not None
+        await enqueue(services, view.id, view.task_id, task_name, view.queue, view.priority)
+    else:
+        schedule_send(services, view.id, max(0.0, (hold - utcnow()).total_seconds()))
 
 
 async def move(services: Services, actor: Actor, job_id: int, target_queue: str) -> JobView:
@@ -82,13 +99,15 @@ async def move(services: Services, actor: Actor, job_id: int, target_queue: str)
             automation = registered(row.automation_type)
             if row.task_id:
                 await services.broker.revoke(row.task_id, terminate=row.status == JobStatus.EXECUTANDO.value)
-            task_id = str(uuid.uuid4())
-            back_in_queue(row, task_id)
+            await hold_dedicated_runs(session, [row])
+            hold = held_until(row)
+            back_in_queue(row, None if hold is not None else str(uuid.uuid4()))
+            row.next_attempt_at = hold
             row.queue = target_queue
             await session.flush()
             view = await view_in(session, row)
         await announce(services, EventKind.MOVED, [view])
-        await enqueue(services, view.id, task_id, automation.task_name, target_queue, view.priority)
+        await _send_or_hold(services, view, hold, automation.task_name)
     return view
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -12,12 +13,13 @@ from sqlalchemy.exc import IntegrityError
 
 from worker_automation.broker.access_changes import AccessChange
 from worker_automation.domain.errors import BadInput, Conflict, NotFound, Unauthenticated
-from worker_automation.models import Machine, MachineStatus
+from worker_automation.models import Job, JobStatus, Machine, MachineStatus
 from worker_automation.models.database import Database, Executor
 from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.auth import hash_secret, new_secret
 from worker_automation.resolvers.automations import registered
 from worker_automation.resolvers.job_views import iso
+from worker_automation.resolvers.transitions import hold_after_machine_run
 
 if TYPE_CHECKING:
     from worker_automation.broker.events import EventBus
@@ -236,3 +238,18 @@ async def machine_grants(db: Database, ids: list[int]) -> dict[int, tuple[str, b
         rows = (await session.execute(query)).all()
     on = MachineStatus.LIGADO.value
     return {machine_id: (key_hash, status == on) for machine_id, key_hash, status in rows}
+
+
+async def hold_dedicated_runs(session: Executor, rows: Sequence[Job]) -> None:
+    """Before the API ends the runs of ``rows``: those running on a dedicated machine (one that
+    serves an automation, not a queue's pool, which Celery can stop) keep their jobs from running
+    again while the machine stops them (:func:`transitions.hold_after_machine_run`)."""
+    running = JobStatus.EXECUTANDO.value
+    machine_ids = {row.machine_id for row in rows if row.status == running and row.machine_id is not None}
+    if not machine_ids:
+        return
+    query = select(Machine.id).where(Machine.id.in_(machine_ids), Machine.queue.is_(None))
+    dedicated = set((await session.execute(query)).scalars())
+    for row in rows:
+        if row.status == running and row.machine_id in dedicated:
+            hold_after_machine_run(row)

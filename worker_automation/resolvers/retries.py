@@ -35,7 +35,7 @@ from worker_automation.resolvers.job_views import JobView
 from worker_automation.resolvers.machines import MachineRef, MachineView, machine_in
 from worker_automation.resolvers.rows import lock_job, view_in
 from worker_automation.resolvers.services import Services
-from worker_automation.resolvers.transitions import mark_retried
+from worker_automation.resolvers.transitions import held_until, mark_retried
 
 log = logging.getLogger(__name__)
 
@@ -140,10 +140,12 @@ async def after_failure(services: Services, view: JobView, exc_type: str | None)
 
 
 def _queue_again(row: Job, automation: Automation) -> None:
-    """The failed job back in the queue, waiting out its backoff, with no task until it is due."""
+    """The failed job back in the queue, waiting out its backoff, with no task until it is due
+    (and no sooner than a dedicated machine stopping the run that failed may need)."""
     wait = backoff_seconds(automation, row.retry_count)
+    hold = held_until(row)
     mark_retried(row, None)
-    row.next_attempt_at = utcnow() + timedelta(seconds=wait)
+    row.next_attempt_at = max(utcnow() + timedelta(seconds=wait), hold or utcnow())
 
 
 async def _retried(services: Services, view: JobView, next_attempt_at: datetime | None) -> None:

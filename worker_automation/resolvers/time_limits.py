@@ -35,6 +35,7 @@ from worker_automation.models import Job, JobStatus, Machine, utcnow
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.audit import Actor, AuditNote
 from worker_automation.resolvers.job_views import JobView
+from worker_automation.resolvers.machines import hold_dedicated_runs
 from worker_automation.resolvers.periodic import Periodic
 from worker_automation.resolvers.retries import after_failure
 from worker_automation.resolvers.rows import view_in
@@ -101,6 +102,8 @@ async def end_overdue_run(
         row = await session.scalar(select(Job).where(Job.id == run.job_id).with_for_update())
         if row is None or row.status != JobStatus.EXECUTANDO.value or row.task_id != run.task_id:
             return None
+        if not run.on_pool:
+            await hold_dedicated_runs(session, [row])
         row.status = JobStatus.FALHA.value
         row.data_fim = utcnow()
         row.mensagem_erro = message

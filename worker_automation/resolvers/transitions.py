@@ -6,11 +6,22 @@ One table for the single-job actions (cancelWorker, retryWorker, ...) and their 
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+from typing import Final
+
+from worker_automation.catalog.registry import TIME_LIMIT_GRACE_SECONDS
 from worker_automation.domain.vocabulary import ALLOWED_FROM, Action
 from worker_automation.models import Job, JobStatus, utcnow
 from worker_automation.resolvers.rows import require_status
 
 CANCEL_MESSAGE = "Cancelado pelo operador"
+
+# How long a run the API ends on a dedicated machine (an operator's cancel or move, a time limit)
+# keeps the job from running again. Nothing can stop such a run from here: its machine hears the
+# end (its runsEnded subscription, at once, or when it subscribes again, within a few seconds)
+# and stops it, waiting up to the time limit's grace for a thread that cannot be interrupted. No
+# retry starts elsewhere beside it meanwhile.
+MACHINE_STOP_SECONDS: Final = TIME_LIMIT_GRACE_SECONDS + 5.0
 
 
 # The verb of each action in the conflict message ("Nao e possivel <verb> um worker ...").
@@ -44,6 +55,23 @@ def back_in_queue(row: Job, task_id: str | None) -> None:
     if row.metadata_json and "progress_message" in row.metadata_json:
         rest = {key: value for key, value in row.metadata_json.items() if key != "progress_message"}
         row.metadata_json = rest or None
+
+
+def hold_after_machine_run(row: Job) -> None:
+    """The run of ``row`` (EXECUTANDO on a dedicated machine) is being ended by the API: the job
+    may run again no sooner than :data:`MACHINE_STOP_SECONDS` from now (see :func:`held_until`)."""
+    row.next_attempt_at = utcnow() + timedelta(seconds=MACHINE_STOP_SECONDS)
+
+
+def held_until(row: Job) -> datetime | None:
+    """Until when the job of ``row`` may not run: the hold the end of a dedicated machine's run
+    left (see :func:`hold_after_machine_run`), or the backoff of a retry not sent yet, while it
+    lasts; else None. Read before the row is queued again, which clears it."""
+    if row.next_attempt_at is None or row.next_attempt_at <= utcnow():
+        return None
+    if row.status == JobStatus.AGENDADO.value and row.task_id is not None:
+        return None  # sent: claims compare the time themselves
+    return row.next_attempt_at
 
 
 def mark_cancelled(row: Job, message: str = CANCEL_MESSAGE) -> None:

@@ -20,6 +20,7 @@ from worker_automation.domain.vocabulary import EventKind, QueueChange
 from worker_automation.resolvers import live
 from worker_automation.resolvers.automations import registered
 from worker_automation.resolvers.claims import pending_jobs
+from worker_automation.resolvers.machine_runs import ended_runs, may_end_a_run
 from worker_automation.resolvers.machines import MachineView
 from worker_automation.resolvers.presence import machine_present
 from worker_automation.resolvers.processes import watch_of
@@ -210,6 +211,38 @@ class Subscription:
         finally:
             feed.close()
             presence.close()
+
+    @subscription(
+        description=(
+            "For worker machines (X-Worker-Api-Key): each run of this machine's jobs that the API "
+            "ended while it ran (an operator's cancel or move, a time limit), as the job now stands, "
+            "so that the machine stops it; first those of `running` (the ids of the jobs it runs) "
+            "already ended. Ends after missed events: subscribe again with the jobs still running."
+        ),
+        extensions=machine(),
+    )
+    async def runs_ended(self, info: Info, running: list[int] | None = None) -> AsyncGenerator[Job, None]:
+        context = info.context
+        services = context.services
+        me = await context.machine()
+        feed = Feed(services.events)
+        try:
+            for view in await ended_runs(services.db, me, running or []):
+                context.begin_operation()
+                yield _for_machine(me, view.as_dict(context.tz))
+            while True:
+                event = await feed.next()
+                if event is None:
+                    continue
+                if event.kind is EventKind.RESYNC:
+                    return
+                if isinstance(event.kind, EventKind) and may_end_a_run(me, event.kind, event.job):
+                    context.begin_operation()
+                    yield _for_machine(me, event.job)
+        except FeedClosed:
+            return
+        finally:
+            feed.close()
 
     @subscription(
         description="Every process that runs jobs at once, then again whenever one appears, changes "

@@ -35,6 +35,8 @@ from worker_automation.worker.pipeline import SHUTDOWN_MESSAGE, JobPipeline
 log = logging.getLogger(__name__)
 
 JOB_CREATED = "subscription JobCreated($automation: String) { jobCreated(automation: $automation) { id } }"
+# The runs of this machine the API ends (cancel, move, time limit): stopped here at once.
+RUNS_ENDED = "subscription RunsEnded($running: [Int!]) { runsEnded(running: $running) { id taskId status } }"
 # A safety net, not a heartbeat: picks up work whose live event was missed.
 SWEEP_INTERVAL = 30.0
 # While jobs wait for the automation's concurrency limit, look again sooner.
@@ -91,6 +93,9 @@ class MachineRunner:
         self.wanted: set[int] = set()
         self.executing: dict[int, asyncio.Task[Any]] = {}
         self.task_ids: dict[int, str | None] = {}
+        self.taken_away: dict[int, asyncio.Event] = {}
+        # Whether the API tells this machine of the runs it ends (an older one does not).
+        self._hears_ends = True
         self.deferred: set[int] = set()
         self._sweep_now = asyncio.Event()
         # A sweep that must happen whatever else is going on: at start and after a reconnect.
@@ -122,15 +127,18 @@ class MachineRunner:
                     # Answered as this process stops (see drain): it does not start here.
                     await self.pipeline.hand_back(claim.job)
                     return
-                run = asyncio.create_task(self.pipeline.execute(claim.job))
+                taken_away = asyncio.Event()
+                run = asyncio.create_task(self.pipeline.execute(claim.job, taken_away))
                 self.executing[job_id] = run
                 self.task_ids[job_id] = claim.job.get("task_id")
+                self.taken_away[job_id] = taken_away
                 try:
                     result = await asyncio.shield(run)
                     log.info("job %s %s", job_id, result.outcome.value)
                 finally:
                     self.executing.pop(job_id, None)
                     self.task_ids.pop(job_id, None)
+                    self.taken_away.pop(job_id, None)
         except Stopped:
             log.info("job %s: stopped before the API answered its claim", job_id)
         except Exception:
@@ -139,6 +147,23 @@ class MachineRunner:
             self.wanted.discard(job_id)
             # A slot was freed or a refusal seen: pending work may now be claimable.
             self._sweep_now.set()
+
+    def run_ended(self, job: dict[str, Any]) -> bool:
+        """The API says how job ``job`` now stands (a runsEnded event): a run of it held here that
+        is no longer the job's running one is stopped. Whether one was."""
+        job_id = int(job["id"])
+        stop = self.taken_away.get(job_id)
+        if stop is None:
+            return False
+        status = job.get("status")
+        still_this_run = status == "EXECUTANDO" and job.get("taskId") == self.task_ids.get(job_id)
+        if status == "CONCLUIDO" or still_this_run:
+            return False  # completed (only its run reports that), or still this run
+        if not stop.is_set():
+            # Also heard as this machine's own failure report is recorded, when it is harmless.
+            log.info("job %s: the API has it %s; its run here stops", job_id, status)
+            stop.set()
+        return True
 
     async def sweep(self) -> int:
         """Submit every pending job of the automation (start-up and after missed events)."""
@@ -200,6 +225,12 @@ class MachineRunner:
                             }
                         )
                     )
+                    if self._hears_ends:
+                        # With the runs held here: those the API ended meanwhile come first.
+                        running = {"running": sorted(self.taken_away)}
+                        payload = {"query": RUNS_ENDED, "variables": running}
+                        subscribe = {"id": "runs-ended", "type": "subscribe", "payload": payload}
+                        await ws.send(json.dumps(subscribe))
                     self.subscribed.set()
                     waits = delays(cap=RECONNECT_CAP_SECONDS)
                     # Jobs created while it was not subscribed (before, or cut off) are swept.
@@ -208,8 +239,17 @@ class MachineRunner:
                     async for raw in ws:
                         message = json.loads(raw)
                         kind = message.get("type")
-                        if kind == "next":
-                            job = ((message.get("payload") or {}).get("data") or {}).get("jobCreated")
+                        data = (message.get("payload") or {}).get("data") if kind == "next" else None
+                        if message.get("id") == "runs-ended" and kind in ("next", "error"):
+                            if kind == "error":
+                                # An API that does not tell the ends of runs: they are learnt
+                                # at the run's next report instead.
+                                log.warning("the API does not tell runs' ends: %s", message.get("payload"))
+                                self._hears_ends = False
+                            elif data and (job := data.get("runsEnded")) and job.get("id") is not None:
+                                self.run_ended(job)
+                        elif kind == "next":
+                            job = (data or {}).get("jobCreated")
                             if job and job.get("id") is not None:
                                 self.submit(int(job["id"]))
                         elif kind == "ping":

@@ -267,8 +267,9 @@ class JobPipeline:
         log.info("job %s: claimed while stopping; handed back to its queue", job_id)
         self.reports.not_held(job_id)
 
-    async def execute(self, job: dict[str, Any]) -> RunResult:
-        """Run a job this worker has claimed and report how it ended."""
+    async def execute(self, job: dict[str, Any], taken_away: asyncio.Event | None = None) -> RunResult:
+        """Run a job this worker has claimed and report how it ended. ``taken_away``, when set,
+        stops the run as one the API ended (cancelled, moved, past its limit): not reported."""
         job_id = int(job["id"])
         automation = str(job["automation_type"])
         task_id = job.get("task_id")
@@ -277,7 +278,7 @@ class JobPipeline:
             error = MissingImplementation(automation)
             await self._report_failure(job_id, error.message, type(error).__name__, None, task_id)
             return RunResult(Outcome.FAILED, error.message)
-        lost = asyncio.Event()
+        lost = taken_away or asyncio.Event()
         pump = _ProgressPump(self.client, job_id, lost)
         thread: list[asyncio.Future[Any]] = []  # a sync automation's thread, once it runs
         context = dict(job.get("context") or {})
