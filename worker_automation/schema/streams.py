@@ -69,6 +69,16 @@ class Feed:
         """Stop listening."""
         self._listener.close()
 
+    async def events(self) -> AsyncIterator[Event]:
+        """Every event as it comes (a ``RESYNC`` after missed ones), until the bus stops."""
+        while True:
+            try:
+                event = await self.next()
+            except FeedClosed:
+                return
+            if event is not None:
+                yield event
+
 
 async def coalesced(
     feed: Feed, load: Callable[[], Awaitable[T]], interval: float = COALESCE_SECONDS

@@ -119,15 +119,10 @@ class Subscription:
         chosen.check(context.services.settings.queues)
         feed = Feed(context.services.events)
         try:
-            while True:
-                event = await feed.next()
-                if event is None:
-                    continue
+            async for event in feed.events():
                 if event.kind is EventKind.RESYNC or chosen.matches(event.job):
                     context.begin_operation()
                     yield _shared_event(event, context.tz)
-        except FeedClosed:
-            return
         finally:
             feed.close()
 
@@ -230,17 +225,12 @@ class Subscription:
             for view in await ended_runs(services.db, me, running or []):
                 context.begin_operation()
                 yield _for_machine(me, view.as_dict(context.tz))
-            while True:
-                event = await feed.next()
-                if event is None:
-                    continue
+            async for event in feed.events():
                 if event.kind is EventKind.RESYNC:
                     return
                 if isinstance(event.kind, EventKind) and may_end_a_run(me, event.kind, event.job):
                     context.begin_operation()
                     yield _for_machine(me, event.job)
-        except FeedClosed:
-            return
         finally:
             feed.close()
 
