@@ -433,3 +433,25 @@ async def test_a_claim_answered_as_a_machine_stops_is_handed_back_not_run(tmp_pa
     assert api.kinds() == [("start", 7), ("lost", 7)]
     assert api.calls[-1][2]["fault"] == NOT_STARTED
     assert entries(tmp_path / "held") == []
+
+
+async def test_a_machine_stops_only_a_run_the_api_no_longer_has_as_its_running_one() -> None:
+    """``runsEnded`` names jobs as they now stand: a run held here is stopped when its job left
+    EXECUTANDO other than by completing, or runs under another task; nothing else is touched."""
+    from worker_automation.settings import Settings
+    from worker_automation.worker.machine import MachineRunner
+
+    settings = Settings(api_url="http://127.0.0.1:9", worker_api_key="wmk_runs_ended")
+    runner = MachineRunner(settings, AUTOMATION, implementations={})
+    try:
+        for job_id in (1, 2, 3, 4):
+            runner.taken_away[job_id] = asyncio.Event()
+            runner.task_ids[job_id] = f"t{job_id}"
+        assert not runner.run_ended({"id": 1, "taskId": "t1", "status": "EXECUTANDO"})
+        assert not runner.run_ended({"id": 2, "taskId": "t2", "status": "CONCLUIDO"})
+        assert runner.run_ended({"id": 3, "taskId": "t3", "status": "CANCELADO"})
+        assert runner.run_ended({"id": 4, "taskId": "other", "status": "EXECUTANDO"})
+        assert not runner.run_ended({"id": 5, "taskId": None, "status": "AGENDADO"})  # not held here
+        assert [job_id for job_id, stop in runner.taken_away.items() if stop.is_set()] == [3, 4]
+    finally:
+        await runner.client.close()
