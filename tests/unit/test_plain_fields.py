@@ -63,11 +63,48 @@ def _good_items() -> list[Item]:
     return [item for item in _items() if isinstance(item.id, int) and item.must is not None]
 
 
+class Text(str):
+    """A str of its own type: String serializes it as it is, without the shortcut for str."""
+
+
+@strawberry.type
+class Edge:
+    """Values at the edges of the built-in scalars' shortcuts (a value a leaf serializes as itself
+    needs no call): bools for Int, ints for Boolean and ID, 32-bit bounds, str subclasses, enum
+    members and their text."""
+
+    n: int
+    flag: bool
+    key: strawberry.ID
+    text: str
+    color: Color
+
+
+def _edges() -> list[Edge]:
+    return [
+        Edge(n=True, flag=True, key=7, text=Text("sub"), color=Color.BLUE),  # type: ignore[arg-type]
+        Edge(n=2**31 - 1, flag=False, key="k", text="t", color=Color.RED),  # type: ignore[arg-type]
+        Edge(n=-(2**31), flag=1, key=strawberry.ID("i"), text="", color="BLUE"),  # type: ignore[arg-type]
+    ]
+
+
 @strawberry.type
 class Query:
     @strawberry.field
     def items(self) -> list[Item]:
         return _items()
+
+    @strawberry.field
+    def edges(self) -> list[Edge]:
+        return _edges()
+
+    @strawberry.field
+    def too_large(self) -> list[Edge]:
+        return [*_edges(), Edge(n=2**31, flag=True, key="x", text="x", color=Color.RED)]
+
+    @strawberry.field
+    def first_edge(self) -> Edge:
+        return _edges()[0]
 
     @strawberry.field
     def good_items(self) -> list[Item]:
@@ -105,6 +142,11 @@ QUERIES = [
     "{ someItems { id label } }",
     "{ gap { id } }",
     "{ a: goodItems { id } b: items { label } }",
+    "{ edges { n flag key text color } }",
+    "{ a: edges { color } b: edges { color n } }",
+    "{ tooLarge { n } }",
+    "{ tooLarge { text flag } }",
+    "{ firstEdge { n flag key text color } }",
 ]
 
 

@@ -35,13 +35,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from enum import Enum
+from types import CoroutineType, GeneratorType
 from typing import Any, Final, Protocol, TypeVar
 
 from graphql import (
+    GRAPHQL_MAX_INT,
+    GRAPHQL_MIN_INT,
+    GraphQLBoolean,
+    GraphQLEnumType,
     GraphQLField,
+    GraphQLID,
+    GraphQLInt,
     GraphQLLeafType,
     GraphQLObjectType,
     GraphQLOutputType,
+    GraphQLString,
     Undefined,
     get_nullable_type,
     is_leaf_type,
@@ -67,6 +76,44 @@ class _Plain:
     attribute: str
     leaf: GraphQLLeafType
     non_null: bool
+    # The Python type whose values the leaf serializes as themselves (str for String and ID,
+    # bool for Boolean, int within 32 bits for Int), or None: such a value needs no call at all.
+    same: type | None = None
+    # For an enum, its members' serializations as they were first made (an enum's serialization
+    # of a member never changes); None for other leaves.
+    names: dict[Any, Any] | None = None
+
+
+# graphql-core's built-in scalars and the values each serializes unchanged (see its
+# ``serialize_string``, ``serialize_id``, ``serialize_boolean`` and ``serialize_int``).
+_UNCHANGED: Final[dict[int, type]] = {
+    id(GraphQLString): str,
+    id(GraphQLID): str,
+    id(GraphQLBoolean): bool,
+    id(GraphQLInt): int,
+}
+
+
+def _unchanged(plan: _Plain, value: Any) -> bool:
+    """Whether ``value`` is its own serialization for ``plan``'s leaf (a str for a String, say)."""
+    kind = type(value)
+    return kind is plan.same and (kind is not int or GRAPHQL_MIN_INT <= value <= GRAPHQL_MAX_INT)
+
+
+# Types whose instances are never awaitable (no ``__await__``, neither coroutine nor generator):
+# the check graphql-core makes on every value (Strawberry's, an ABC's instance check among them)
+# is made once per type instead. Bounded: classes made at run time do not grow it for ever.
+_SETTLED_TYPES: dict[type, bool] = {}
+_SETTLED_TYPES_MAX: Final = 512
+
+
+def _never_awaitable(kind: type) -> bool:
+    known = _SETTLED_TYPES.get(kind)
+    if known is None:
+        known = not hasattr(kind, "__await__") and not issubclass(kind, CoroutineType | GeneratorType)
+        if len(_SETTLED_TYPES) < _SETTLED_TYPES_MAX:
+            _SETTLED_TYPES[kind] = known
+    return known
 
 
 # Per GraphQL field (kept alive here, so an id is never reused): how to read it, or None when it
@@ -86,7 +133,12 @@ def _plan(field: GraphQLField) -> _Plain | None:
         inner = get_nullable_type(field.type)
         if is_leaf_type(inner):
             plan = _Plain(
-                definition.default_resolver, definition.python_name, inner, is_non_null_type(field.type)
+                definition.default_resolver,
+                definition.python_name,
+                inner,
+                is_non_null_type(field.type),
+                _UNCHANGED.get(id(inner)),
+                {} if isinstance(inner, GraphQLEnumType) else None,
             )
     _PLANS[id(field)] = (field, plan)
     return plan
@@ -208,9 +260,19 @@ class PlainFieldsExecutionContext(AcyclicExecutionContext):
                         return None
                     results[response_name] = None
                     continue
-                if isinstance(value, Exception) or self.is_awaitable(value):
+                kind = type(value)
+                if kind is plan.same and (kind is not int or GRAPHQL_MIN_INT <= value <= GRAPHQL_MAX_INT):
+                    results[response_name] = value  # (``_unchanged``, inline: this loop is the page)
+                    continue
+                names = plan.names
+                if names is not None and isinstance(value, Enum):
+                    serialized = names.get(value)
+                    if serialized is None:
+                        serialized = names[value] = plan.leaf.serialize(value)
+                elif isinstance(value, Exception) or not self._settled(value):
                     return None
-                serialized = plan.leaf.serialize(value)
+                else:
+                    serialized = plan.leaf.serialize(value)
                 if serialized is None or serialized is Undefined:
                     return None
                 results[response_name] = serialized
@@ -259,13 +321,18 @@ class PlainFieldsExecutionContext(AcyclicExecutionContext):
                     return None
                 completed.append(None)
                 continue
-            if isinstance(item, Exception) or self.is_awaitable(item):
+            if isinstance(item, Exception) or not self._settled(item):
                 return None
             results = self._plain_object(item, plans)
             if results is None:
                 return None
             completed.append(results)
         return completed
+
+    def _settled(self, value: Any) -> bool:
+        """Whether ``value`` is no awaitable: by its type when that says so, else as graphql-core
+        asks (the schema's ``is_awaitable``)."""
+        return _never_awaitable(type(value)) or not self.is_awaitable(value)
 
     def _object_plans(
         self, parent_type: GraphQLObjectType, grouped_field_set: GroupedFieldSet
@@ -319,7 +386,9 @@ class PlainFieldsExecutionContext(AcyclicExecutionContext):
                     if value is None:
                         if not plan.non_null:
                             return None
-                    elif not isinstance(value, Exception) and not self.is_awaitable(value):
+                    elif _unchanged(plan, value):
+                        return value
+                    elif not isinstance(value, Exception) and self._settled(value):
                         serialized = plan.leaf.serialize(value)
                         if serialized is not None and serialized is not Undefined:
                             return serialized
