@@ -437,7 +437,8 @@ class Database:
         """
         found = self._driver_statements.get(id(statement))
         if found is None or found[0] is not statement:
-            found = (statement, driver_statement(self.engine, statement))
+            # Parameters are converted as SQLAlchemy would (the instants of a time range, say).
+            found = (statement, driver_statement(self.engine, statement, converting=True))
             self._driver_statements[id(statement)] = found
         plan = None if self._watched() else found[1]
         async with self._read_slot() if bounded else nullcontext():
