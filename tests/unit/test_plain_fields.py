@@ -100,7 +100,7 @@ class Query:
 
     @strawberry.field
     def too_large(self) -> list[Edge]:
-        return [*_edges(), Edge(n=2**31, flag=True, key="x", text="x", color=Color.RED)]
+        return [*_edges(), Edge(n=2**31, flag=True, key=strawberry.ID("x"), text="x", color=Color.RED)]
 
     @strawberry.field
     def first_edge(self) -> Edge:
