@@ -38,12 +38,14 @@ RUN_TIMEOUT = 20.0
 WAITING = "query($id: Int!) { worker(id: $id) { status taskId waitingReason nextAttemptAt } }"
 
 
-async def _dedicated(services: Services, automation: str = "demo.sleep") -> tuple[MachineView, str]:
+async def _dedicated(
+    services: Services, automation: str = "demo.sleep", name: str = "dedicated"
+) -> tuple[MachineView, str]:
     created = await register_machine(
         services.db,
         CLI_ACTOR,
         services.settings.queues,
-        name=f"dedicated-{automation}",
+        name=f"{name}-{automation}",
         automation=automation,
     )
     return created.machine, created.api_key
@@ -118,13 +120,18 @@ async def test_a_cancelled_machine_run_is_told_to_its_machine_and_holds_the_retr
     assert row.status == "AGENDADO" and row.task_id is not None and row.retry_count == 1
     assert (await claims.claim(services, machine, job_id)).status == "EXECUTANDO"
 
-    # A machine hears only of the jobs it may run; one subscribing with a run already ended hears
-    # of it first.
-    as_other = api.context(None, {"X-Worker-Api-Key": other_key})
-    async with subscribed(api, RUNS_ENDED, {"running": []}, context=as_other) as sub:
-        await api.ok("mutation($id: Int!) { cancelWorker(id: $id) { id } }", {"id": job_id})
-        with pytest.raises(TimeoutError):
-            await sub.next(within=0.3)
+    # A machine hears only of its own runs (not another automation's, not its twin's, not a
+    # completion); one subscribing with a run already ended hears of it first.
+    twin = api.context(None, {"X-Worker-Api-Key": (await _dedicated(services, "demo.sleep", "twin"))[1]})
+    for other in (api.context(None, {"X-Worker-Api-Key": other_key}), twin, as_machine):
+        async with subscribed(api, RUNS_ENDED, {"running": []}, context=other) as sub:
+            await claims.complete(services, machine, await _running(api, machine), {"ok": True})
+            if other is not as_machine:
+                ended = await _running(api, machine)
+                await api.ok("mutation($id: Int!) { cancelWorker(id: $id) { id } }", {"id": ended})
+            with pytest.raises(TimeoutError):
+                await sub.next(within=0.3)
+    await api.ok("mutation($id: Int!) { cancelWorker(id: $id) { id } }", {"id": job_id})
     async with subscribed(api, RUNS_ENDED, {"running": [job_id]}, context=as_machine) as sub:
         assert (await sub.data())["runsEnded"]["status"] == "CANCELADO"
 

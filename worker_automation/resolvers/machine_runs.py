@@ -20,9 +20,10 @@ from worker_automation.resolvers.visibility import may_claim
 
 # The most runs a machine may name at once (far above any concurrency a machine runs).
 MAX_RUNNING: Final = 1000
-# Events that never end a run: a job queued, claimed, progressing or reordered in its queue.
+# Events that never end a run the machine holds: a job queued, claimed, progressing or reordered in
+# its queue, or completed (only the run that holds it reports that).
 _NOT_AN_END: Final = frozenset(
-    {EventKind.CREATED, EventKind.CLAIMED, EventKind.PROGRESS, EventKind.REORDERED}
+    {EventKind.CREATED, EventKind.CLAIMED, EventKind.PROGRESS, EventKind.REORDERED, EventKind.COMPLETED}
 )
 
 
@@ -41,10 +42,12 @@ async def ended_runs(db: Database, machine: MachineView, running: Sequence[int])
 
 def may_end_a_run(machine: MachineView, kind: EventKind, job: dict[str, Any]) -> bool:
     """Whether an event (``kind``, the job as it now stands) may end a run of ``machine``: a job
-    it may run that left EXECUTANDO (the machine knows which of them it runs, and under which
-    task)."""
+    it may run that left EXECUTANDO, last claimed by this machine (a cancelled or failed job keeps
+    its machine) or by none (a job queued again forgets it). The machine knows which jobs it runs,
+    and under which task."""
     return (
         kind not in _NOT_AN_END
         and job.get("status") != JobStatus.EXECUTANDO.value
+        and job.get("machine_id") in (None, machine.id)
         and may_claim(machine, job.get("automation_type"), job.get("queue"))
     )
