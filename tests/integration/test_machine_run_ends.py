@@ -23,6 +23,7 @@ from worker_automation.models import Job, utcnow
 from worker_automation.resolvers import claims
 from worker_automation.resolvers.audit import CLI_ACTOR, Actor
 from worker_automation.resolvers.automations import update_settings
+from worker_automation.resolvers.machine_runs import MAX_RUNNING
 from worker_automation.resolvers.machines import MachineView, register_machine
 from worker_automation.resolvers.retries import send_due
 from worker_automation.resolvers.services import Services
@@ -252,3 +253,27 @@ def test_a_machine_stops_a_run_the_api_ended_and_no_retry_runs_beside_it(stack: 
     (_, first_end), (second_start, _) = sorted(runs)
     assert second_start >= first_end, "the retry ran beside the run that was cancelled"
     assert second_start - cancelled >= MACHINE_STOP_SECONDS - 1.0
+
+
+async def test_runs_ended_is_for_machine_keys_and_bounds_its_list(any_services: Services) -> None:
+    """No key, an operator's read key or an unknown machine key hear nothing; a list past
+    MAX_RUNNING is refused naming ``running``."""
+    services = any_services
+    api = await make_api(services)
+    _, key = await _dedicated(services)
+    for context in (
+        api.context(None),
+        api.context("reader"),
+        api.context(None, {"X-Worker-Api-Key": "wmk_x"}),
+    ):
+        async with subscribed(api, RUNS_ENDED, {"running": []}, context=context) as sub:
+            refused = await sub.next()
+            assert refused is not None and refused.errors
+            assert refused.errors[0].extensions and refused.errors[0].extensions["code"] == "UNAUTHENTICATED"
+    as_machine = api.context(None, {"X-Worker-Api-Key": key})
+    too_many = list(range(1, MAX_RUNNING + 2))
+    async with subscribed(api, RUNS_ENDED, {"running": too_many}, context=as_machine) as sub:
+        refused = await sub.next()
+        assert refused is not None and refused.errors
+        assert refused.errors[0].extensions and refused.errors[0].extensions["code"] == "BAD_USER_INPUT"
+        assert "running" in str(refused.errors[0].extensions.get("field", refused.errors[0].message))

@@ -19,7 +19,7 @@ from worker_automation.domain.errors import Unavailable
 from worker_automation.domain.ranges import check_range
 from worker_automation.domain.shapes import Doc
 from worker_automation.domain.vocabulary import Action, EventKind
-from worker_automation.models import Job, JobStatus, utcnow
+from worker_automation.models import Job, JobStatus
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.automations import registered
@@ -27,7 +27,7 @@ from worker_automation.resolvers.dispatch import Send, send_all
 from worker_automation.resolvers.job_filter import JobFilter, filter_conditions
 from worker_automation.resolvers.job_views import JobView, enriched_select, views_of
 from worker_automation.resolvers.machines import hold_dedicated_runs
-from worker_automation.resolvers.retries import schedule_send
+from worker_automation.resolvers.retries import send_at
 from worker_automation.resolvers.services import Services
 from worker_automation.resolvers.transitions import allows, held_until, mark_cancelled, mark_retried
 
@@ -122,7 +122,7 @@ async def retry_jobs(
             if v.id not in held
         ]
         for job_id, hold in held.items():
-            schedule_send(services, job_id, max(0.0, (hold - utcnow()).total_seconds()))
+            send_at(services, job_id, hold)
         # One round trip to the broker for all of them.
         kept = await send_all(services, sends)
         if kept:

@@ -8,7 +8,7 @@ from datetime import datetime
 from worker_automation.domain.errors import BadInput, Unavailable
 from worker_automation.domain.ranges import check_priority
 from worker_automation.domain.vocabulary import Action, EventKind
-from worker_automation.models import JobStatus, utcnow
+from worker_automation.models import JobStatus
 from worker_automation.resolvers.announce import announce
 from worker_automation.resolvers.audit import Actor, audited
 from worker_automation.resolvers.automations import registered
@@ -16,7 +16,7 @@ from worker_automation.resolvers.dispatch import enqueue
 from worker_automation.resolvers.job_filter import check_queue
 from worker_automation.resolvers.job_views import JobView
 from worker_automation.resolvers.machines import hold_dedicated_runs
-from worker_automation.resolvers.retries import schedule_send, waits_for_its_send
+from worker_automation.resolvers.retries import send_at, waits_for_its_send
 from worker_automation.resolvers.rows import lock_job, view_in
 from worker_automation.resolvers.services import Services
 from worker_automation.resolvers.transitions import (
@@ -79,7 +79,7 @@ async def _send_or_hold(services: Services, view: JobView, hold: datetime | None
         assert view.task_id is not None
         await enqueue(services, view.id, view.task_id, task_name, view.queue, view.priority)
     else:
-        schedule_send(services, view.id, max(0.0, (hold - utcnow()).total_seconds()))
+        send_at(services, view.id, hold)
 
 
 async def move(services: Services, actor: Actor, job_id: int, target_queue: str) -> JobView:

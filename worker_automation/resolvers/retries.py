@@ -153,7 +153,7 @@ async def _retried(services: Services, view: JobView, next_attempt_at: datetime 
     log.info("retry: job %s queued again (retry %s), due at %s", view.id, view.retry_count, next_attempt_at)
     await announce(services, EventKind.MOVED, [view])
     assert next_attempt_at is not None
-    schedule_send(services, view.id, max(0.0, (next_attempt_at - utcnow()).total_seconds()))
+    send_at(services, view.id, next_attempt_at)
 
 
 def _last_attempt_error(job_id: int, error: str) -> Any:
@@ -181,6 +181,11 @@ def schedule_send(services: Services, job_id: int, delay: float) -> None:
     task = asyncio.get_running_loop().create_task(later())
     _PENDING.add(task)
     task.add_done_callback(_PENDING.discard)
+
+
+def send_at(services: Services, job_id: int, due_at: datetime) -> None:
+    """Send the waiting retry ``job_id`` from this process once ``due_at`` has passed."""
+    schedule_send(services, job_id, max(0.0, (due_at - utcnow()).total_seconds()))
 
 
 def waiting_for_its_send() -> ColumnElement[bool]:
