@@ -793,28 +793,84 @@ async def test_list_reads_at_once_leave_connections_to_the_rest_of_the_pool(
 
     from sqlalchemy import event
 
-    from worker_automation.models.database import READ_SLOTS_SPARED
+    from worker_automation.models.database import GENERIC_SHARE, READ_SLOTS_SPARED
 
     await migrate(database_url)
     database = Database(make_settings(database_url, None, database_pool_size=8))
-    held = most = 0
+    held: dict[str, int] = {}
+    most: dict[str, int] = {}
 
-    def checkout(*_: Any) -> None:
-        nonlocal held, most
-        held += 1
-        most = max(most, held)
+    def counting(pool: str) -> None:
+        held[pool] = most[pool] = 0
 
-    def checkin(*_: Any) -> None:
-        nonlocal held
-        held -= 1
+        def checkout(*_: Any) -> None:
+            held[pool] += 1
+            most[pool] = max(most[pool], held[pool])
+
+        def checkin(*_: Any) -> None:
+            held[pool] -= 1
+
+        engine = database.engine if pool == "main" else database._generic_engine
+        if engine is not None:
+            event.listen(engine.sync_engine, "checkout", checkout)
+            event.listen(engine.sync_engine, "checkin", checkin)
+
+    async def burst(filters: JobFilter) -> None:
+        pages = await asyncio.gather(*(list_jobs(database, QUEUES, filters, 1, 2) for _ in range(40)))
+        assert all([view.id for view in page.items] == [view.id for view in pages[0].items] for page in pages)
+        assert len(pages[0].items) == 2
 
     try:
         await insert_rows(database, [job(i) for i in range(5)])
-        event.listen(database.engine.sync_engine, "checkout", checkout)
-        event.listen(database.engine.sync_engine, "checkin", checkin)
-        pages = await asyncio.gather(*(list_jobs(database, QUEUES, JobFilter(), 1, 2) for _ in range(40)))
-        assert all([view.id for view in page.items] == [view.id for view in pages[0].items] for page in pages)
+        counting("main")
+        counting("generic")
+        # Pages by a client are planned for their values, on the pool's connections.
+        await burst(JobFilter(cliente_id=PADARIA))
         if database.dialect == "postgresql":
-            assert 1 < most <= 8 - READ_SLOTS_SPARED
+            assert 1 < most["main"] <= 8 - READ_SLOTS_SPARED
+            assert most["generic"] == 0
+        # Pages of every job keep one plan, on the connections kept for that (a quarter).
+        most["main"] = 0
+        await burst(JobFilter())
+        if database.dialect == "postgresql":
+            assert most["main"] == 0
+            assert 1 < most["generic"] <= 8 // GENERIC_SHARE
+    finally:
+        await database.close()
+
+
+async def test_pages_along_one_index_are_planned_once_for_every_page(
+    database_url: str, make_settings: MakeSettings
+) -> None:
+    """Left to choose, PostgreSQL planned a page statement anew on every execution (its OFFSET
+    parameter makes the generic plan look costly): pages of every job, or of a status in a
+    queue, now run on connections that keep the statement's one plan, page after page."""
+    if not database_url.startswith("postgresql"):
+        pytest.skip("plans are PostgreSQL's")
+    await migrate(database_url)
+    database = Database(make_settings(database_url, None, database_pool_size=4))
+    try:
+        await insert_rows(database, [job(i) for i in range(30)])
+        for page in range(1, 13):
+            every = await list_jobs(database, QUEUES, JobFilter(), page, 2)
+            queued_filter = JobFilter(status="AGENDADO", queue="certidao")
+            queued = await list_jobs(database, QUEUES, queued_filter, page, 2)
+            assert every.total == queued.total == 30
+            assert len(every.items) == len(queued.items) == 2
+        engine = database._generic_engine
+        assert engine is not None
+        pooled = await engine.raw_connection()
+        try:
+            driver = pooled.driver_connection
+            assert driver is not None
+            plans = await driver.fetch(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+                " WHERE statement LIKE '%FROM workers%' AND statement NOT LIKE '%pg_prepared_statements%'"
+            )
+        finally:
+            pooled.close()
+        # The pool of one connection ran both statements, twelve pages each, with one plan each.
+        assert len(plans) == 2
+        assert all(row["custom_plans"] == 0 and row["generic_plans"] == 12 for row in plans), plans
     finally:
         await database.close()

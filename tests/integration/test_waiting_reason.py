@@ -168,8 +168,8 @@ async def test_a_page_of_waiting_jobs_is_read_on_the_driver(
     answered: list[bool] = []
     fetch = services.db._driver_fetch
 
-    async def watched(sql: str, values: list[Any]) -> Any:
-        records = await fetch(sql, values)
+    async def watched(sql: str, values: list[Any], engine: Any = None) -> Any:
+        records = await fetch(sql, values, engine)
         answered.append(records is not None)
         return records
 

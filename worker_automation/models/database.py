@@ -6,7 +6,7 @@ import asyncio
 import logging
 import re
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager, nullcontext
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -173,10 +173,15 @@ def _scrub_parameters(context: ExceptionContext) -> None:
 
 # Session settings of every PostgreSQL connection the service opens.
 SERVER_SETTINGS: Final = {"jit": "off"}
+# The connections of page reads (see Database.rows) plan each statement once, for any values.
+GENERIC_PLANS: Final = {"plan_cache_mode": "force_generic_plan"}
 
 
-def make_engine(database_url: str, *, pool_size: int = 5, max_overflow: int = 5) -> AsyncEngine:
-    """An engine tuned for the database behind ``database_url`` (pool sizes: PostgreSQL only)."""
+def make_engine(
+    database_url: str, *, pool_size: int = 5, max_overflow: int = 5, generic_plans: bool = False
+) -> AsyncEngine:
+    """An engine tuned for the database behind ``database_url`` (pool sizes: PostgreSQL only);
+    with ``generic_plans`` its connections keep one plan per prepared statement (asyncpg only)."""
     if database_url.startswith("sqlite"):
         # (SQLite keeps the standard decoder: SQLAlchemy relies on its TypeError for JSON values
         # the column's numeric affinity turned into numbers.)
@@ -189,7 +194,8 @@ def make_engine(database_url: str, *, pool_size: int = 5, max_overflow: int = 5)
     if make_url(database_url).get_driver_name() == "asyncpg":
         # No JIT compilation: the service's statements are short, and for one over a large
         # estimate (a text search at 1M rows) compiling took ~330 of its ~400 ms.
-        options["connect_args"] = {"server_settings": SERVER_SETTINGS}
+        settings = {**SERVER_SETTINGS, **(GENERIC_PLANS if generic_plans else {})}
+        options["connect_args"] = {"server_settings": settings}
     engine = create_async_engine(
         database_url,
         **options,
@@ -355,6 +361,34 @@ class DriverWrites:
 
 # Connections of the pool that list reads leave to everything else (see Database.rows).
 READ_SLOTS_SPARED = 4
+# The share of the pool (one connection in this many) kept for reads planned once (see
+# Database.rows); none below this many connections.
+GENERIC_SHARE = 4
+
+
+def generic_pool_size(settings: Settings) -> int:
+    """How many of the pool's connections keep generic plans (PostgreSQL on asyncpg only)."""
+    url = settings.database_url
+    if url.startswith("sqlite") or make_url(url).get_driver_name() != "asyncpg":
+        return 0
+    return settings.database_pool_size // GENERIC_SHARE
+
+
+class _Slots:
+    """A bound on connections held at once, as a semaphore per event loop (a database object
+    may outlive the loop it was first used on, as in tests)."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self._semaphore: asyncio.Semaphore | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def __call__(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        if self._semaphore is None or self._loop is not loop:
+            self._semaphore = asyncio.Semaphore(self.count)
+            self._loop = loop
+        return self._semaphore
 
 
 class Database:
@@ -362,11 +396,19 @@ class Database:
 
     def __init__(self, settings: Settings) -> None:
         self.url = settings.database_url
+        generic = generic_pool_size(settings)
         self.engine = make_engine(
             settings.database_url,
-            pool_size=settings.database_pool_size,
+            pool_size=settings.database_pool_size - generic,
             max_overflow=settings.database_max_overflow,
         )
+        # Page reads whose best plan is the same whatever their values (see :meth:`rows`).
+        self._generic_engine = (
+            make_engine(settings.database_url, pool_size=generic, max_overflow=0, generic_plans=True)
+            if generic
+            else None
+        )
+        self._generic_slots = _Slots(generic)
         self.sessions = async_sessionmaker(self.engine, expire_on_commit=False)
         # Reads run without BEGIN/COMMIT: under READ COMMITTED every statement takes its own
         # snapshot inside a transaction too, so the two extra round trips bought nothing.
@@ -382,9 +424,7 @@ class Database:
         # a burst of list pages waits a moment for a kept connection instead of opening (and, on
         # return, closing) extra ones, a connect and a statement prepared anew each, and leaves
         # connections in the pool for writes and claims.
-        self._read_slot_count = max(1, settings.database_pool_size - READ_SLOTS_SPARED)
-        self._read_slots: asyncio.Semaphore | None = None
-        self._read_slots_loop: asyncio.AbstractEventLoop | None = None
+        self._read_slots = _Slots(max(1, settings.database_pool_size - READ_SLOTS_SPARED))
 
     @property
     def dialect(self) -> str:
@@ -418,7 +458,12 @@ class Database:
             yield conn
 
     async def rows(
-        self, statement: Select[Any], parameters: Mapping[str, Any], *, bounded: bool = True
+        self,
+        statement: Select[Any],
+        parameters: Mapping[str, Any],
+        *,
+        bounded: bool = True,
+        generic: bool = False,
     ) -> Sequence[Sequence[Any]]:
         """The rows of a read statement built once and run on every page of a list (a module-level
         statement: it is compiled once, by identity).
@@ -431,9 +476,16 @@ class Database:
         them), every statement takes SQLAlchemy's path, so none goes unseen. Rows are plain
         sequences in the statement's column order.
 
-        Reads share a bounded number of connections (see ``_read_slot``); ``bounded=False`` is
-        for the one-row lookups every request makes first (its key), which must never queue
+        Reads share a bounded number of connections (see ``READ_SLOTS_SPARED``); ``bounded=False``
+        is for the one-row lookups every request makes first (its key), which must never queue
         behind a burst of list pages.
+
+        ``generic`` is for a statement whose best plan is the same for any values of its
+        parameters (a page along the index of its filters and order, whatever the page). It runs
+        on connections of their own that plan each statement once (``plan_cache_mode``
+        ``force_generic_plan``): left to choose, PostgreSQL plans a paged statement anew on every
+        execution, because a parameter's ``OFFSET`` makes the generic plan look costlier than it
+        is, and the planning took as long as the statement itself.
         """
         found = self._driver_statements.get(id(statement))
         if found is None or found[0] is not statement:
@@ -441,9 +493,14 @@ class Database:
             found = (statement, driver_statement(self.engine, statement, converting=True))
             self._driver_statements[id(statement)] = found
         plan = None if self._watched() else found[1]
-        async with self._read_slot() if bounded else nullcontext():
+        engine = self._generic_engine if generic else None
+        if engine is not None:
+            slot: AbstractAsyncContextManager[Any] = self._generic_slots()
+        else:
+            slot = self._read_slots() if bounded else nullcontext()
+        async with slot:
             if plan is not None:
-                records = await self._driver_fetch(plan.sql, plan.values(parameters))
+                records = await self._driver_fetch(plan.sql, plan.values(parameters), engine or self.engine)
                 if records is not None:
                     return records
             async with self.connection() as conn:
@@ -514,13 +571,15 @@ class Database:
         async with self.driver_writes(transaction=False) as writes:
             return await writes.first_planned(plan, parameters)
 
-    async def _driver_fetch(self, sql: str, values: list[Any]) -> Sequence[Sequence[Any]] | None:
+    async def _driver_fetch(
+        self, sql: str, values: list[Any], engine: AsyncEngine | None = None
+    ) -> Sequence[Sequence[Any]] | None:
         """``sql``'s rows fetched by asyncpg on a pooled connection, with no SQLAlchemy connection
         around it (setting up and tearing down one cost more than the statement); None when it
         failed, for the caller to run it again through SQLAlchemy. No transaction is begun:
         the driver runs the statement on its own, as the autocommit connection would."""
         try:
-            pooled = await self.engine.raw_connection()
+            pooled = await (engine or self.engine).raw_connection()
         except PoolTimeoutError:
             raise  # the pool is exhausted: waiting for it again would double the wait
         except Exception:
@@ -550,22 +609,14 @@ class Database:
         them, and a pool of 40 up to 10 MB. The pool hands out its idle connections in the order
         they came back, so as many checkouts as there are idle connections visit each once;
         none is opened for this."""
-        pool = self.engine.sync_engine.pool
-        if not on_asyncpg(self.engine.dialect) or not isinstance(pool, QueuePool):
-            return
-        for _ in range(pool.checkedin()):
-            if pool.checkedin() == 0:
-                return
-            await self._driver_fetch("SELECT 1", [])
-
-    def _read_slot(self) -> asyncio.Semaphore:
-        """The semaphore bounding the connections :meth:`rows` holds (one per event loop: a
-        database object may outlive the loop it was first used on, as in tests)."""
-        loop = asyncio.get_running_loop()
-        if self._read_slots is None or self._read_slots_loop is not loop:
-            self._read_slots = asyncio.Semaphore(self._read_slot_count)
-            self._read_slots_loop = loop
-        return self._read_slots
+        for engine in (self.engine, self._generic_engine):
+            pool = None if engine is None else engine.sync_engine.pool
+            if engine is None or not on_asyncpg(engine.dialect) or not isinstance(pool, QueuePool):
+                continue
+            for _ in range(pool.checkedin()):
+                if pool.checkedin() == 0:
+                    break
+                await self._driver_fetch("SELECT 1", [], engine)
 
     async def connections_allowed(self) -> int | None:
         """How many connections the PostgreSQL server takes from ordinary roles
@@ -588,3 +639,5 @@ class Database:
 
     async def close(self) -> None:
         await self.engine.dispose()
+        if self._generic_engine is not None:
+            await self._generic_engine.dispose()

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Annotated, Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Final, Generic, Literal, TypeVar
 from zoneinfo import ZoneInfo
 
 from annotated_types import Ge
@@ -31,7 +31,13 @@ from worker_automation.resolvers.job_filter import (
     filter_parameters,
     range_conditions,
 )
-from worker_automation.resolvers.job_order import JobOrder, after_condition, order_clauses, sort_key
+from worker_automation.resolvers.job_order import (
+    JobOrder,
+    OrderField,
+    after_condition,
+    order_clauses,
+    sort_key,
+)
 from worker_automation.resolvers.job_text import text_search
 from worker_automation.resolvers.job_views import (
     RUN_ORDER,
@@ -124,11 +130,40 @@ async def list_page(
     )
     parameters.update(page_offset=request.offset)
     # Every list page of every screen runs this: on the driver's fast path (see Database.rows).
-    rows = (await db.rows(rows_q, parameters))[: request.per_page]
+    rows = (await db.rows(rows_q, parameters, generic=one_plan(filters, values, order)))[: request.per_page]
     # Past the last page no row carries the total: it is asked for alone.
     matching = int(rows[0][-1]) if rows else await _count(db, count_q, parameters)
     start, end = _cursors(rows, order)
     return Page(build(rows), matching, request.page, request.per_page, start, end)
+
+
+# Equality filters whose pages, in the default order, follow one index whatever their values:
+# the primary key, ``(queue, id)``, ``(status, queue, id)``.
+_ONE_PLAN_FILTERS: Final[tuple[frozenset[str], ...]] = (
+    frozenset(),
+    frozenset({"queue"}),
+    frozenset({"status", "queue"}),
+)
+# The order each kind of time range is read along (its own time's index).
+_RANGE_ORDER: Final = {"created": OrderField.CREATED_AT, "finished": OrderField.FINISHED_AT}
+
+
+def one_plan(filters: JobFilter, values: Mapping[str, Any], order: JobOrder | None) -> bool:
+    """Whether the page statement for ``filters`` (equality filters ``values``) sorted by
+    ``order`` is best run by one plan for any values and any page (see ``Database.rows``): it
+    walks one index that holds its filters and its order, so no value of a parameter makes
+    another plan better. A page filtered by something else (a client, say: a handful of jobs or
+    a third of them) or searched by text is planned for its values, as is any filter or range
+    beside an order that is not its own."""
+    if filters.text is not None:
+        return False
+    ranges = filters.ranges()
+    if ranges:
+        kinds = {name.split("_")[0] for name in ranges}
+        return not values and order is not None and {_RANGE_ORDER.get(k) for k in kinds} == {order.field}
+    if order is not None:
+        return not values
+    return frozenset(values) in _ONE_PLAN_FILTERS
 
 
 def _parameters(filters: JobFilter, queues: dict[str, int]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -326,6 +361,7 @@ async def slice_after(
         parameters["after_id"] = after
         if order is not None:
             parameters["after_key"] = after_key
+    # (No OFFSET: PostgreSQL keeps the statement's generic plan of its own accord.)
     rows = (await db.rows(rows_q, parameters))[: first + 1]
     total = int(rows[0][-1]) if rows else await _count(db, count_q, parameters)
     start, end = _cursors(rows[:first], order)

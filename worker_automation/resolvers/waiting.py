@@ -217,8 +217,9 @@ async def waiting_of(
     if not ids:
         return {}
     found: list[_Row] = []
-    # A page of queued jobs runs this: on the driver's fast path (see Database.rows).
-    for row in await db.rows(_STATEMENT, {"ids": list(ids), "cap": COUNT_CAP}):
+    # A page of queued jobs runs this: on the driver's fast path, with one plan for any page
+    # (each job is found by its key, each count along its own index; see Database.rows).
+    for row in await db.rows(_STATEMENT, {"ids": list(ids), "cap": COUNT_CAP}, generic=True):
         place = _place(int(row[3]), int(row[4]), int(row[5]))
         running, paused, enabled, limit = row[6:10]
         found.append(_Row(row[0], row[1], row[2], place, running, paused, enabled, limit, _next_attempt(row)))
