@@ -874,3 +874,43 @@ async def test_pages_along_one_index_are_planned_once_for_every_page(
         assert all(row["custom_plans"] == 0 and row["generic_plans"] == 12 for row in plans), plans
     finally:
         await database.close()
+
+
+async def test_the_live_views_lists_are_planned_once(database_url: str, make_settings: MakeSettings) -> None:
+    """The dashboard's lists and the queues' first tasks are polled by every open screen. Their
+    values are the same at every call and are written into the statements, which PostgreSQL then
+    plans once: with them as parameters it planned both for their values (at 1M rows, on every
+    call; here, on the first five)."""
+    if not database_url.startswith("postgresql"):
+        pytest.skip("plans are PostgreSQL's")
+    from worker_automation.resolvers.live import _tasks_of
+    from worker_automation.resolvers.live_reads import read_dashboard_lists
+
+    await migrate(database_url)
+    database = Database(make_settings(database_url, None, database_pool_size=4))
+    wanted = tuple(
+        (queue, status) for queue in QUEUES for status in (JobStatus.EXECUTANDO, JobStatus.AGENDADO)
+    )
+    try:
+        await insert_rows(database, [job(i) for i in range(6)])
+        for _ in range(12):
+            lists = await read_dashboard_lists(database)
+            tasks = await _tasks_of(database, wanted)
+            assert len(lists.queued) == 6 and sum(len(found) for found in tasks.values()) == 6
+        pooled = [await database.engine.raw_connection() for _ in range(3)]
+        plans: list[Any] = []
+        try:
+            for connection in pooled:
+                driver = connection.driver_connection
+                assert driver is not None
+                plans += await driver.fetch(
+                    "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+                    " WHERE statement LIKE '%FROM workers%' AND statement NOT LIKE '%pg_prepared_statements%'"
+                )
+        finally:
+            for connection in pooled:
+                connection.close()
+        assert plans and sum(row["custom_plans"] for row in plans) == 0, plans
+        assert sum(row["generic_plans"] for row in plans) >= 24, plans
+    finally:
+        await database.close()

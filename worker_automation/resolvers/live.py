@@ -27,6 +27,7 @@ from worker_automation.resolvers.job_views import (
     sort_key,
     views_of,
 )
+from worker_automation.resolvers.literals import written, written_count
 from worker_automation.resolvers.live_reads import (
     DASHBOARD_QUEUED,
     Totals,
@@ -106,14 +107,15 @@ def _list_order(status: JobStatus) -> tuple[str, ...]:
 @cache
 def _tasks_statement(wanted: tuple[tuple[str, JobStatus], ...]) -> CompoundSelect[Any]:
     """One statement for the first tasks of every (queue, status) in ``wanted``, built once: every
-    open screen polls it."""
+    open screen polls it. Its values are written into its text (see ``literals``): planned anew
+    on every call, its planning took longer than its execution."""
     parts = []
     for queue, status in wanted:
         first = (
             enriched_select()
-            .where(Job.status == status.value, Job.queue == queue)
+            .where(Job.status == written(status.value), Job.queue == written(queue))
             .order_by(*order_by(_list_order(status)))
-            .limit(LIVE_TASKS_PER_QUEUE)
+            .limit(written_count(LIVE_TASKS_PER_QUEUE))
             .subquery()
         )
         # Each part as a subquery: SQLite allows no ORDER BY or LIMIT on a bare UNION member.

@@ -33,6 +33,7 @@ from worker_automation.resolvers.job_views import (
     sort_key,
     views_of,
 )
+from worker_automation.resolvers.literals import written, written_count
 
 DASHBOARD_ACTIVE_CAP = 50
 DASHBOARD_HISTORY = 20
@@ -112,28 +113,30 @@ class DashboardLists:
 
 def _tagged(query: Select[Any], section: str) -> Select[Any]:
     # The section's name after the client name: views are built by position and ignore it.
-    return select(query.add_columns(literal(section).label("section")).subquery())
+    return select(query.add_columns(written(section).label("section")).subquery())
 
 
 @cache
 def _lists_statement() -> CompoundSelect[Any]:
+    """The three lists, their values written into the statement's text (see ``literals``):
+    planned anew on every call, its planning took longer than its execution."""
     active = (
         enriched_select()
-        .where(Job.status == JobStatus.EXECUTANDO.value)
+        .where(Job.status == written(JobStatus.EXECUTANDO.value))
         .order_by(*order_by(RUNNING_ORDER))
-        .limit(DASHBOARD_ACTIVE_CAP)
+        .limit(written_count(DASHBOARD_ACTIVE_CAP))
     )
     queued = (
         enriched_select()
-        .where(Job.status == JobStatus.AGENDADO.value)
+        .where(Job.status == written(JobStatus.AGENDADO.value))
         .order_by(*order_by(RUN_ORDER))
-        .limit(DASHBOARD_QUEUED)
+        .limit(written_count(DASHBOARD_QUEUED))
     )
     history = (
         enriched_select()
-        .where(Job.status.in_(TERMINAL), Job.data_fim.is_not(None))
+        .where(Job.status.in_([written(status) for status in TERMINAL]), Job.data_fim.is_not(None))
         .order_by(Job.data_fim.desc(), Job.id.desc())
-        .limit(DASHBOARD_HISTORY)
+        .limit(written_count(DASHBOARD_HISTORY))
     )
     return union_all(_tagged(active, "active"), _tagged(queued, "queued"), _tagged(history, "history"))
 
