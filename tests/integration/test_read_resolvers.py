@@ -857,6 +857,9 @@ async def test_pages_along_one_index_are_planned_once_for_every_page(
             queued = await list_jobs(database, QUEUES, queued_filter, page, 2)
             assert every.total == queued.total == 30
             assert len(every.items) == len(queued.items) == 2
+            after = every.items[-1].id
+            sliced = await list_jobs_after(database, QUEUES, JobFilter(), 2, after, documents=False)
+            assert [view.id for view in sliced.items] == [after - 1, after - 2]
         engine = database._generic_engine
         assert engine is not None
         pooled = await engine.raw_connection()
@@ -869,8 +872,9 @@ async def test_pages_along_one_index_are_planned_once_for_every_page(
             )
         finally:
             pooled.close()
-        # The pool of one connection ran both statements, twelve pages each, with one plan each.
-        assert len(plans) == 2
+        # The pool of one connection ran the three statements (two pages, a slice after a cursor),
+        # twelve times each, with one plan each.
+        assert len(plans) == 3
         assert all(row["custom_plans"] == 0 and row["generic_plans"] == 12 for row in plans), plans
     finally:
         await database.close()

@@ -361,8 +361,9 @@ async def slice_after(
         parameters["after_id"] = after
         if order is not None:
             parameters["after_key"] = after_key
-    # (No OFFSET: PostgreSQL keeps the statement's generic plan of its own accord.)
-    rows = (await db.rows(rows_q, parameters))[: first + 1]
+    # No OFFSET: PostgreSQL keeps a slice's generic plan of its own accord, but the connections
+    # kept for such pages are fewer, and fewer statements at once leave the API more of the CPU.
+    rows = (await db.rows(rows_q, parameters, generic=one_plan(filters, values, order)))[: first + 1]
     total = int(rows[0][-1]) if rows else await _count(db, count_q, parameters)
     start, end = _cursors(rows[:first], order)
     return Slice(build(rows[:first]), len(rows) > first, total, start, end)
