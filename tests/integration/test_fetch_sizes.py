@@ -89,7 +89,7 @@ async def test_pages_of_every_size_hold_exactly_their_jobs(
                     assert found.total == len(ids)
                     assert found.pages == pages
     finally:
-        await db.engine.dispose()
+        await db.close()
 
 
 async def test_cursor_slices_of_every_size_walk_every_job_once(
@@ -113,7 +113,7 @@ async def test_cursor_slices_of_every_size_walk_every_job_once(
                     after = part.items[-1].id
                 assert walked == ids, (filters, first)
     finally:
-        await db.engine.dispose()
+        await db.close()
 
 
 async def _filled(pg_database_url: str, row: str) -> asyncpg.Connection:

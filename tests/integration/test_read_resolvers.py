@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy import insert, literal, select
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.util import greenlet_spawn
 
 from tests.support.pools import checked_out
 from tests.support.reads import list_jobs_after, recent_terminal
@@ -871,7 +872,7 @@ async def test_pages_along_one_index_are_planned_once_for_every_page(
                 " WHERE statement LIKE '%FROM workers%' AND statement NOT LIKE '%pg_prepared_statements%'"
             )
         finally:
-            pooled.close()
+            await greenlet_spawn(pooled.close)  # given back as the service does (its reset awaits)
         # The pool of one connection ran the three statements (two pages, a slice after a cursor),
         # twelve times each, with one plan each.
         assert len(plans) == 3
@@ -913,7 +914,7 @@ async def test_the_live_views_lists_are_planned_once(database_url: str, make_set
                 )
         finally:
             for connection in pooled:
-                connection.close()
+                await greenlet_spawn(connection.close)
         assert plans and sum(row["custom_plans"] for row in plans) == 0, plans
         assert sum(row["generic_plans"] for row in plans) >= 24, plans
     finally:
