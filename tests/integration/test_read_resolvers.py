@@ -840,6 +840,25 @@ async def test_list_reads_at_once_leave_connections_to_the_rest_of_the_pool(
         await database.close()
 
 
+async def prepared_plans(engine: Any, connections: int) -> list[Any]:
+    """The plan counts of the statements over ``workers`` prepared on ``connections`` of
+    ``engine``'s pool, each given back as the service gives them (its reset awaits)."""
+    pooled = [await engine.raw_connection() for _ in range(connections)]
+    plans: list[Any] = []
+    try:
+        for connection in pooled:
+            driver = connection.driver_connection
+            assert driver is not None
+            plans += await driver.fetch(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+                " WHERE statement LIKE '%FROM workers%' AND statement NOT LIKE '%pg_prepared_statements%'"
+            )
+    finally:
+        for connection in pooled:
+            await greenlet_spawn(connection.close)
+    return plans
+
+
 async def test_pages_along_one_index_are_planned_once_for_every_page(
     database_url: str, make_settings: MakeSettings
 ) -> None:
@@ -863,16 +882,7 @@ async def test_pages_along_one_index_are_planned_once_for_every_page(
             assert [view.id for view in sliced.items] == [after - 1, after - 2]
         engine = database._generic_engine
         assert engine is not None
-        pooled = await engine.raw_connection()
-        try:
-            driver = pooled.driver_connection
-            assert driver is not None
-            plans = await driver.fetch(
-                "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
-                " WHERE statement LIKE '%FROM workers%' AND statement NOT LIKE '%pg_prepared_statements%'"
-            )
-        finally:
-            await greenlet_spawn(pooled.close)  # given back as the service does (its reset awaits)
+        plans = await prepared_plans(engine, 1)
         # The pool of one connection ran the three statements (two pages, a slice after a cursor),
         # twelve times each, with one plan each.
         assert len(plans) == 3
@@ -902,19 +912,7 @@ async def test_the_live_views_lists_are_planned_once(database_url: str, make_set
             lists = await read_dashboard_lists(database)
             tasks = await _tasks_of(database, wanted)
             assert len(lists.queued) == 6 and sum(len(found) for found in tasks.values()) == 6
-        pooled = [await database.engine.raw_connection() for _ in range(3)]
-        plans: list[Any] = []
-        try:
-            for connection in pooled:
-                driver = connection.driver_connection
-                assert driver is not None
-                plans += await driver.fetch(
-                    "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
-                    " WHERE statement LIKE '%FROM workers%' AND statement NOT LIKE '%pg_prepared_statements%'"
-                )
-        finally:
-            for connection in pooled:
-                await greenlet_spawn(connection.close)
+        plans = await prepared_plans(database.engine, 3)
         assert plans and sum(row["custom_plans"] for row in plans) == 0, plans
         assert sum(row["generic_plans"] for row in plans) >= 24, plans
     finally:

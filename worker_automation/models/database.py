@@ -368,8 +368,7 @@ GENERIC_SHARE = 4
 
 def generic_pool_size(settings: Settings) -> int:
     """How many of the pool's connections keep generic plans (PostgreSQL on asyncpg only)."""
-    url = settings.database_url
-    if url.startswith("sqlite") or make_url(url).get_driver_name() != "asyncpg":
+    if make_url(settings.database_url).get_driver_name() != "asyncpg":
         return 0
     return settings.database_pool_size // GENERIC_SHARE
 
@@ -495,14 +494,14 @@ class Database:
             found = (statement, driver_statement(self.engine, statement, converting=True))
             self._driver_statements[id(statement)] = found
         plan = None if self._watched() else found[1]
-        engine = self._generic_engine if generic else None
-        if engine is not None:
-            slot: AbstractAsyncContextManager[Any] = self._generic_slots()
+        slot: AbstractAsyncContextManager[Any]
+        if generic and self._generic_engine is not None:
+            engine, slot = self._generic_engine, self._generic_slots()
         else:
-            slot = self._read_slots() if bounded else nullcontext()
+            engine, slot = self.engine, (self._read_slots() if bounded else nullcontext())
         async with slot:
             if plan is not None:
-                records = await self._driver_fetch(plan.sql, plan.values(parameters), engine or self.engine)
+                records = await self._driver_fetch(plan.sql, plan.values(parameters), engine)
                 if records is not None:
                     return records
             async with self.connection() as conn:
@@ -574,14 +573,15 @@ class Database:
             return await writes.first_planned(plan, parameters)
 
     async def _driver_fetch(
-        self, sql: str, values: list[Any], engine: AsyncEngine | None = None
+        self, sql: str, values: list[Any], engine: AsyncEngine
     ) -> Sequence[Sequence[Any]] | None:
-        """``sql``'s rows fetched by asyncpg on a pooled connection, with no SQLAlchemy connection
-        around it (setting up and tearing down one cost more than the statement); None when it
+        """``sql``'s rows fetched by asyncpg on a connection of ``engine``'s pool, with no
+        SQLAlchemy connection around it (setting up and tearing down one cost more than the
+        statement); None when it
         failed, for the caller to run it again through SQLAlchemy. No transaction is begun:
         the driver runs the statement on its own, as the autocommit connection would."""
         try:
-            pooled = await (engine or self.engine).raw_connection()
+            pooled = await engine.raw_connection()
         except PoolTimeoutError:
             raise  # the pool is exhausted: waiting for it again would double the wait
         except Exception:

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Final, Generic, Literal, TypeVar
 from zoneinfo import ZoneInfo
 
 from annotated_types import Ge
-from sqlalchemy import ColumnElement, Integer, Select, bindparam, func, literal_column, select
+from sqlalchemy import ColumnElement, Select, bindparam, func, select
 
 from worker_automation.domain.errors import BadInput, NotFound
 from worker_automation.domain.limits import INT32_MAX, INT32_MIN
@@ -25,6 +25,7 @@ from worker_automation.resolvers.counts import (
     finished_total,
 )
 from worker_automation.resolvers.job_filter import (
+    RANGES,
     JobFilter,
     TotalSource,
     check_queue,
@@ -48,6 +49,7 @@ from worker_automation.resolvers.job_views import (
     rest_items_of,
     views_of,
 )
+from worker_automation.resolvers.literals import written_count
 from worker_automation.resolvers.pagination import Page, PageRequest, cursor_of, ordered_cursor_of
 
 # How a list statement finds its page: skipping rows, skipping whole buckets of ids by their
@@ -144,8 +146,8 @@ _ONE_PLAN_FILTERS: Final[tuple[frozenset[str], ...]] = (
     frozenset({"queue"}),
     frozenset({"status", "queue"}),
 )
-# The order each kind of time range is read along (its own time's index).
-_RANGE_ORDER: Final = {"created": OrderField.CREATED_AT, "finished": OrderField.FINISHED_AT}
+# The order each range's column is read along (its own index).
+_RANGE_ORDER: Final = {"created_at": OrderField.CREATED_AT, "data_fim": OrderField.FINISHED_AT}
 
 
 def one_plan(filters: JobFilter, values: Mapping[str, Any], order: JobOrder | None) -> bool:
@@ -159,8 +161,8 @@ def one_plan(filters: JobFilter, values: Mapping[str, Any], order: JobOrder | No
         return False
     ranges = filters.ranges()
     if ranges:
-        kinds = {name.split("_")[0] for name in ranges}
-        return not values and order is not None and {_RANGE_ORDER.get(k) for k in kinds} == {order.field}
+        orders = {_RANGE_ORDER[RANGES[name][0]] for name in ranges}
+        return not values and order is not None and orders == {order.field}
     if order is not None:
         return not values
     return frozenset(values) in _ONE_PLAN_FILTERS
@@ -243,7 +245,7 @@ def _list_statements(
     # it skips. Bucketed, the entries skipped are only those of the page's own bucket of ids. After
     # a cursor the same index is entered at the cursor's id: nothing is skipped.
     ordered = select(Job.id).where(*conds).order_by(*order_clauses(order))
-    page_ids = _sought(ordered.limit(literal_column(str(fetch), Integer)), seek, filtered, order)
+    page_ids = _sought(ordered.limit(written_count(fetch)), seek, filtered, order)
     rows_q = enriched_select(documents=documents)
     if order is not None:
         rows_q = rows_q.add_columns(sort_key(order).label("sort_key"))
@@ -299,7 +301,7 @@ def _matched_page(
     matched_key = matched.c.sort_key if order is not None else None
     ordered = select(*matched.c).order_by(*order_clauses(order, matched_key, matched.c.id))
     page = _sought(ordered, seek, filtered, order, matched_key, matched.c.id)
-    page_q = page.limit(literal_column(str(fetch), Integer)).subquery("page")
+    page_q = page.limit(written_count(fetch)).subquery("page")
     page_key = page_q.c.sort_key if order is not None else None
     # The page's rows with their sort key and total as the page read them.
     rows_q = enriched_select(documents=documents)
