@@ -130,12 +130,24 @@ def plan_lines(node: dict[str, Any], depth: int = 0) -> Iterator[str]:
         yield from plan_lines(child, depth + 1)
 
 
-async def send_row(url: str, key: str, endpoint: Endpoint, requests: int) -> int:
+async def cursors_of(url: str, key: str, endpoint: Endpoint) -> list[str | None] | None:
+    """The cursor endpoint's ``after`` cursors (found by walking its pages, before the row)."""
+    if not endpoint.by_cursor:
+        return None
+    conn = HttpClient(url, {"X-API-Key": key})
+    try:
+        return await find_cursors(conn)
+    finally:
+        await conn.close()
+
+
+async def send_row(
+    url: str, key: str, endpoint: Endpoint, requests: int, cursors: list[str | None] | None
+) -> int:
     """``requests`` of the row, one at a time, each client's page in turn; the failures."""
     conn = HttpClient(url, {"X-API-Key": key})
     failures = 0
     try:
-        cursors = await find_cursors(conn) if endpoint.by_cursor else None
         for n in range(requests):
             reply = await endpoint.call(conn, client=n, sent=0, clients=requests, cursors=cursors)
             failures += not endpoint.ok(reply, thorough=True)
@@ -167,9 +179,10 @@ def measure(database: str, rows: list[Endpoint], requests: int) -> dict[str, lis
             found: dict[str, list[Statement]] = {}
             for endpoint in rows:
                 # Once untimed (first plans, caches), then the row's requests.
-                asyncio.run(send_row(api.url, key, endpoint, 1))
+                cursors = asyncio.run(cursors_of(api.url, key, endpoint))
+                asyncio.run(send_row(api.url, key, endpoint, 1, cursors))
                 start = plans.stat().st_size
-                failures = asyncio.run(send_row(api.url, key, endpoint, requests))
+                failures = asyncio.run(send_row(api.url, key, endpoint, requests, cursors))
                 with plans.open() as read:
                     read.seek(start)
                     found[endpoint.name] = statements_of(read.readlines())
