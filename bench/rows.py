@@ -172,6 +172,15 @@ class RowFactory:
             out.append(self._row(rng, min(created, self.now)))
         return out
 
+    def _by_now(self, instant: datetime, earliest: datetime, rng: random.Random) -> datetime:
+        """``instant``, or a random instant between ``earliest`` and now when it is still to come.
+        (Cutting it to now would give every such row the same instant: at 10M rows, some 1,900
+        jobs ending in the same microsecond, which no real queue shows and which a read ordered
+        by that instant must then read whole.)"""
+        if instant <= self.now:
+            return instant
+        return earliest + (self.now - earliest) * rng.random()
+
     def _row(self, rng: random.Random, created: datetime) -> tuple[Any, ...]:
         queue = rng.choices(self.queues, self.queue_weights)[0]
         automation = rng.choice(self.by_queue[queue])
@@ -197,7 +206,7 @@ class RowFactory:
         progress = retry = 0
         updated = created
         if status != "AGENDADO":
-            data_inicio = min(created + timedelta(seconds=rng.uniform(0.5, 600)), self.now)
+            data_inicio = self._by_now(created + timedelta(seconds=rng.uniform(0.5, 600)), created, rng)
             metadata = json.dumps({"hostname": rng.choice(self.hosts[queue]), "attempt": 1})
             updated = data_inicio
         if status == "EXECUTANDO":
@@ -205,7 +214,7 @@ class RowFactory:
         elif status != "AGENDADO":
             assert data_inicio is not None
             seconds = rng.uniform(3, 900)
-            data_fim = min(data_inicio + timedelta(seconds=seconds), self.now)
+            data_fim = self._by_now(data_inicio + timedelta(seconds=seconds), data_inicio, rng)
             updated = data_fim
             if status == "CONCLUIDO":
                 progress = 100
