@@ -40,14 +40,19 @@ def app(broker: PrivateRedis) -> Iterator[Celery]:
         built.close()
 
 
+def _listener_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name == "worker-events" and t.is_alive()}
+
+
 @pytest.fixture
 def listener(app: Celery) -> Iterator[WorkerHeartbeats]:
+    others = _listener_threads()  # another test's listeners in this process, if any
     listening = WorkerHeartbeats(app)
     try:
         yield listening
     finally:
         listening.stop(timeout=10 * WAKE_SECONDS)
-    assert not any(t.name == "worker-events" and t.is_alive() for t in threading.enumerate())
+    assert _listener_threads() <= others
 
 
 def _send(app: Celery, host: str, kind: str = "worker-heartbeat") -> None:
@@ -111,8 +116,11 @@ def test_the_listener_subscribes_again_after_the_broker_restarts(
 
 
 def test_stop_ends_the_listener_at_once(app: Celery, listener: WorkerHeartbeats) -> None:
+    others = _listener_threads()
     _until_heard(app, listener, 10)
+    mine = _listener_threads() - others
+    assert len(mine) == 1
     started = time.monotonic()
     listener.stop(timeout=10 * WAKE_SECONDS)
     assert time.monotonic() - started < 3 * WAKE_SECONDS
-    assert not any(t.name == "worker-events" and t.is_alive() for t in threading.enumerate())
+    assert not mine & _listener_threads()
