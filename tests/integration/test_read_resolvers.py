@@ -823,6 +823,10 @@ async def test_list_reads_at_once_leave_connections_to_the_rest_of_the_pool(
 
     try:
         await insert_rows(database, [job(i) for i in range(5)])
+        # Both pools hold their connections before counting: a connection still being opened
+        # when another read has already finished would make the reads look one at a time.
+        await burst(JobFilter(cliente_id=PADARIA))
+        await burst(JobFilter())
         counting("main")
         counting("generic")
         # Pages by a client are planned for their values, on the pool's connections.
