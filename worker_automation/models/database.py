@@ -577,9 +577,9 @@ class Database:
     ) -> Sequence[Sequence[Any]] | None:
         """``sql``'s rows fetched by asyncpg on a connection of ``engine``'s pool, with no
         SQLAlchemy connection around it (setting up and tearing down one cost more than the
-        statement); None when it
-        failed, for the caller to run it again through SQLAlchemy. No transaction is begun:
-        the driver runs the statement on its own, as the autocommit connection would."""
+        statement); None when it failed, for the caller to run it again through SQLAlchemy. No
+        transaction is begun: the driver runs the statement on its own, as the autocommit
+        connection would."""
         try:
             pooled = await engine.raw_connection()
         except PoolTimeoutError:
