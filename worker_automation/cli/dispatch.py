@@ -19,19 +19,23 @@ if TYPE_CHECKING:  # the command line starts without the database layer loaded
 
 def cmd_dispatch(args: argparse.Namespace) -> int:
     from worker_automation.resolvers.audit import CLI_ACTOR
-    from worker_automation.resolvers.dispatch import JobRequest, dispatch, record_only
+    from worker_automation.resolvers.dispatch import JobRequest, dispatch_keyed, record_only
 
     context = json_option("--context", args.context)
+    request = JobRequest(args.automation, args.cliente, context, args.priority, None, args.idempotency_key)
     settings = broker_settings()
     if settings is None:
 
         async def record(db: Database, _settings: Settings) -> int:
-            request = JobRequest(args.automation, args.cliente, context, args.priority)
-            view = await record_only(db, CLI_ACTOR, request)
-            print(
-                f"job {view.id} {view.status} on queue {view.queue}: no serve is running in this "
-                "directory; it runs when `worker-automation serve` starts"
-            )
+            recorded = await record_only(db, CLI_ACTOR, request)
+            (view,) = recorded.views
+            if recorded.fresh[0]:
+                print(
+                    f"job {view.id} {view.status} on queue {view.queue}: no serve is running in this "
+                    "directory; it runs when `worker-automation serve` starts"
+                )
+            else:
+                print(_replayed(view.id, view.status))
             print(view.id)
             return 0
 
@@ -42,24 +46,25 @@ def cmd_dispatch(args: argparse.Namespace) -> int:
 
         services = await Services.start(settings)
         try:
-            view = await dispatch(
-                services,
-                CLI_ACTOR,
-                automation_type=args.automation,
-                cliente_id=args.cliente,
-                context=context,
-                priority=args.priority,
-            )
+            recorded = await dispatch_keyed(services, CLI_ACTOR, request)
         except Unavailable as exc:
             print(f"error: {exc.message} (worker id {exc.details.get('worker_id')})", file=sys.stderr)
             return 3
         finally:
             await services.close()
-        print(f"job {view.id} {view.status} on queue {view.queue} (task {view.task_id})")
+        (view,) = recorded.views
+        if recorded.fresh[0]:
+            print(f"job {view.id} {view.status} on queue {view.queue} (task {view.task_id})")
+        else:
+            print(_replayed(view.id, view.status))
         print(view.id)
         return 0
 
     return asyncio.run(run(settings))
+
+
+def _replayed(job_id: int, status: str) -> str:
+    return f"job {job_id} {status}: made earlier with this idempotency key, nothing created"
 
 
 def cmd_reconcile(_args: argparse.Namespace) -> int:

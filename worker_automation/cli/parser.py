@@ -191,6 +191,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=PRIORITY_MIN,
         help=f"{PRIORITY_MIN} (runs first) to {PRIORITY_MAX} (default %(default)s)",
     )
+    dispatch.add_argument(
+        "--idempotency-key",
+        default=None,
+        metavar="KEY",
+        help="run again with the same KEY and the same job, prints the job made the first time "
+        "and creates none (safe to repeat after a timeout or an error)",
+    )
     dispatch.set_defaults(fn=Command("dispatch", "cmd_dispatch"))
 
     sub.add_parser(

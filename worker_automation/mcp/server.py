@@ -174,9 +174,12 @@ def build_server(
         cliente_id: int | None = None,
         context: dict[str, Any] | None = None,
         priority: int = 0,
+        idempotency_key: str | None = None,
     ) -> dict[str, Any]:
         """Dispara uma automacao: cria a execucao (status AGENDADO) e a envia para a fila. O
-        context e validado contra o formulario da automacao; priority de 0 (primeiro) a 9."""
+        context e validado contra o formulario da automacao; priority de 0 (primeiro) a 9. Com
+        idempotency_key (ate 255 caracteres): repetida com o mesmo pedido, devolve a execucao ja
+        criada por ela em vez de criar outra; use uma chave nova por disparo."""
         async with domain_errors():
             services, principal = await caller(ctx, SCOPE_WRITE)
             view = await dispatch(
@@ -186,6 +189,7 @@ def build_server(
                 cliente_id=cliente_id,
                 context={} if context is None else context,
                 priority=priority,
+                idempotency_key=idempotency_key,
             )
             return view.as_dict(services.settings.tz)
 

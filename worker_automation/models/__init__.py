@@ -6,6 +6,7 @@ from worker_automation.models.admin import AuditEntry, AutomationSetting
 from worker_automation.models.attempt import Attempt, AttemptOutcome
 from worker_automation.models.base import Base, utcnow
 from worker_automation.models.directory import MANAGER_PERFIS, Cliente, Perfil, Usuario
+from worker_automation.models.dispatch_key import DispatchKey
 from worker_automation.models.job import (
     BUCKET_BITS,
     BUCKET_IDS,
@@ -35,6 +36,7 @@ __all__ = [
     "AutomationSetting",
     "Base",
     "Cliente",
+    "DispatchKey",
     "FinishedCount",
     "Job",
     "JobBucketCount",

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from sqlalchemy import Boolean, Select, Table, bindparam, func, insert, literal, select, true, update
+from sqlalchemy.exc import IntegrityError
 
 from worker_automation.catalog.forms import validate_context
 from worker_automation.catalog.registry import Automation, automation_key, celery_limits_of
@@ -24,10 +25,11 @@ from worker_automation.domain.ranges import check_priority
 from worker_automation.domain.vocabulary import EventKind
 from worker_automation.models import AuditEntry, AutomationSetting, Cliente, Job, JobStatus, utcnow
 from worker_automation.models.database import Database, Executor
+from worker_automation.resolvers import dispatch_keys
 from worker_automation.resolvers.announce import announce, announcement
 from worker_automation.resolvers.audit import Actor, AuditNote, audited
 from worker_automation.resolvers.automations import effective, registered
-from worker_automation.resolvers.job_views import JobView, view_of
+from worker_automation.resolvers.job_views import JobView, enriched_select, view_of, views_of
 from worker_automation.resolvers.rows import returned_view
 
 if TYPE_CHECKING:  # recording a job needs neither the broker nor the services around it
@@ -46,6 +48,7 @@ _FORGET_TASKS = (
     )
     .values(task_id=None)
 )
+_BY_IDS = enriched_select().where(Job.id.in_(bindparam("ids", expanding=True)))
 _CLIENT_NAMES = select(Cliente.id, Cliente.razao_social).where(
     Cliente.id.in_(bindparam("ids", expanding=True))
 )
@@ -126,6 +129,23 @@ class JobRequest:
     context: Any = None
     priority: Any = 0
     usuario_id: Any = None
+    # Sent again with the same key, the request gets the job the first one made (see
+    # resolvers.dispatch_keys).
+    idempotency_key: Any = None
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """The jobs a dispatch answers with, in the order asked; ``fresh`` tells the ones it made
+    from those an idempotency key found (made before, not to be sent or announced again)."""
+
+    views: list[JobView]
+    task_names: dict[str, str]
+    fresh: list[bool]
+
+    @property
+    def made(self) -> list[JobView]:
+        return [view for view, fresh in zip(self.views, self.fresh, strict=True) if fresh]
 
 
 async def enqueue(
@@ -206,11 +226,18 @@ async def dispatch(
     context: Any,
     priority: int = 0,
     usuario_id: int | None = None,
+    idempotency_key: str | None = None,
 ) -> JobView:
-    """Create and enqueue a job. Broker down: the row stays AGENDADO and Unavailable names it."""
-    request = JobRequest(automation_type, cliente_id, context, priority, usuario_id)
-    (view,) = await _create(services, actor, [request], field_prefix=None)
+    """Create and enqueue a job. Broker down: the row stays AGENDADO and Unavailable names it.
+    With an ``idempotency_key`` already used by the same request, the job it made."""
+    request = JobRequest(automation_type, cliente_id, context, priority, usuario_id, idempotency_key)
+    (view,) = (await dispatch_keyed(services, actor, request)).views
     return view
+
+
+async def dispatch_keyed(services: Services, actor: Actor, request: JobRequest) -> Recorded:
+    """:func:`dispatch`, telling too whether the job was made now or found by its key."""
+    return await _create(services, actor, [request], field_prefix=None)
 
 
 async def dispatch_many(
@@ -219,6 +246,13 @@ async def dispatch_many(
     """Create and enqueue every job of ``requests``, or none: a bad one is BadInput naming
     ``<field>[i].<name>`` (``field``: what the caller calls the list). Broker down: the rows stay
     AGENDADO and Unavailable names them."""
+    return (await dispatch_many_keyed(services, actor, requests, field=field)).views
+
+
+async def dispatch_many_keyed(
+    services: Services, actor: Actor, requests: Sequence[JobRequest], *, field: str = "jobs"
+) -> Recorded:
+    """:func:`dispatch_many`, telling too which jobs were made now and which found by their key."""
     if not 1 <= len(requests) <= MAX_BATCH:
         raise BadInput(field, f"{field} deve ter de 1 a {MAX_BATCH} itens")
     return await _create(services, actor, requests, field_prefix=field)
@@ -241,6 +275,7 @@ def _checked_simple_fields(request: JobRequest, prefix: str | None, index: int) 
             # Client and user ids are positive: a zero or negative one can only be a caller's mistake.
             raise BadInput(_field(prefix, index, name), f"{name} deve ser positivo")
     check_storable(request.context, _field(prefix, index, "context"))
+    dispatch_keys.check_key(request.idempotency_key, _field(prefix, index, dispatch_keys.FIELD))
 
 
 async def _client_names(conn: Executor, requests: Sequence[JobRequest]) -> dict[int, str]:
@@ -252,39 +287,51 @@ async def _client_names(conn: Executor, requests: Sequence[JobRequest]) -> dict[
 
 async def _create(
     services: Services, actor: Actor, requests: Sequence[JobRequest], *, field_prefix: str | None
-) -> list[JobView]:
+) -> Recorded:
     limit = services.settings.max_context_bytes
     for index, request in enumerate(requests):
         # Storable first: the size of text no encoder takes cannot be measured.
         _checked_simple_fields(request, field_prefix, index)
         check_size(request.context, _field(field_prefix, index, "context"), limit)
+    keyed = any(r.idempotency_key is not None for r in requests)
+    if keyed:
+        dispatch_keys.check_distinct(
+            [r.idempotency_key for r in requests], lambda i: _field(field_prefix, i, dispatch_keys.FIELD)
+        )
     db = services.db
     async with audited(db, actor, "dispatch", None) as note:
         recorded = None
-        if field_prefix is None and len(requests) == 1 and db.dialect == "postgresql":
+        if not keyed and field_prefix is None and len(requests) == 1 and db.dialect == "postgresql":
             recorded = await _record_one(db, note, actor, requests[0])
         if recorded is None:
-            recorded = await _record(db, note, actor, requests, field_prefix, with_tasks=True)
-        views, task_names = recorded
-        # The events go out with the tasks, in one round trip, when the bus shares the broker's Redis.
-        notices = announcement(services, EventKind.CREATED, views)
-        if notices is None:
-            await announce(services, EventKind.CREATED, views)
-        await _enqueue_all(services, views, task_names, batch=field_prefix is not None, notices=notices or ())
-    return views
+            try:
+                recorded = await _record(db, note, actor, requests, field_prefix, with_tasks=True)
+            except IntegrityError as exc:
+                if not (keyed and dispatch_keys.is_key_race(exc)):
+                    raise
+                # Another request stored one of these keys first: its job is the answer now.
+                recorded = await _record(db, note, actor, requests, field_prefix, with_tasks=True)
+        made = recorded.made
+        if made:
+            # The events go out with the tasks, in one round trip, when the bus shares the broker's Redis.
+            notices = announcement(services, EventKind.CREATED, made)
+            if notices is None:
+                await announce(services, EventKind.CREATED, made)
+            await _enqueue_all(
+                services, made, recorded.task_names, batch=field_prefix is not None, notices=notices or ()
+            )
+    return recorded
 
 
-async def record_only(db: Database, actor: Actor, request: JobRequest) -> JobView:
+async def record_only(db: Database, actor: Actor, request: JobRequest) -> Recorded:
     """Create a job AGENDADO with no task sent (no broker at hand, as for a command run where no
-    ``serve`` is running): the reconciler of the next ``serve`` sends it."""
+    ``serve`` is running): the reconciler of the next ``serve`` sends it. With an idempotency key
+    sent before, the job it made."""
     async with audited(db, actor, "dispatch", None) as note:
-        (view,), _ = await _record(db, note, actor, [request], None, with_tasks=False)
-    return view
+        return await _record(db, note, actor, [request], None, with_tasks=False)
 
 
-async def _record_one(
-    db: Database, note: AuditNote, actor: Actor, request: JobRequest
-) -> tuple[list[JobView], dict[str, str]] | None:
+async def _record_one(db: Database, note: AuditNote, actor: Actor, request: JobRequest) -> Recorded | None:
     """:func:`_record` for one job in one statement (see :func:`_dispatch_one`); None when its
     automation is disabled now, for :func:`_record` to say so (or to insert it after all)."""
     automation = registered(request.automation_type)
@@ -305,7 +352,7 @@ async def _record_one(
     view = returned_view(row)
     note.target = f"worker:{view.id}"
     note.entry_id = row.audit_entry_id
-    return [view], {automation.key: automation.task_name}
+    return Recorded([view], {automation.key: automation.task_name}, [True])
 
 
 def _new_row(
@@ -336,14 +383,18 @@ async def _record(
     field_prefix: str | None,
     *,
     with_tasks: bool,
-) -> tuple[list[JobView], dict[str, str]]:
-    """Validate and insert the jobs (all or none) with their audit entry; their views and the task
-    name of each automation."""
+) -> Recorded:
+    """Validate and insert the jobs (all or none) with their audit entry and the keys they were
+    sent with; a request whose key was stored before is answered with that key's job. The views
+    in the order asked, and the task name of each automation."""
     for index, request in enumerate(requests):
         _checked_simple_fields(request, field_prefix, index)
     async with db.transaction() as conn:
+        stored = await dispatch_keys.known(conn, (r.idempotency_key for r in requests if r.idempotency_key))
         automations: dict[str, Automation] = {}
         rows: list[dict[str, Any]] = []
+        digests: list[str | None] = []
+        found: dict[int, int] = {}  # index of the request -> the job its key made before
         now = utcnow()
         for index, request in enumerate(requests):
             try:
@@ -351,26 +402,65 @@ async def _record(
                 if automation is None:
                     automation = await effective(conn, request.automation_type)
                     automations[automation.key] = automation
-                if not automation.enabled:
-                    raise Conflict(f"Automacao '{automation.key}' esta desabilitada.", status="disabled")
                 clean = validate_context(automation.form, {} if request.context is None else request.context)
             except BadInput as exc:
                 raise BadInput(_field(field_prefix, index, exc.field), exc.message) from None
+            digest = None
+            if request.idempotency_key is not None:
+                digest = dispatch_keys.fingerprint(
+                    automation.key, request.cliente_id, request.usuario_id, request.priority, clean
+                )
+                before = stored.get(request.idempotency_key)
+                if before is not None:
+                    if before[1] != digest:
+                        key_field = _field(field_prefix, index, dispatch_keys.FIELD)
+                        raise dispatch_keys.reused(key_field, before[0])
+                    found[index] = before[0]
+                    continue
+            if not automation.enabled:
+                raise Conflict(f"Automacao '{automation.key}' esta desabilitada.", status="disabled")
             rows.append(_new_row(request, automation, clean, now, with_task=with_tasks))
-        # RETURNING the rows: the views without reading them back. (SQLite refuses the client
-        # name subquery in an INSERT's RETURNING, hence the lookup of their own.)
-        names = await _client_names(conn, requests)
-        if len(rows) == 1:
-            created = await conn.execute(_INSERT_JOB, rows[0])
-        else:
-            created = await conn.execute(_INSERT_JOBS, rows)
-        views = [view_of(row, names.get(row.cliente_id)) for row in created]
+            digests.append(digest)
+        created = await _insert(conn, rows, requests) if rows else []
+        keys = [r.idempotency_key for i, r in enumerate(requests) if i not in found]
+        entries = zip(keys, created, digests, strict=True)
+        await dispatch_keys.remember(conn, [(k, v.id, d) for k, v, d in entries if k is not None and d])
+        earlier = await _views_by_id(conn, list(found.values()))
+        fresh = iter(created)
+        views = [earlier[found[i]] if i in found else next(fresh) for i in range(len(requests))]
         if len(views) == 1:
             note.target = f"worker:{views[0].id}"
         else:
             note.detail = {"worker_ids": [v.id for v in views]}
+        if found:
+            note.detail = {**note.detail, "replayed": sorted(set(found.values()))}
         await note.record_in(conn, actor, "dispatch")
-    return views, {key: automation.task_name for key, automation in automations.items()}
+    names = {key: automation.task_name for key, automation in automations.items()}
+    return Recorded(views, names, [i not in found for i in range(len(requests))])
+
+
+async def _insert(
+    conn: Executor, rows: list[dict[str, Any]], requests: Sequence[JobRequest]
+) -> list[JobView]:
+    # RETURNING the rows: the views without reading them back. (SQLite refuses the client name
+    # subquery in an INSERT's RETURNING, hence the lookup of their own.)
+    names = await _client_names(conn, requests)
+    if len(rows) == 1:
+        created = await conn.execute(_INSERT_JOB, rows[0])
+    else:
+        created = await conn.execute(_INSERT_JOBS, rows)
+    return [view_of(row, names.get(row.cliente_id)) for row in created]
+
+
+async def _views_by_id(conn: Executor, ids: list[int]) -> dict[int, JobView]:
+    """The jobs ``ids`` as they are now; Conflict when one was removed since its key was read."""
+    if not ids:
+        return {}
+    views = {v.id: v for v in views_of(await conn.execute(_BY_IDS, {"ids": sorted(set(ids))}))}
+    gone = sorted(set(ids) - set(views))
+    if gone:
+        raise Conflict(f"O job {gone[0]} desta idempotency_key acaba de ser removido; envie de novo.")
+    return views
 
 
 async def _enqueue_all(

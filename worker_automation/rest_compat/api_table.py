@@ -62,10 +62,11 @@ def array_of(name: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Param:
-    """A path or query parameter; ``enum`` names a list filled in when the document is built."""
+    """A path, query or header parameter; ``enum`` names a list filled in when the document is
+    built."""
 
     name: str
-    location: Literal["path", "query"]
+    location: Literal["path", "query", "header"]
     schema: dict[str, Any]
     description: str = ""
     required: bool = False
@@ -92,6 +93,8 @@ class Operation:
     errors: tuple[int, ...] = ()
     success_code: int = 200
     description: str = ""
+    # Answers 200 with ``Idempotent-Replayed: true`` when an idempotency key finds what it made.
+    replays: bool = False
     handler: Handler = field(kw_only=True)
 
 
@@ -241,15 +244,30 @@ _WORKER_OPS: tuple[Operation, ...] = (
             writes.reorder_route, "ReorderBody"),
 )
 
+KEY_RULE = (
+    "Com Idempotency-Key (ou idempotency_key no corpo): repetido com o mesmo pedido, devolve 200 "
+    "e Idempotent-Replayed: true com o job que o primeiro criou, sem criar outro; a mesma chave com "
+    "outro pedido e 409. A chave vale enquanto o job existir."
+)
+IDEMPOTENCY_KEY = Param(
+    "Idempotency-Key",
+    "header",
+    {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[^\\u0000-\\u001f\\u007f]+$"},
+    "Chave de idempotencia do disparo (um UUID, por exemplo)",
+)
+
 _JOB_OPS: tuple[Operation, ...] = (
     Operation("POST", JOBS, "dispatchJob", "Dispara uma automacao", "jobs", ref("Job"),
-              MSG_CREATED, WRITE, body="DispatchBody", success_code=201, errors=(409, 503),
-              description="O contexto e validado contra o formulario da automacao; publica JobCreated.",
+              MSG_CREATED, WRITE, params=(IDEMPOTENCY_KEY,), body="DispatchBody", success_code=201,
+              errors=(409, 503), replays=True,
+              description="O contexto e validado contra o formulario da automacao; publica JobCreated. "
+              f"{KEY_RULE}",
               handler=jobs.create_job),
     Operation("POST", f"{JOBS}/batch", "dispatchJobs", "Dispara um lote de automacoes", "jobs",
               array_of("Job"), batch_message(3), WRITE, body="DispatchBatchBody",
-              success_code=201, errors=(409, 503),
-              description="Todos os jobs ou nenhum: um job invalido e um 422 que o nomeia (jobs[i].campo).",
+              success_code=201, errors=(409, 503), replays=True,
+              description="Todos os jobs ou nenhum: um job invalido e um 422 que o nomeia (jobs[i].campo). "
+              "Cada job pode levar sua idempotency_key; 200 quando todos ja existiam.",
               handler=jobs.create_jobs),
     _job("GET", "/pending", "pendingJobs", MSG_PENDING,
          "Jobs que a maquina pode reivindicar", data=array_of("Job"), params=PENDING_PARAMS, errors=(),

@@ -13,7 +13,8 @@ from worker_automation.domain.ranges import check_range
 from worker_automation.resolvers import claims, lost_runs
 from worker_automation.resolvers.auth import SCOPE_WRITE
 from worker_automation.resolvers.automations import registered
-from worker_automation.resolvers.dispatch import JobRequest, dispatch, dispatch_many
+from worker_automation.resolvers.dispatch import JobRequest, Recorded, dispatch_keyed, dispatch_many_keyed
+from worker_automation.resolvers.dispatch_keys import FIELD as KEY_FIELD
 from worker_automation.resolvers.visibility import job_for_machine
 from worker_automation.rest_compat.http import (
     error,
@@ -52,7 +53,11 @@ def _job_id(request: Request) -> int:
 
 
 # What a trigger reads from its body (and each job of a batch).
-JOB_FIELDS = ("automation_type", "cliente_id", "context", "priority", "usuario_id")
+JOB_FIELDS = ("automation_type", "cliente_id", "context", "priority", "usuario_id", KEY_FIELD)
+# The header a single trigger may carry its idempotency key in instead of the body.
+KEY_HEADER = "idempotency-key"
+# Set on an answer that is the job a key made before, not a new one.
+REPLAYED_HEADER = "Idempotent-Replayed"
 
 
 def _text(body: dict[str, Any], name: str) -> str | None:
@@ -69,40 +74,51 @@ def _task_id(body: dict[str, Any]) -> str | None:
     return None if task_id is None else check_text(task_id, "task_id")
 
 
-def _job_request(body: dict[str, Any]) -> JobRequest:
+def _job_request(body: dict[str, Any], key: str | None = None) -> JobRequest:
+    sent = body.get(KEY_FIELD)
+    if key is not None and sent is not None and sent != key:
+        raise BadInput(KEY_FIELD, f"{KEY_FIELD} difere do cabecalho Idempotency-Key")
     return JobRequest(
         body.get("automation_type"),
         body.get("cliente_id"),
         body.get("context", {}),
         body.get("priority", 0),
         body.get("usuario_id"),
+        sent if sent is not None else key,
     )
+
+
+def _answer(message: str, data: Any, recorded: Recorded) -> Response:
+    """201 when the request made a job; 200 and ``Idempotent-Replayed: true`` when every job
+    is one its key made before."""
+    if any(recorded.fresh):
+        return success(message, data, 201)
+    response = success(message, data, 200)
+    response.headers[REPLAYED_HEADER] = "true"
+    return response
 
 
 @guarded
 async def create_job(request: Request) -> Response:
-    """Trigger an automation: the context is validated against its form."""
+    """Trigger an automation: the context is validated against its form. Sent again with the
+    same idempotency key (``Idempotency-Key`` header or ``idempotency_key``), the job the first
+    request made."""
     services, principal = await principal_of(request, SCOPE_WRITE)
-    job = _job_request(await json_body(request, checked=JOB_FIELDS))
+    key = request.headers.get(KEY_HEADER)
+    job = _job_request(await json_body(request, checked=JOB_FIELDS), key)
     try:
-        view = await dispatch(
-            services,
-            principal.actor,
-            automation_type=job.automation_type,
-            cliente_id=job.cliente_id,
-            context=job.context,
-            priority=job.priority,
-            usuario_id=job.usuario_id,
-        )
+        recorded = await dispatch_keyed(services, principal.actor, job)
     except Unavailable as exc:
         return error(exc.message, 503, {"id": exc.details.get("worker_id")})
-    return success(MSG_CREATED, view.as_dict(services.settings.tz), 201)
+    (view,) = recorded.views
+    return _answer(MSG_CREATED, view.as_dict(services.settings.tz), recorded)
 
 
 @guarded
 async def create_jobs(request: Request) -> Response:
-    """Trigger a batch (``{"jobs": [{automation_type, cliente_id, context, priority}, ...]}``):
-    every job is created, or none when one is invalid."""
+    """Trigger a batch (``{"jobs": [{automation_type, cliente_id, context, priority,
+    idempotency_key}, ...]}``): every job is created, or none when one is invalid; a job whose
+    key was sent before is the one it made."""
     services, principal = await principal_of(request, SCOPE_WRITE)
     items = (await json_body(request)).get("jobs")
     if not isinstance(items, list):
@@ -113,11 +129,11 @@ async def create_jobs(request: Request) -> Response:
             raise BadInput(f"jobs[{index}]", "cada job deve ser um objeto JSON")
         requests.append(_job_request(item))
     try:
-        views = await dispatch_many(services, principal.actor, requests)
+        recorded = await dispatch_many_keyed(services, principal.actor, requests)
     except Unavailable as exc:
         return error(exc.message, 503, {"ids": exc.details.get("worker_ids")})
     tz = services.settings.tz
-    return success(batch_message(len(views)), [v.as_dict(tz) for v in views], 201)
+    return _answer(batch_message(len(recorded.made)), [v.as_dict(tz) for v in recorded.views], recorded)
 
 
 @guarded

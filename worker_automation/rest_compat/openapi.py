@@ -20,7 +20,8 @@ from worker_automation.domain.ranges import PRIORITY_MAX, PRIORITY_MIN, PROGRESS
 from worker_automation.domain.vocabulary import REPORTED_FAULTS
 from worker_automation.models import JobStatus
 from worker_automation.resolvers.dispatch import MAX_BATCH
-from worker_automation.rest_compat.api_table import NO_NUL, OPERATIONS, Operation, Param
+from worker_automation.rest_compat.api_table import IDEMPOTENCY_KEY, NO_NUL, OPERATIONS, Operation, Param
+from worker_automation.rest_compat.jobs import REPLAYED_HEADER
 from worker_automation.rest_compat.schemas import job_schemas, shape_schemas
 from worker_automation.settings import Settings
 
@@ -145,6 +146,7 @@ def _schemas(queues: list[str]) -> dict[str, Any]:
                 {"type": "object", "description": "Validado contra o formulario da automacao (null: vazio)"}
             ),
             priority={**_int(PRIORITY_MIN, PRIORITY_MAX), "default": PRIORITY_MIN},
+            idempotency_key=_nullable(IDEMPOTENCY_KEY.schema),
         ),
         "DispatchBatchBody": _obj(
             ["jobs"],
@@ -202,6 +204,12 @@ def _operation(op: Operation, queues: list[str]) -> dict[str, Any]:
             "content": {"application/json": {"schema": envelope}},
         }
     }
+    if op.replays:
+        responses["200"] = {
+            "description": "O mesmo pedido com a mesma idempotency key: o que ela criou antes",
+            "headers": {REPLAYED_HEADER: {"schema": {"type": "string", "enum": ["true"]}}},
+            "content": {"application/json": {"schema": envelope}},
+        }
     body_errors = (408, 413) if op.body is not None else ()
     for code in sorted({401, 403, 422, *op.errors, *body_errors}):
         responses[str(code)] = {

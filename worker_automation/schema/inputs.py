@@ -10,6 +10,7 @@ import strawberry
 from worker_automation.catalog.registry import AUTOMATION_REGISTRY
 from worker_automation.domain.errors import BadInput
 from worker_automation.domain.ranges import PRIORITY_RANGE
+from worker_automation.resolvers.dispatch import JobRequest
 from worker_automation.resolvers.job_filter import JobFilter, check_queue
 from worker_automation.resolvers.job_order import JobOrder
 from worker_automation.schema.enums import Direction, JobStatus, OrderField
@@ -94,6 +95,25 @@ class DispatchInput:
     )
     priority: int = strawberry.field(default=0, description=f"{PRIORITY_RANGE}, lower runs first.")
     usuario_id: int | None = strawberry.field(default=None, description="User on whose behalf it runs.")
+    idempotency_key: str | None = strawberry.field(
+        default=None,
+        description=(
+            "Up to 255 characters (a UUID, say). Sent again with the same key and the same input, the "
+            "job the first request made comes back and no job is created; the same key with another "
+            "input is refused (CONFLICT). A key is kept as long as its job."
+        ),
+    )
+
+    def request(self) -> JobRequest:
+        """The dispatch this input asks for."""
+        return JobRequest(
+            self.automation_type,
+            self.cliente_id,
+            self.context,
+            self.priority,
+            self.usuario_id,
+            self.idempotency_key,
+        )
 
 
 @strawberry.input(

@@ -7,7 +7,7 @@ import strawberry
 from worker_automation.domain.ranges import PRIORITY_RANGE
 from worker_automation.resolvers import job_actions, machines, maintenance, recovery
 from worker_automation.resolvers.automations import update_settings
-from worker_automation.resolvers.dispatch import JobRequest, dispatch, dispatch_many
+from worker_automation.resolvers.dispatch import dispatch_keyed, dispatch_many
 from worker_automation.schema.catalog import Automation
 from worker_automation.schema.context import Info
 from worker_automation.schema.enums import ClearScope
@@ -36,20 +36,15 @@ class Mutation(OperatorMutation):
     """Write entry points; every one is recorded in the audit log by its resolver."""
 
     @mutation(
-        description="Create a job and hand it to its queue; returns the new job (AGENDADO).",
+        description=(
+            "Create a job and hand it to its queue; returns the new job (AGENDADO), or with an "
+            "idempotencyKey sent before, the job that request made."
+        ),
         extensions=write(),
     )
     async def dispatch_automation(self, info: Info, input: DispatchInput) -> Job:
         principal = await info.context.principal()
-        view = await dispatch(
-            info.context.services,
-            principal.actor,
-            automation_type=input.automation_type,
-            cliente_id=input.cliente_id,
-            context=input.context,
-            priority=input.priority,
-            usuario_id=input.usuario_id,
-        )
+        (view,) = (await dispatch_keyed(info.context.services, principal.actor, input.request())).views
         return Job.from_view(view, info.context.tz)
 
     @mutation(
@@ -61,9 +56,7 @@ class Mutation(OperatorMutation):
     )
     async def dispatch_automations(self, info: Info, inputs: list[DispatchInput]) -> list[Job]:
         principal = await info.context.principal()
-        requests = [
-            JobRequest(i.automation_type, i.cliente_id, i.context, i.priority, i.usuario_id) for i in inputs
-        ]
+        requests = [i.request() for i in inputs]
         views = await dispatch_many(info.context.services, principal.actor, requests, field="inputs")
         return [Job.from_view(view, info.context.tz) for view in views]
 
