@@ -209,7 +209,7 @@ class EventBus:
         try:
             await self._redis.publish(self.channel, event.to_json())
         except CONNECTION_ERRORS as exc:
-            raise Unavailable(UNAVAILABLE_MESSAGE, reason=str(exc)) from exc
+            raise Unavailable(UNAVAILABLE_MESSAGE) from exc
 
     async def publish_many(self, events: Iterable[Event]) -> None:
         """Send several events in one round trip, in order."""
@@ -224,7 +224,7 @@ class EventBus:
                     pipe.publish(self.channel, event.to_json())
                 await pipe.execute()
         except CONNECTION_ERRORS as exc:
-            raise Unavailable(UNAVAILABLE_MESSAGE, reason=str(exc)) from exc
+            raise Unavailable(UNAVAILABLE_MESSAGE) from exc
 
     def encoded(self, events: Iterable[Event]) -> list[tuple[str, str]]:
         """The ``PUBLISH`` arguments (channel, message) of ``events``, for a caller that sends them

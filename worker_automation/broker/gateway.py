@@ -154,7 +154,7 @@ class BrokerGateway:
         try:
             await self.sender.send(TaskSend(task_name, queue, priority, args, task_id))
         except BROKER_ERRORS as exc:
-            raise Unavailable(UNAVAILABLE_MESSAGE, reason=str(exc)) from exc
+            raise Unavailable(UNAVAILABLE_MESSAGE) from exc
         return task_id
 
     async def send_many(
@@ -165,8 +165,8 @@ class BrokerGateway:
         message) pairs published in the same round trip, before the tasks."""
         try:
             await self.sender.send_many(sends, notices=notices)
-        except BROKER_ERRORS as exc:
-            return [Unavailable(UNAVAILABLE_MESSAGE, reason=str(exc)) for _ in sends]
+        except BROKER_ERRORS:
+            return [Unavailable(UNAVAILABLE_MESSAGE) for _ in sends]
         return [None] * len(sends)
 
     async def revoke(self, task_id: str, *, terminate: bool) -> None:
@@ -174,35 +174,35 @@ class BrokerGateway:
         try:
             await self._in_thread(self.app.control.revoke, task_id, terminate=terminate)
         except BROKER_ERRORS as exc:
-            raise Unavailable(UNAVAILABLE_MESSAGE, reason=str(exc)) from exc
+            raise Unavailable(UNAVAILABLE_MESSAGE) from exc
 
     async def queue_lengths(self) -> dict[str, int]:
         """Waiting messages per configured queue, every priority list counted."""
         try:
             return await queues.queue_lengths(self.redis, self.settings.queues)
         except BROKER_ERRORS as exc:
-            raise Unavailable(UNAVAILABLE_MESSAGE, reason=str(exc)) from exc
+            raise Unavailable(UNAVAILABLE_MESSAGE) from exc
 
     async def priority_lengths(self) -> dict[str, list[int]]:
         """Waiting messages per configured queue and priority (list index = priority)."""
         try:
             return await queues.priority_lengths(self.redis, self.settings.queues)
         except BROKER_ERRORS as exc:
-            raise Unavailable(UNAVAILABLE_MESSAGE, reason=str(exc)) from exc
+            raise Unavailable(UNAVAILABLE_MESSAGE) from exc
 
     async def waiting_task_ids(self) -> set[str]:
         """The task ids of every message waiting in the configured queues."""
         try:
             return await queues.waiting_task_ids(self.redis, self.settings.queues)
         except BROKER_ERRORS as exc:
-            raise Unavailable(UNAVAILABLE_MESSAGE, reason=str(exc)) from exc
+            raise Unavailable(UNAVAILABLE_MESSAGE) from exc
 
     async def purge(self, queue: str) -> int:
         """Delete every priority list of ``queue`` (the caller vets the name); returns keys deleted."""
         try:
             return await queues.purge_queue(self.redis, queue)
         except BROKER_ERRORS as exc:
-            raise Unavailable(UNAVAILABLE_MESSAGE, reason=str(exc)) from exc
+            raise Unavailable(UNAVAILABLE_MESSAGE) from exc
 
     async def inspect(self) -> InspectResult:
         """The workers' own view (never raises; unavailable and empty when nobody answers).
@@ -222,7 +222,7 @@ class BrokerGateway:
         try:
             raw: bytes | str | None = await self.redis.get(TASK_META_PREFIX + task_id)
         except BROKER_ERRORS as exc:
-            raise Unavailable(UNAVAILABLE_MESSAGE, reason=str(exc)) from exc
+            raise Unavailable(UNAVAILABLE_MESSAGE) from exc
         return None if raw is None else parse_task_meta(task_id, raw)
 
     async def ping(self) -> bool:
@@ -239,7 +239,7 @@ class BrokerGateway:
         try:
             await self._in_thread(self.app.control.revoke, list(task_ids), terminate=terminate)
         except BROKER_ERRORS as exc:
-            raise Unavailable(UNAVAILABLE_MESSAGE, reason=str(exc)) from exc
+            raise Unavailable(UNAVAILABLE_MESSAGE) from exc
 
     async def close(self) -> None:
         """Finish the sends under way, then release the Redis client, Celery's pools and the threads."""

@@ -45,4 +45,6 @@ class Attempt(Base):
         # A job's attempts in order; also what the triggers find the open one and the next
         # number by.
         Index("ix_attempts_worker_number", "worker_id", "number", unique=True),
+        # A task id's run, for a caller still holding an id its job has replaced (0022).
+        Index("ix_attempts_task_id", "task_id"),
     )

@@ -18,6 +18,7 @@ from worker_automation.domain.shapes import Doc
 from worker_automation.models import Job, JobStatus, utcnow
 from worker_automation.models.database import Database
 from worker_automation.resolvers import reads
+from worker_automation.resolvers.earlier_tasks import earlier_task_status
 from worker_automation.resolvers.job_views import (
     RUN_ORDER,
     RUNNING_ORDER,
@@ -233,14 +234,15 @@ async def workers_inspect(services: Services) -> InspectResult:
 
 
 async def task_status(services: Services, task_id: str) -> TaskStatus:
-    """From the job row; for task ids with no row, from Celery's result backend."""
+    """From the job row; for a task id its job no longer holds, from the run it named; for task
+    ids that never ran on a job, from Celery's result backend (503 while it cannot be read: the
+    task may exist)."""
     found = await reads.task_status_from_db(services.db, task_id)
+    if found is None:
+        found = await earlier_task_status(services.db, task_id)
     if found is not None:
         return found
-    try:
-        meta = await services.broker.task_result(task_id)
-    except Unavailable:
-        meta = None
+    meta = await services.broker.task_result(task_id)
     if meta is None:
         raise NotFound(MSG_TASK_NOT_FOUND, task_id=task_id)
     result: dict[str, Any] | None

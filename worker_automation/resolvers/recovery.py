@@ -166,7 +166,9 @@ class Reconciler:
         try:
             waiting = await services.broker.waiting_task_ids()
         except Unavailable as exc:
-            log.info("recovery: broker unreadable, nothing decided this pass (%s)", exc.details.get("reason"))
+            log.info(
+                "recovery: broker unreadable, nothing decided this pass (%s)", exc.__cause__ or exc.message
+            )
             return report
         rows = await _settled_rows(services)
         if not _in_doubt(rows, waiting):
