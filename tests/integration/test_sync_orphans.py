@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import insert, select
 
+from worker_automation.broker.queues import priority_keys
 from worker_automation.models import Job, utcnow
 from worker_automation.resolvers.audit import CLI_ACTOR
 from worker_automation.resolvers.machines import register_machine, set_machine_status
@@ -54,7 +55,7 @@ async def test_sync_orphans_rules(services: Services) -> None:
         "running on a machine that is off": await _add(
             services, status="EXECUTANDO", machine_id=off.machine.id
         ),
-        "old and unknown to celery": await _add(services, task_id="old-lost", created_at=old),
+        "old and unknown to celery": await _add(services, task_id="old-lost", created_at=old, updated_at=old),
     }
     kept = {
         "running on a machine that is on": await _add(
@@ -63,8 +64,17 @@ async def test_sync_orphans_rules(services: Services) -> None:
         "running on a machine that is on, no task": await _add(
             services, status="EXECUTANDO", machine_id=on.machine.id
         ),
-        "old but started in celery": await _add(services, task_id="old-started", created_at=old),
+        "old but started in celery": await _add(
+            services, task_id="old-started", created_at=old, updated_at=old
+        ),
         "recent and queued": await _add(services, task_id="recent"),
+        # Created long ago, sent again a moment ago (a retry, a move, the reconciler): its new
+        # task has no state in Celery yet.
+        "created long ago, sent again now": await _add(services, task_id="resent", created_at=old),
+        # Long in a backlog: its message is in its queue, where Celery keeps no state of it.
+        "old and waiting in its queue": await _add(
+            services, task_id="in-the-list", created_at=old, updated_at=old
+        ),
         # An automatic retry has no task until its next attempt is due: none was lost.
         "a retry waiting its backoff": await _add(
             services, created_at=old, retry_count=1, next_attempt_at=utcnow() + timedelta(minutes=5)
@@ -74,6 +84,8 @@ async def test_sync_orphans_rules(services: Services) -> None:
         ),
     }
     finished = await _add(services, status="CONCLUIDO", task_id=None)
+    message = {"headers": {"id": "in-the-list", "task": "demo.echo"}, "body": ""}
+    await services.broker.redis.lpush(priority_keys("scan")[0], json.dumps(message))
     await services.broker.redis.set(
         "celery-task-meta-old-started",
         json.dumps({"status": "STARTED", "result": None, "task_id": "old-started"}),

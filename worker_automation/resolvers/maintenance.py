@@ -191,8 +191,9 @@ class SyncResult:
 
 
 async def sync_orphans(services: Services, actor: Actor) -> SyncResult:
-    """Cancel open jobs that lost their task: no task id, or older than the orphan age and still
-    unknown (PENDING) to Celery. A job that a machine that is on is running is never touched."""
+    """Cancel open jobs that lost their task: no task id, or sent longer ago than the orphan age
+    and neither waiting in its queue nor known to Celery (PENDING). A job that a machine that is
+    on is running is never touched."""
     cutoff = utcnow() - timedelta(seconds=services.settings.orphan_age_seconds)
     async with audited(services.db, actor, "sync_orphans", None) as note:
         async with services.db.session() as session:
@@ -207,13 +208,25 @@ async def sync_orphans(services: Services, actor: Actor) -> SyncResult:
                 ).all()
             )
         orphan_ids: list[int] = []
-        for view in candidates:
-            if view.id in waiting or (
-                view.status == JobStatus.EXECUTANDO.value and view.machine_id in machines_on
-            ):
-                continue
+        # Old means sent long ago: a retry, a move, a reorder or the reconciler sends a job again
+        # under a new task (and stamps its row) however long ago it was created. A task whose
+        # message still waits in its queue is not lost, however long it has waited.
+        old = [
+            view
+            for view in candidates
+            if view.id not in waiting
+            and not (view.status == JobStatus.EXECUTANDO.value and view.machine_id in machines_on)
+        ]
+        queued = (
+            await services.broker.waiting_task_ids()
+            if any(v.task_id is not None and v.updated_at < cutoff for v in old)
+            else set()
+        )
+        for view in old:
             if view.task_id is None or (
-                view.created_at < cutoff and await services.broker.task_result(view.task_id) is None
+                view.updated_at < cutoff
+                and view.task_id not in queued
+                and await services.broker.task_result(view.task_id) is None
             ):
                 orphan_ids.append(view.id)
         async with services.db.session() as session:
