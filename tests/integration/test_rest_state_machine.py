@@ -117,6 +117,13 @@ async def test_reorder(api: Api, redis_url: str) -> None:
     assert await client.llen(priority_keys("ui_automation")[7]) == 1
     await client.aclose()
     assert (await api.services.broker.queue_lengths())["ui_automation"] == 1
+    # The priority it already has changes nothing: the same task, no second message.
+    again = assert_success(
+        await api.call("POST", f"{BASE}/{job_id}/reorder", json={"new_priority": 7}),
+        "Prioridade alterada com sucesso",
+    )
+    assert (again["priority"], again["task_id"]) == (7, data["task_id"])
+    assert (await api.services.broker.queue_lengths())["ui_automation"] == 1
 
 
 async def test_chain_cancel_retry_reorder_move(api: Api) -> None:

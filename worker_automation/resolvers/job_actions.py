@@ -112,13 +112,17 @@ async def move(services: Services, actor: Actor, job_id: int, target_queue: str)
 
 
 async def reorder(services: Services, actor: Actor, job_id: int, new_priority: int) -> JobView:
-    """Change an AGENDADO job's priority; the broker order follows (revoke and re-send)."""
+    """Change an AGENDADO job's priority; the broker order follows (revoke and re-send). The
+    priority it already has changes nothing: its task stays, sent once."""
     check_priority(new_priority, "new_priority")
     async with audited(services.db, actor, "reorder", f"worker:{job_id}") as note:
         note.detail = {"new_priority": new_priority}
         async with services.db.session() as session:
             row = await lock_job(session, job_id)
             require(row, Action.REORDER)
+            if row.priority == new_priority and (row.task_id is not None or waits_for_its_send(row)):
+                note.detail["unchanged"] = True
+                return await view_in(session, row)
             automation = registered(row.automation_type)
             row.priority = new_priority
             # A retry still waiting for its next attempt keeps waiting: it is sent when due, with
