@@ -622,3 +622,19 @@ def test_search_automations_and_change_a_limit(page: Any, system: System) -> Non
     assert saved.value.ok
     settings = {a.pop("key"): a for a in system.graphql(query)["data"]["automations"]}
     assert settings["cnd_federal"] == {"maxConcurrentJobs": 4, "maxAttempts": 3, "timeoutSeconds": None}
+    # Another operator disables it and sets a time limit while this page shows the row as it was
+    # (read afresh here): saving only the attempts leaves the other operator's change alone.
+    page.reload()
+    page.wait_for_selector('tr[data-automation="cnd_federal"] input[name=tentativas]')
+    system.graphql(
+        'mutation { updateAutomationSettings(key: "cnd_federal", enabled: false, timeoutSeconds: 30) '
+        "{ key } }"
+    )
+    page.locator('tr[data-automation="cnd_federal"] input[name=tentativas]').fill("5")
+    with page.expect_response(lambda r: '"attempts":5' in (r.request.post_data or "")) as saved:
+        page.click('[data-action="salvar-cnd_federal"]')
+    assert saved.value.ok
+    query = "{ automations { key enabled maxAttempts timeoutSeconds } }"
+    settings = {a.pop("key"): a for a in system.graphql(query)["data"]["automations"]}
+    assert settings["cnd_federal"] == {"enabled": False, "maxAttempts": 5, "timeoutSeconds": 30}
+    system.graphql('mutation { updateAutomationSettings(key: "cnd_federal", enabled: true) { key } }')

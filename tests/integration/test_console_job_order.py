@@ -126,6 +126,13 @@ def test_sorted_columns_and_a_created_range_in_the_address_and_live(browser: Any
         _wait_shown(page, ranged)
         address = unquote(page.url)
         assert "createdFrom=2026-03-02T14:00" in address and "orderBy=duration:desc" in address
+        # A job created now is outside the range: live, it is neither listed nor announced.
+        page.wait_for_function("() => document.querySelector('[data-live=\"1\"]') !== null")
+        outside = system.dispatch("demo.echo", {"n": 0})
+        system.wait_status(outside, "CONCLUIDO")
+        page.wait_for_timeout(1000)  # its events reached the page long before it ended; a margin
+        assert page.locator("text=/trabalho\\(s\\) novo\\(s\\)/").count() == 0
+        assert _shown(page) == ranged
 
         # The address alone gives the same list: away to another page and back by the address.
         saved = page.evaluate("() => window.location.hash")

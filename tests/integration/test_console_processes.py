@@ -1,6 +1,7 @@
 """The Processos page and the waiting reason in chromium, against an embedded ``serve``: its pool
 workers are listed ONLINE with the queue each consumes, and a job queued on a paused queue says
-so on its page, with its place in the queue, and runs once the queue is resumed.
+so on its page, with its place in the queue, and runs once the queue is resumed. A key revoked
+while a page that only listens is open sends the operator back to sign in.
 
 One embedded ``serve`` for the module. ``WA_CONSOLE_SCREENSHOTS=DIR`` also saves the pages there.
 """
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.integration.harness import run_cli
 from tests.integration.test_console_browser import (
     AXE,
     AXE_RUN,
@@ -56,6 +58,38 @@ def test_processes_page_and_a_waiting_job(browser: Any, system: System) -> None:
             system.wait_status(job, "CONCLUIDO")
         # A job that is no longer queued shows no waiting reason.
         page.wait_for_selector('[data-field="waiting"]', state="detached", timeout=JOB_STEP * 1000)
+        assert page.errors == []
+    finally:
+        page.context.close()
+
+
+def test_a_key_revoked_while_a_live_page_is_open_goes_back_to_sign_in(browser: Any, system: System) -> None:
+    system.keys["revogada"] = run_cli(
+        [
+            "keys",
+            "create",
+            "--perfil",
+            "funcionario",
+            "--scopes",
+            "worker_automation:read",
+            "--name",
+            "revogada",
+        ],
+        system.env,
+        system.workdir,
+    )
+    page = open_console(browser, system, key="revogada")
+    try:
+        page.click('nav a[href="#/processos"]')
+        page.wait_for_selector('tr[data-status="ONLINE"]', timeout=JOB_STEP * 1000)
+        newest = run_cli(["keys", "list"], system.env, system.workdir)  # the last line: the newest key
+        assert " revogada " in f" {newest} ", newest
+        key_id = newest.split()[0]
+        run_cli(["keys", "revoke", key_id], system.env, system.workdir)
+        # The page only listens (no request of its own): the socket's close says it.
+        page.wait_for_selector("#api-key", timeout=JOB_STEP * 1000)
+        assert "revogada" in page.inner_text('[role="alert"]')
+        assert page.evaluate("() => Object.keys(sessionStorage).length") == 0
         assert page.errors == []
     finally:
         page.context.close()

@@ -214,6 +214,14 @@ function socketUrl() {
   return url.href;
 }
 
+// The close code of a socket whose key was refused (graphql-ws's Forbidden).
+const KEY_REFUSED_CLOSE = 4403;
+const KEY_REFUSED_MESSAGE = "A chave foi revogada ou perdeu a permissão. Entre de novo com uma chave válida.";
+
+function isKeyRefused(event) {
+  return typeof event === "object" && event !== null && event.code === KEY_REFUSED_CLOSE;
+}
+
 function socket() {
   if (client) return client;
   const key = storedKey();
@@ -223,7 +231,9 @@ function socket() {
     lazy: false,
     keepAlive: 10_000,
     retryAttempts: Infinity,
-    shouldRetry: () => true,
+    // The API closes with 4403 a socket whose key it refuses or whose permission ended (a revoked
+    // key, lowered scopes): no reconnection can help, the operator must sign in again.
+    shouldRetry: (closed) => !isKeyRefused(closed),
     // Short, capped waits: an API restart should be noticed and recovered from within seconds.
     retryWait: (retries) => new Promise((resolve) => setTimeout(resolve, Math.min(250 * 2 ** retries, 3000))),
     onNonLazyError: () => {},
@@ -235,8 +245,16 @@ function socket() {
         dropped = false;
         setConnection({ state: "conectado", httpDown: false, ...(wasDown ? { resyncs: connection.resyncs + 1 } : {}) });
       },
-      closed: () => {
+      closed: (event) => {
         if (!client) return;
+        if (isKeyRefused(event)) {
+          const refusedWith = storedKey();
+          closeSocket();
+          if (refusedWith && refusedWith === key) {
+            for (const listener of refusedListeners) listener(KEY_REFUSED_MESSAGE);
+          }
+          return;
+        }
         if (everConnected) dropped = true;
         setConnection({ state: everConnected ? "reconectando" : "conectando" });
       },

@@ -32,10 +32,19 @@ function Settings({ automation, onSaved }) {
   const [backoff, setBackoff] = useState(String(automation.retryBackoffSeconds));
   // Empty: no time limit (sent as 0).
   const [timeout, setTimeout_] = useState(automation.timeoutSeconds == null ? "" : String(automation.timeoutSeconds));
+  // Only what the operator changed is sent (the API keeps what is omitted): a value another
+  // operator changed since this row was shown is not put back to what the row showed.
+  const changed = (value, shown) => (value === shown ? undefined : value);
   const run = async () => {
+    const seconds = timeout.trim() === "" ? 0 : Number(timeout);
     await gql(SAVE, {
-      key: automation.key, limit: Number(limit), dev, enabled,
-      attempts: Number(attempts), backoff: Number(backoff), timeout: timeout.trim() === "" ? 0 : Number(timeout),
+      key: automation.key,
+      limit: changed(Number(limit), automation.maxConcurrentJobs),
+      dev: changed(dev, automation.devMode),
+      enabled: changed(enabled, automation.enabled),
+      attempts: changed(Number(attempts), automation.maxAttempts),
+      backoff: changed(Number(backoff), automation.retryBackoffSeconds),
+      timeout: changed(seconds, automation.timeoutSeconds == null ? 0 : automation.timeoutSeconds),
     });
     notify(`Configuração de ${automation.displayName} salva.`);
     onSaved();

@@ -124,6 +124,7 @@ function Actions({ job, choices, answered }) {
     ${job.status === "AGENDADO" ? html`<span class="inline-form">
       <label>Prioridade (0 a 9, menor roda antes) <input type="number" min="0" max="9" value=${priority} onInput=${(e) => setPriority(e.target.value)} /></label>
       <${ActionButton} label="Mudar prioridade" name="prioridade" resend=${true}
+        disabled=${String(priority).trim() === ""} title=${String(priority).trim() === "" ? "Informe a prioridade (0 a 9)" : undefined}
         run=${act(`mutation($id: Int!, $p: Int!) { reorderWorker(id: $id, newPriority: $p) { ${FIELDS} } }`, { id: job.id, p: Number(priority) }, "Prioridade alterada.")} />
     </span>` : null}
   </div>`;

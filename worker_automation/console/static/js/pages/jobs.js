@@ -68,7 +68,19 @@ function sameFilter(a, b) {
 function matches(filter, job) {
   return ["status", "queue", "automationType", "clienteId", "usuarioId", "taskId"].every(
     (name) => filter[name] == null || filter[name] === job[name],
-  );
+  ) && inRange(filter, job.createdAt);
+}
+
+/**
+ * Whether ``createdAt`` (the API's instant, written in the service's zone with its offset) falls
+ * in the filter's creation range, whose ends are wall-clock times of that same zone ("Criado de"
+ * inclusive, "Criado até" exclusive): the instant's own wall-clock part is compared with them.
+ */
+function inRange(filter, createdAt) {
+  if (!filter.createdFrom && !filter.createdTo) return true;
+  if (!createdAt) return false;
+  const local = String(createdAt).slice(0, 19);
+  return (!filter.createdFrom || local >= filter.createdFrom) && (!filter.createdTo || local < filter.createdTo);
 }
 
 // Kinds of event after which a job may be in a filtered list it was not in before.
@@ -83,8 +95,14 @@ function entered(filter, event) {
   const job = event.worker;
   if (event.change === "CREATED" && !job.retryCount) return true;
   const statusChanged = event.change === "CREATED" || CHANGES_STATUS.includes(event.kind);
-  return (statusChanged && filter.status != null) || (event.kind === "MOVED" && filter.queue != null);
+  return (statusChanged && filter.status != null) || (event.kind === "MOVED" && filter.queue != null)
+    || (ENDS.includes(event.kind) && SORTED_BY_END.test(String(filter.orderBy || "")));
 }
+
+// Sorted by finish time or by run time, a job that ends takes a new place in the list: one not
+// on this page may now belong on it.
+const ENDS = ["COMPLETED", "FAILED", "CANCELLED"];
+const SORTED_BY_END = /^(finished|duration)(:|$)/;
 
 /** Whether ``job`` comes before ``row`` in the list's order (newest first). */
 function sortsBefore(job, row) {

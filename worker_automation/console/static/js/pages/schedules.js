@@ -20,6 +20,7 @@ function CreateForm({ onDone }) {
     } catch {
       throw new Error("O contexto não é um JSON válido.");
     }
+    if (String(form.priority).trim() === "") throw new Error("Informe a prioridade (0 a 9).");
     const input = {
       automationType: form.automationType,
       clienteId: form.clienteId ? Number(form.clienteId) : null,
