@@ -6,6 +6,8 @@ answer is 503, not "not found"."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.integration.operator_support import any_services, pool_machine
@@ -14,6 +16,7 @@ from tests.unit.graphql_support import make_api
 from worker_automation.domain.errors import NotFound
 from worker_automation.resolvers import claims, job_actions, live
 from worker_automation.resolvers.audit import CLI_ACTOR
+from worker_automation.resolvers.machines import MachineView
 from worker_automation.resolvers.services import Services
 
 __all__ = ["any_services", "broker_down"]
@@ -21,12 +24,18 @@ __all__ = ["any_services", "broker_down"]
 BASE = "/api/v1/worker-automation"
 
 
-async def test_a_failed_run_keeps_its_failure_after_the_job_is_retried(any_services: Services) -> None:
-    services = any_services
+async def _running(services: Services) -> tuple[MachineView, dict[str, Any]]:
+    """A pool machine and a demo.echo job it has claimed."""
     api = await make_api(services)
     machine = await pool_machine(services)
     job = await api.dispatch("demo.echo")
     await claims.claim(services, machine, job["id"], job["taskId"])
+    return machine, job
+
+
+async def test_a_failed_run_keeps_its_failure_after_the_job_is_retried(any_services: Services) -> None:
+    services = any_services
+    machine, job = await _running(services)
     await claims.fail(services, machine, job["id"], "portal fora do ar")
     retried = await job_actions.retry(services, CLI_ACTOR, job["id"])
     assert retried.task_id != job["taskId"]
@@ -44,10 +53,7 @@ async def test_a_failed_run_keeps_its_failure_after_the_job_is_retried(any_servi
 
 async def test_a_run_moved_back_to_the_queue_names_its_new_task(any_services: Services) -> None:
     services = any_services
-    api = await make_api(services)
-    machine = await pool_machine(services)
-    job = await api.dispatch("demo.echo")
-    await claims.claim(services, machine, job["id"], job["taskId"])
+    _, job = await _running(services)
     moved = await job_actions.move(services, CLI_ACTOR, job["id"], "observer")
     old = await live.task_status(services, job["taskId"])
     assert old.state == "REVOKED"
