@@ -393,7 +393,7 @@ async def _record(
         stored = await dispatch_keys.known(conn, (r.idempotency_key for r in requests if r.idempotency_key))
         automations: dict[str, Automation] = {}
         rows: list[dict[str, Any]] = []
-        digests: list[str | None] = []
+        keyed: list[tuple[int, str, str]] = []  # (row, key, fingerprint) of the rows sent with a key
         found: dict[int, int] = {}  # index of the request -> the job its key made before
         now = utcnow()
         for index, request in enumerate(requests):
@@ -405,26 +405,24 @@ async def _record(
                 clean = validate_context(automation.form, {} if request.context is None else request.context)
             except BadInput as exc:
                 raise BadInput(_field(field_prefix, index, exc.field), exc.message) from None
-            digest = None
-            if request.idempotency_key is not None:
+            key = request.idempotency_key
+            if key is not None:
                 digest = dispatch_keys.fingerprint(
                     automation.key, request.cliente_id, request.usuario_id, request.priority, clean
                 )
-                before = stored.get(request.idempotency_key)
+                before = stored.get(key)
                 if before is not None:
                     if before[1] != digest:
                         key_field = _field(field_prefix, index, dispatch_keys.FIELD)
                         raise dispatch_keys.reused(key_field, before[0])
                     found[index] = before[0]
                     continue
+                keyed.append((len(rows), key, digest))
             if not automation.enabled:
                 raise Conflict(f"Automacao '{automation.key}' esta desabilitada.", status="disabled")
             rows.append(_new_row(request, automation, clean, now, with_task=with_tasks))
-            digests.append(digest)
         created = await _insert(conn, rows, requests) if rows else []
-        keys = [r.idempotency_key for i, r in enumerate(requests) if i not in found]
-        entries = zip(keys, created, digests, strict=True)
-        await dispatch_keys.remember(conn, [(k, v.id, d) for k, v, d in entries if k is not None and d])
+        await dispatch_keys.remember(conn, [(key, created[row].id, digest) for row, key, digest in keyed])
         earlier = await _views_by_id(conn, list(found.values()))
         fresh = iter(created)
         views = [earlier[found[i]] if i in found else next(fresh) for i in range(len(requests))]

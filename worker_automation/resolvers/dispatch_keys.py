@@ -105,4 +105,4 @@ async def remember(conn: Executor, entries: Sequence[tuple[str, int, str]]) -> N
 
 def is_key_race(exc: IntegrityError) -> bool:
     """Whether ``exc`` is another request storing the same new key first."""
-    return "dispatch_keys" in str(exc.orig) or "pk_dispatch_keys" in str(exc.orig)
+    return "dispatch_keys" in str(exc.orig)

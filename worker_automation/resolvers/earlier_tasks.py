@@ -54,5 +54,10 @@ def _result(outcome: str | None, error: str | None, job: JobView) -> dict[str, A
     if outcome == AttemptOutcome.CANCELADO.value:
         return {"exc_type": "TaskRevokedError", "exc_message": error or "revoked"}
     if outcome == AttemptOutcome.REENFILEIRADO.value:
-        return {"exc_type": "TaskRevokedError", "exc_message": f"Task substituida por {job.task_id}"}
+        return {"exc_type": "TaskRevokedError", "exc_message": replaced_by(job.task_id)}
     return None
+
+
+def replaced_by(task_id: str | None) -> str:
+    """What a task that another one replaced says of it."""
+    return f"Task substituida por {task_id}"

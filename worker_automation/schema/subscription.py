@@ -20,6 +20,7 @@ from worker_automation.domain.vocabulary import EventKind, QueueChange
 from worker_automation.resolvers import live
 from worker_automation.resolvers.automations import registered
 from worker_automation.resolvers.claims import pending_jobs
+from worker_automation.resolvers.earlier_tasks import replaced_by
 from worker_automation.resolvers.machine_runs import ended_runs, may_end_a_run
 from worker_automation.resolvers.machines import MachineView
 from worker_automation.resolvers.presence import machine_present
@@ -50,7 +51,7 @@ def _shared_event(event: Event, tz: ZoneInfo) -> JobEvent:
 def _replaced(task_id: str, event: Event) -> TaskStatus:
     """The status of a task whose job was moved, reordered or removed: its task was revoked."""
     job = Job.from_dict(event.job)
-    detail = "Worker removido" if event.kind is EventKind.DELETED else f"Task substituida por {job.task_id}"
+    detail = "Worker removido" if event.kind is EventKind.DELETED else replaced_by(job.task_id)
     return TaskStatus(
         task_id=task_id,
         state="REVOKED",
