@@ -94,7 +94,10 @@ async def test_the_message_is_the_one_celery_writes(
 ) -> None:
     events_on = gateway.settings.task_events
     watcher = raw_redis.pubsub(ignore_subscribe_messages=True)
-    watcher.psubscribe("*celeryev/task.sent")
+    # Pub/sub channels are shared by every database of a server: kombu puts the database's number
+    # before the name, so this test hears its own events and not those of tests on other databases.
+    database = raw_redis.connection_pool.connection_kwargs.get("db", 0)
+    watcher.subscribe(f"/{database}.celeryev/task.sent")
     assert watcher.get_message(timeout=2) is None  # the subscription is in place
     cases: list[tuple[str, int, list[Any]]] = [
         ("probe.echo", 0, [7]),
