@@ -20,7 +20,7 @@ import redis
 from tests.integration.celery_probe_tasks import probe_worker
 from worker_automation.broker.celery_app import JobTaskBackend, ResultBackend, make_celery
 from worker_automation.broker.gateway import BrokerGateway, CeleryTaskResult
-from worker_automation.broker.queues import priority_keys
+from worker_automation.broker.queues import Purged, priority_keys
 from worker_automation.domain.errors import Unavailable
 from worker_automation.settings import Settings
 from worker_automation.worker.pool import PoolTaskBackend
@@ -133,14 +133,15 @@ async def test_concurrent_sends_share_round_trips_and_each_keeps_its_sent_event(
 async def test_purge_deletes_every_list_of_the_queue_only(
     gateway: BrokerGateway, raw_redis: redis.Redis, queues: Queues
 ) -> None:
-    for priority in (0, 0, 4, 9):
-        await gateway.send("probe.echo", queue=queues.other, priority=priority, args=[])
+    sent = [await gateway.send("probe.echo", queue=queues.other, priority=p, args=[]) for p in (0, 0, 4, 9)]
     await gateway.send("probe.echo", queue=queues.main, priority=0, args=[])
+    raw_redis.rpush(queues.other, b"not a task message")
 
-    assert await gateway.purge(queues.other) == 3
+    purged = await gateway.purge(queues.other)
+    assert purged == Purged(lists_deleted=3, task_ids=frozenset(sent))
     assert not any(raw_redis.exists(key) for key in priority_keys(queues.other))
     assert await gateway.queue_lengths() == {queues.main: 1, queues.other: 0}
-    assert await gateway.purge(queues.other) == 0
+    assert await gateway.purge(queues.other) == Purged(0, frozenset())
 
 
 async def test_worker_runs_priority_zero_first_and_results_are_readable(

@@ -97,7 +97,7 @@ async def test_gateway_bus_and_a_real_worker(embedded: EmbeddedRedis, gateway: B
                 assert (await wait_for_state(gateway, after_id, "SUCCESS")).result == 2
     finally:
         await bus.stop()
-    assert await gateway.purge("scan") == 0
+    assert (await gateway.purge("scan")).lists_deleted == 0
 
 
 def settled_wakeups(embedded: EmbeddedRedis) -> int:

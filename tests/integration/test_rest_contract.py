@@ -22,6 +22,7 @@ from tests.integration.rest_support import (
 from tests.support.settings import MakeSettings
 from worker_automation.broker.queues import priority_keys
 from worker_automation.process.seed import seed_demo
+from worker_automation.resolvers.maintenance import PURGED_MESSAGE
 
 pytestmark = pytest.mark.services
 
@@ -307,10 +308,28 @@ async def test_purge_queue(api: Api, redis_url: str) -> None:
     client = aioredis.Redis.from_url(redis_url)
     await client.rpush("scraping", "m1")
     await client.rpush(priority_keys("scraping")[9], "m2")
+    broker = api.services.broker
+    purged = await add_job(api.db, "AGENDADO", queue="scraping")
+    kept = {
+        "elsewhere": await add_job(api.db, "AGENDADO", queue="scan"),
+        "without message": await add_job(api.db, "AGENDADO", queue="scraping"),
+        "running": await add_job(api.db, "EXECUTANDO", queue="scraping"),
+    }
+    for job_id in (purged, kept["elsewhere"], kept["running"]):
+        row = (await api.call("GET", f"{BASE}/{job_id}")).json()["data"]
+        await broker.send("probe.echo", queue=row["queue"], priority=4, args=[], task_id=row["task_id"])
+
     response = await api.call("POST", f"{BASE}/broker/purge-queue/scraping?confirm=true")
     data = assert_success(response, "Fila 'scraping' purgada no broker")
-    assert data == {"queue_name": "scraping", "redis_keys_deleted": 2}
+    assert data == {"queue_name": "scraping", "redis_keys_deleted": 3}
     assert await client.exists(*priority_keys("scraping")) == 0
+    assert await broker.queue_lengths() == {**dict.fromkeys(QUEUES, 0), "scan": 1}
+    # The queued job whose message went with the lists will not run: it is cancelled, and says why.
+    ended = (await api.call("GET", f"{BASE}/{purged}")).json()["data"]
+    assert (ended["status"], ended["mensagem_erro"]) == ("CANCELADO", PURGED_MESSAGE)
+    for what, job_id in kept.items():
+        row = (await api.call("GET", f"{BASE}/{job_id}")).json()["data"]
+        assert row["status"] == ("EXECUTANDO" if what == "running" else "AGENDADO"), what
     await client.aclose()
 
 

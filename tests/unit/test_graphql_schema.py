@@ -14,6 +14,7 @@ from tests.unit.graphql_support import Api, code, make_api
 from worker_automation.resolvers import claims
 from worker_automation.resolvers.clientes import add_cliente
 from worker_automation.resolvers.machines import authenticate_machine
+from worker_automation.resolvers.maintenance import PURGED_MESSAGE
 from worker_automation.resolvers.services import Services
 from worker_automation.schema import build_schema
 
@@ -148,14 +149,6 @@ async def test_job_mutations(api: Api) -> None:
 async def test_maintenance_machine_and_settings_mutations(api: Api) -> None:
     await api.dispatch()
     await api.dispatch(clienteId=9999)
-    purged = await api.ok(
-        'mutation { purgeQueue(queueName: "scan", confirm: true) { queueName redisKeysDeleted message } }'
-    )
-    assert purged["purgeQueue"]["redisKeysDeleted"] >= 1
-    assert purged["purgeQueue"]["message"] == "Fila 'scan' purgada no broker"
-    unconfirmed = await api.fails('mutation { purgeQueue(queueName: "scan") { queueName } }')
-    assert code(unconfirmed) == "BAD_USER_INPUT" and "confirm" in unconfirmed.message
-
     cleaned = await api.ok("mutation { cleanupNoClient { deleted message } }")
     assert cleaned["cleanupNoClient"]["deleted"] == 2
     assert (await api.ok("{ workers { total } }"))["workers"]["total"] == 0
@@ -171,6 +164,20 @@ async def test_maintenance_machine_and_settings_mutations(api: Api) -> None:
     assert (await api.ok("query($id: Int!) { worker(id: $id) { status } }", {"id": again["id"]}))["worker"][
         "status"
     ] == "CANCELADO"
+
+    # The purge discards both messages; only the job still queued is cancelled with its message.
+    third = await api.dispatch()
+    purged = await api.ok(
+        'mutation { purgeQueue(queueName: "scan", confirm: true) '
+        "{ queueName redisKeysDeleted cancelled message } }"
+    )
+    assert purged["purgeQueue"] == {
+        "queueName": "scan", "redisKeysDeleted": 1, "cancelled": 1, "message": "Fila 'scan' purgada no broker"
+    }  # fmt: skip
+    ended = await api.ok("query($id: Int!) { worker(id: $id) { status mensagemErro } }", {"id": third["id"]})
+    assert ended["worker"] == {"status": "CANCELADO", "mensagemErro": PURGED_MESSAGE}
+    unconfirmed = await api.fails('mutation { purgeQueue(queueName: "scan") { queueName } }')
+    assert code(unconfirmed) == "BAD_USER_INPUT" and "confirm" in unconfirmed.message
 
     machine_id, _ = await register(api, "pool-scan", automation="demo.sleep")
     off = await api.ok("mutation($id: Int!) { turnMachineOff(id: $id) { status isOn } }", {"id": machine_id})

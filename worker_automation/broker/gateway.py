@@ -197,8 +197,8 @@ class BrokerGateway:
         except BROKER_ERRORS as exc:
             raise Unavailable(UNAVAILABLE_MESSAGE) from exc
 
-    async def purge(self, queue: str) -> int:
-        """Delete every priority list of ``queue`` (the caller vets the name); returns keys deleted."""
+    async def purge(self, queue: str) -> queues.Purged:
+        """Delete every priority list of ``queue`` (the caller vets the name)."""
         try:
             return await queues.purge_queue(self.redis, queue)
         except BROKER_ERRORS as exc:

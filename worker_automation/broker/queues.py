@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import orjson
 from redis.asyncio import Redis
@@ -49,10 +50,28 @@ async def priority_lengths(redis: Redis, queues: Iterable[str]) -> dict[str, lis
     return {queue: counts[i * per_queue : (i + 1) * per_queue] for i, queue in enumerate(names)}
 
 
-async def purge_queue(redis: Redis, queue: str) -> int:
-    """Drop every waiting message of ``queue``; returns how many priority lists were deleted."""
-    deleted: int = await redis.delete(*priority_keys(queue))
-    return deleted
+@dataclass(frozen=True)
+class Purged:
+    """What a purge took out of the broker."""
+
+    lists_deleted: int
+    task_ids: frozenset[str]
+
+
+async def purge_queue(redis: Redis, queue: str) -> Purged:
+    """Drop every waiting message of ``queue``: the lists deleted and the task ids they carried.
+
+    The lists are read and deleted in one transaction, so a message sent meanwhile is either
+    among those named or still waiting.
+    """
+    keys = priority_keys(queue)
+    async with redis.pipeline(transaction=True) as pipe:
+        for key in keys:
+            pipe.lrange(key, 0, -1)
+        pipe.delete(*keys)
+        *found, deleted = await pipe.execute()
+    ids = frozenset(task_id for messages in found for raw in messages if (task_id := task_id_of(raw)))
+    return Purged(int(deleted), ids)
 
 
 async def waiting_task_ids(redis: Redis, queues: Iterable[str]) -> set[str]:

@@ -118,25 +118,51 @@ async def clear_queue(
 
 @dataclass(frozen=True)
 class PurgeResult:
-    """Broker lists deleted."""
+    """Broker lists deleted, and the queued jobs whose messages went with them."""
 
     queue_name: Annotated[str, Doc("The queue purged.")]
     redis_keys_deleted: Annotated[int, Doc("Priority lists deleted."), Ge(0)]
+    cancelled: Annotated[
+        int, Doc("Queued jobs whose message was discarded, marked CANCELADO so none runs later."), Ge(0)
+    ] = 0
 
     @property
     def message(self) -> Annotated[str, SUMMARY_DOC]:
         return f"Fila '{self.queue_name}' purgada no broker"
 
 
+PURGED_MESSAGE = "Cancelado: mensagem descartada da fila (purge-queue)"
+# Task ids per statement when the purged jobs are marked (SQLite allows 32,766 parameters).
+_PURGE_CHUNK = 5000
+
+
 async def purge_queue(services: Services, actor: Actor, queue_name: str, confirm: bool) -> PurgeResult:
-    """Delete every list of ``queue_name`` in the broker (messages already delivered still run)."""
+    """Delete every list of ``queue_name`` in the broker (messages already delivered still run).
+
+    A queued job whose message is discarded would otherwise wait with no message, until recovery
+    sent it again and it ran after all: it ends CANCELADO instead, as the operator asked.
+    """
     check_queue(queue_name, services.settings.queues, "queue_name")
     if not confirm:
         raise BadInput("confirm", "Operacao destrutiva: informe confirm=true para purgar a fila")
     async with audited(services.db, actor, "purge_queue", f"queue:{queue_name}") as note:
-        deleted = await services.broker.purge(queue_name)
-        note.detail = {"redis_keys_deleted": deleted}
-    return PurgeResult(queue_name, deleted)
+        purged = await services.broker.purge(queue_name)
+        changed: list[JobView] = []
+        task_ids = sorted(purged.task_ids)
+        async with services.db.session() as session:
+            for start in range(0, len(task_ids), _PURGE_CHUNK):
+                chunk = task_ids[start : start + _PURGE_CHUNK]
+                ids = (
+                    await session.scalars(
+                        select(Job.id).where(Job.task_id.in_(chunk), Job.status == JobStatus.AGENDADO.value)
+                    )
+                ).all()
+                changed += await _cancel_many(
+                    session, list(ids), PURGED_MESSAGE, Job.status == JobStatus.AGENDADO.value
+                )
+        note.detail = {"redis_keys_deleted": purged.lists_deleted, "cancelled": len(changed)}
+    await announce(services, EventKind.CANCELLED, changed)
+    return PurgeResult(queue_name, purged.lists_deleted, len(changed))
 
 
 @dataclass(frozen=True)

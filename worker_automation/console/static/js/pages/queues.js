@@ -77,10 +77,11 @@ export function QueuesPage({ session }) {
         ${viewer.canManage ? html`<div class="queue-actions" role="group" aria-label=${`Ações na fila ${q.queueName}`}>
           ${features.paused ? html`<${ActionButton} resend=${true} label=${q.paused ? "Retomar" : "Pausar"} name=${`${q.paused ? "retomar" : "pausar"}-${q.queueName}`} run=${pause(q.queueName, q.paused)} />` : null}
           <${ClearForm} queue=${q.queueName} onDone=${() => brokerState.reload()} />
-          <${TypedConfirm} label=${`Esvaziar no broker`} word=${q.queueName} prompt=${`Digite ${q.queueName} para apagar as mensagens desta fila no broker:`}
+          <${TypedConfirm} label=${`Esvaziar no broker`} word=${q.queueName} prompt=${`Digite ${q.queueName} para apagar as mensagens desta fila no broker (os trabalhos agendados que elas levavam serão cancelados):`}
             run=${async () => {
-              const data = await gql("mutation Purge($q: String!) { purgeQueue(queueName: $q, confirm: true) { message } }", { q: q.queueName });
-              notify(data.purgeQueue.message);
+              const data = await gql("mutation Purge($q: String!) { purgeQueue(queueName: $q, confirm: true) { message cancelled } }", { q: q.queueName });
+              const { message, cancelled } = data.purgeQueue;
+              notify(cancelled ? `${message}; ${cancelled} trabalho(s) agendado(s) cancelado(s)` : message);
               brokerState.reload();
             }} />
         </div>` : null}
