@@ -15,8 +15,10 @@ import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
@@ -233,9 +235,10 @@ def browser(system: System) -> Iterator[Any]:
             launched.close()
 
 
-def open_console(browser: Any, system: System, key: str = "admin") -> Any:
-    """A fresh tab, signed in with ``key``; page errors fail the test at the end."""
-    context = browser.new_context(viewport={"width": 1280, "height": 860})
+def open_console(browser: Any, system: System, key: str = "admin", timezone: str | None = None) -> Any:
+    """A fresh tab, signed in with ``key`` (the browser in ``timezone``, if given); page errors fail
+    the test at the end."""
+    context = browser.new_context(viewport={"width": 1280, "height": 860}, timezone_id=timezone)
     page = context.new_page()
     page.set_default_timeout(STEP)
     errors: list[str] = []
@@ -534,6 +537,25 @@ def test_purging_a_queue_needs_its_name_typed(page: Any, system: System) -> None
     confirm.click()
     page.wait_for_selector(".notice >> text=observer")
     assert page.query_selector(".typed-confirm") is None
+
+
+def test_audit_since_is_read_in_the_service_zone(browser: Any, system: System) -> None:
+    """The service's zone (America/Sao_Paulo) reads the "Desde" field, as it does every date the
+    console shows, wherever the operator's browser is."""
+    system.dispatch("demo.echo", {"n": "auditoria"})
+    page = open_console(browser, system, timezone="Asia/Tokyo")
+    try:
+        go(page, "auditoria")
+        page.wait_for_selector("#registro tbody tr[data-entry]")
+        rows = "() => document.querySelectorAll('#registro tbody tr[data-entry]').length"
+        now = datetime.now(ZoneInfo("America/Sao_Paulo"))
+        for shift, listed in ((timedelta(hours=1), "=== 0"), (timedelta(minutes=-10), "> 0")):
+            page.fill('input[type="datetime-local"]', (now + shift).strftime("%Y-%m-%dT%H:%M"))
+            page.click('form.filters button[type="submit"]')
+            page.wait_for_function(f"() => ({rows})() {listed}")
+        assert page.errors == []
+    finally:
+        page.context.close()
 
 
 def test_register_a_machine_and_see_its_key_once(page: Any, system: System) -> None:

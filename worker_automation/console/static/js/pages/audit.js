@@ -21,7 +21,7 @@ export function AuditPage({ session }) {
     const next = {};
     if (draft.actor.trim()) next.actor = draft.actor.trim();
     if (draft.action.trim()) next.action = draft.action.trim();
-    if (draft.since) next.since = new Date(draft.since).toISOString();
+    if (draft.since) next.since = draft.since; // read in the service's zone, as every date shown
     setFilter(next);
     setPage(1);
   };
@@ -41,7 +41,7 @@ export function AuditPage({ session }) {
         <caption class="sr-only">Registro de auditoria</caption>
         <thead><tr><th scope="col">Quando</th><th scope="col">Quem</th><th scope="col">Perfil</th><th scope="col">Ação</th>
           <th scope="col">Alvo</th><th scope="col">Resultado</th><th scope="col">Detalhe</th></tr></thead>
-        <tbody>${log.items.map((e) => html`<tr key=${e.id}>
+        <tbody>${log.items.map((e) => html`<tr key=${e.id} data-entry=${e.id}>
           <td>${formatDate(e.at)}</td><td>${e.actor}</td><td>${e.perfil || "—"}</td><td class="mono">${e.action}</td>
           <td class="mono">${e.target || "—"}</td><td>${e.result}</td>
           <td>${e.detail ? html`<details><summary>ver</summary><${JsonBlock} value=${e.detail} label="Detalhe" /></details>` : "—"}</td>
