@@ -539,6 +539,23 @@ def test_purging_a_queue_needs_its_name_typed(page: Any, system: System) -> None
     assert page.query_selector(".typed-confirm") is None
 
 
+def test_a_refused_filter_does_not_leave_the_rows_of_the_last_one(page: Any, system: System) -> None:
+    job = system.dispatch("demo.echo", {"n": "filtro recusado"})
+    go(page, "trabalhos")
+    page.wait_for_selector(f'table.jobs tbody tr[data-id="{job}"]')
+    page.fill('input[name="createdFrom"]', "2026-03-02T18:00")
+    page.fill('input[name="createdTo"]', "2026-03-02T14:00")
+    page.click('form.filters button[type="submit"]')
+    page.wait_for_selector('p.error[role="alert"] >> text=created_from')
+    assert page.locator("table.jobs tbody tr").count() == 0
+    # The filter put right, the list answers for it again.
+    page.fill('input[name="createdTo"]', "")
+    page.fill('input[name="createdFrom"]', "")
+    page.click('form.filters button[type="submit"]')
+    page.wait_for_selector(f'table.jobs tbody tr[data-id="{job}"]')
+    assert page.locator('p.error[role="alert"]').count() == 0
+
+
 def test_audit_since_is_read_in_the_service_zone(browser: Any, system: System) -> None:
     """The service's zone (America/Sao_Paulo) reads the "Desde" field, as it does every date the
     console shows, wherever the operator's browser is."""

@@ -316,10 +316,13 @@ export function useQuery(query, variables, deps = [], { live = null } = {}) {
     if (query == null) return;
     const mine = ++serial.current;
     const seen = live?.mark();
+    // What was asked: a failed read keeps the rows of the same question (an outage shows them,
+    // marked stale), never those of another (a refused filter must not look applied).
+    const asked = JSON.stringify([query, variables]);
     setState((old) => ({ ...old, loading: true }));
     gql(query, variables).then(
-      (data) => mine === serial.current && setState({ data: live ? live.replay(data, seen) : data, error: null, loading: false }),
-      (error) => mine === serial.current && setState((old) => ({ data: old.data, error, loading: false })),
+      (data) => mine === serial.current && setState({ data: live ? live.replay(data, seen) : data, error: null, loading: false, asked }),
+      (error) => mine === serial.current && setState((old) => (old.asked === asked ? { ...old, error, loading: false } : { data: null, error, loading: false, asked: null })),
     );
   }, [query, resyncs, tick, ...deps]);
   const setData = (data) => setState((s) => ({ ...s, data }));

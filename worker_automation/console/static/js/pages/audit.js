@@ -36,7 +36,7 @@ export function AuditPage({ session }) {
     </form>
     <${ErrorNote} error=${list.error} />
     <${Section} title="Registro" id="registro">
-      ${!log ? html`<${Loading} />` : html`
+      ${!log ? (list.error ? null : html`<${Loading} />`) : html`
       <div class="table-wrap"><table class="grid">
         <caption class="sr-only">Registro de auditoria</caption>
         <thead><tr><th scope="col">Quando</th><th scope="col">Quem</th><th scope="col">Perfil</th><th scope="col">Ação</th>

@@ -297,7 +297,7 @@ export function JobsPage({ session, route }) {
         <${ActionButton} label="Cancelar todos do filtro" name="cancelar-filtro" kind="danger" confirm="Cancelar todos os trabalhos abertos que atendem ao filtro?" run=${runFiltered("cancelWorkers", "cancelado(s)")} />
         <${ActionButton} label="Retentar todos do filtro" name="retentar-filtro" confirm="Retentar todos os trabalhos com falha ou cancelados que atendem ao filtro?" run=${runFiltered("retryWorkers", "enviado(s) de novo")} />` : null}
     </div>` : null}
-    ${!workers ? html`<${Loading} />` : html`
+    ${!workers ? (list.error ? null : html`<${Loading} />`) : html`
       <div class="table-wrap"><table class="grid jobs" aria-describedby="jobs-count">
         <thead><tr>
           ${canWrite ? html`<th scope="col"><input type="checkbox" aria-label="Selecionar todos desta página" checked=${allChosen}
