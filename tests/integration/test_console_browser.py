@@ -604,14 +604,23 @@ def test_move_and_reprioritise_a_queued_job_from_its_page(page: Any, system: Sys
         page.wait_for_function(
             "() => document.querySelector('[data-field=\"Prioridade\"] dd')?.textContent === '7'"
         )
+        # The page's audit list shows each action as it is answered.
+        page.wait_for_selector('#auditoria-job [data-audit="reorder"]')
         page.select_option(".job-actions select", "observer")
         page.click('[data-action="Mover"]')
         page.wait_for_function(
             "() => document.querySelector('[data-field=\"Fila\"] dd')?.textContent === 'observer'"
         )
+        page.wait_for_selector('#auditoria-job [data-audit="move"]')
         badge(page, "AGENDADO")
         page.click('[data-action="Cancelar"]')
         badge(page, "CANCELADO")
+        page.wait_for_selector('#auditoria-job [data-audit="cancel"]')
+        # Sent again by hand, it has no backoff to wait out: it may run at once, and says so.
+        page.click('[data-action="Retentar"]')
+        badge(page, "AGENDADO")
+        page.wait_for_selector('[data-field="Próxima tentativa"] [data-countdown] >> text=já pode rodar')
+        page.wait_for_selector('#auditoria-job [data-audit="retry"]')
     finally:
         system.graphql(settings, {"dev": False})
 

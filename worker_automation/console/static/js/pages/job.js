@@ -55,7 +55,8 @@ function NextAttempt({ id, status, retryCount }) {
     const timer = setInterval(() => setNow(Date.now()), 1000);
     return () => clearInterval(timer);
   }, [due]);
-  if (!at) return null;
+  // No time to wait for (a retry asked for by hand): it runs as soon as its turn comes.
+  if (!at) return next.data ? html`<span class="muted" data-countdown>já pode rodar</span>` : null;
   const left = Math.ceil((due - now) / 1000);
   return html`${formatDate(at)} <span class="muted" data-countdown>${left > 0 ? `(em ${left} s)` : "(já pode rodar)"}</span>`;
 }
@@ -174,7 +175,10 @@ export function JobPage({ session, id }) {
       ${session.viewer.canWrite ? html`<${Actions} key=${`${w.status}-${w.priority}`} job=${w} choices=${choices.data} answered=${() => {
         // The row as the mutation left it, unless a live event came first: the job may have run on.
         const apply = job.guard();
-        return (v) => apply({ worker: v });
+        return (v) => {
+          apply({ worker: v });
+          setEnds((n) => n + 1); // the action's own audit entry and attempt, read again
+        };
       }} />` : null}
       <div class="two">
         <${Section} title="Dados" id="dados">
