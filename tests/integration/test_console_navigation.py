@@ -141,6 +141,18 @@ def test_a_changed_address_applies_its_filter_typed_or_by_going_back(page: Any, 
     page.wait_for_selector(row(failed))
     page.wait_for_selector(row(done))
     assert page.eval_on_selector('form.filters select[name="status"]', "s => s.value") == ""
+    # A filter chosen in the form is a step of the history too: Back returns to the list before it.
+    page.select_option('form.filters select[name="status"]', "FALHA")
+    page.click('form.filters button[type="submit"]')
+    page.wait_for_selector(row(done), state="detached")
+    assert page.evaluate("() => window.location.hash") == "#/trabalhos?status=FALHA"
+    page.go_back()
+    page.wait_for_selector(row(done))
+    assert page.evaluate("() => window.location.hash") == "#/trabalhos"
+    assert page.eval_on_selector('form.filters select[name="status"]', "s => s.value") == ""
+    page.go_forward()
+    page.wait_for_selector(row(done), state="detached")
+    page.wait_for_selector(row(failed))
 
 
 def audit_actions(system: System, job: int) -> list[str]:

@@ -213,10 +213,14 @@ export function JobsPage({ session, route }) {
   const listRef = useRef(list);
   listRef.current = list;
 
+  // Each filter and page the operator picks is a step of the browser's history (Back returns to
+  // the one before); the address the page was opened with is only written the way it reads.
+  const opened = useRef(true);
   useEffect(() => {
     const params = new URLSearchParams({ ...filter, ...(page > 1 ? { page } : {}) });
     const hash = `#/trabalhos${params.toString() ? `?${params}` : ""}`;
-    if (window.location.hash !== hash) window.history.replaceState(null, "", hash);
+    if (window.location.hash !== hash) window.history[opened.current ? "replaceState" : "pushState"](null, "", hash);
+    opened.current = false;
     setSelected(new Set());
     setFresh(0);
   }, [filter, page]);
