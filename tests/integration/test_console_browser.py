@@ -556,6 +556,25 @@ def test_a_refused_filter_does_not_leave_the_rows_of_the_last_one(page: Any, sys
     assert page.locator('p.error[role="alert"]').count() == 0
 
 
+def test_a_bulk_action_on_the_filter_says_how_many_it_matches(page: Any, system: System) -> None:
+    marker = f"lote-{uuid.uuid4().hex[:8]}"
+    failed = [system.dispatch("demo.fail", {"message": marker}) for _ in range(2)]
+    for job in failed:
+        system.wait_status(job, "FALHA")
+    go(page, "trabalhos")
+    page.fill('input[name="q"]', marker)
+    page.click('form.filters button[type="submit"]')
+    for job in failed:
+        page.wait_for_selector(f'table.jobs tbody tr[data-id="{job}"]')
+    asked: list[str] = []
+    page.on("dialog", lambda dialog: asked.append(dialog.message))
+    page.click('[data-action="retentar-filtro"]')
+    page.wait_for_selector(".notice >> text=2 de 2 trabalho(s) enviado(s) de novo.")
+    assert asked == ["Retentar os trabalhos com falha ou cancelados entre os 2 trabalho(s) que atendem ao filtro?"]
+    for job in failed:
+        assert system.status(job)["retryCount"] == 1
+
+
 def test_audit_since_is_read_in_the_service_zone(browser: Any, system: System) -> None:
     """The service's zone (America/Sao_Paulo) reads the "Desde" field, as it does every date the
     console shows, wherever the operator's browser is."""

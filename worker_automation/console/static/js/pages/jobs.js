@@ -286,6 +286,8 @@ export function JobsPage({ session, route }) {
     list.reload();
   };
 
+  // How many the filter matches, as the list last read them: the scale of a bulk action.
+  const matching = workers ? `os ${formatNumber(workers.total)} trabalho(s)` : "todos os trabalhos";
   return html`<div class="page" data-live=${live ? "1" : "0"}>
     <h1>Trabalhos</h1>
     <${Filters} filter=${filter} choices=${choices.data} onApply=${(f) => { setFilter(f); setPage(1); }} />
@@ -298,8 +300,8 @@ export function JobsPage({ session, route }) {
       <${ActionButton} label="Retentar selecionados" name="retentar-selecionados" disabled=${!selected.size}
         run=${runBulk("retryWorker", "enviado(s) de novo")} />
       ${session.features.bulk ? html`
-        <${ActionButton} label="Cancelar todos do filtro" name="cancelar-filtro" kind="danger" confirm="Cancelar todos os trabalhos abertos que atendem ao filtro?" run=${runFiltered("cancelWorkers", "cancelado(s)")} />
-        <${ActionButton} label="Retentar todos do filtro" name="retentar-filtro" confirm="Retentar todos os trabalhos com falha ou cancelados que atendem ao filtro?" run=${runFiltered("retryWorkers", "enviado(s) de novo")} />` : null}
+        <${ActionButton} label="Cancelar todos do filtro" name="cancelar-filtro" kind="danger" confirm=${`Cancelar os trabalhos abertos (agendados ou em execução) entre ${matching} que atendem ao filtro?`} run=${runFiltered("cancelWorkers", "cancelado(s)")} />
+        <${ActionButton} label="Retentar todos do filtro" name="retentar-filtro" confirm=${`Retentar os trabalhos com falha ou cancelados entre ${matching} que atendem ao filtro?`} run=${runFiltered("retryWorkers", "enviado(s) de novo")} />` : null}
     </div>` : null}
     ${!workers ? (list.error ? null : html`<${Loading} />`) : html`
       <div class="table-wrap"><table class="grid jobs" aria-describedby="jobs-count">
