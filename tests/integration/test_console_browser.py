@@ -618,6 +618,11 @@ def test_move_and_reprioritise_a_queued_job_from_its_page(page: Any, system: Sys
         job = system.dispatch("demo.echo", {"fica": "na fila"})
         go(page, f"trabalhos/{job}")
         badge(page, "AGENDADO")
+        # A number GraphQL itself refuses is explained in Portuguese, and nothing changes.
+        page.fill('input[type="number"][max="9"]', "99999999999")
+        page.click('[data-action="prioridade"]')
+        page.wait_for_selector("text=Número fora do intervalo aceito (de -2147483648 a 2147483647): 99999999999")
+        assert system.status(job)["status"] == "AGENDADO"
         page.fill('input[type="number"][max="9"]', "7")
         page.click('[data-action="prioridade"]')
         page.wait_for_function(

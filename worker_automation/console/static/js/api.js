@@ -6,10 +6,25 @@ import { useEffect, useRef, useState } from "./html.js";
 const KEY_STORAGE = "wa-console-key";
 const GRAPHQL_PATH = new URL("../graphql", window.location.href.replace(/[#?].*$/, "")).pathname;
 
-/** An error the API answered with (its message is shown to the operator as is). */
+// GraphQL's own refusals of a number, read before the service sees it, in the operator's words.
+const NUMBER_REFUSALS = [
+  [/Int cannot represent non 32-bit signed integer value: (.*)$/, (v) => `Número fora do intervalo aceito (de -2147483648 a 2147483647): ${v}`],
+  [/Int cannot represent non-integer value: (.*)$/, (v) => `O valor não é um número inteiro: ${v}`],
+];
+
+function readable(message) {
+  for (const [pattern, say] of NUMBER_REFUSALS) {
+    const found = pattern.exec(message || "");
+    if (found) return say(found[1]);
+  }
+  return message;
+}
+
+/** An error the API answered with (its message is shown to the operator as is, but for GraphQL's
+ * refusals of a number, which are put in Portuguese). */
 export class ApiError extends Error {
   constructor(message, code) {
-    super(message);
+    super(readable(message));
     this.code = code;
   }
 }
