@@ -570,7 +570,9 @@ def test_a_bulk_action_on_the_filter_says_how_many_it_matches(page: Any, system:
     page.on("dialog", lambda dialog: asked.append(dialog.message))
     page.click('[data-action="retentar-filtro"]')
     page.wait_for_selector(".notice >> text=2 de 2 trabalho(s) enviado(s) de novo.")
-    assert asked == ["Retentar os trabalhos com falha ou cancelados entre os 2 trabalho(s) que atendem ao filtro?"]
+    assert asked == [
+        "Retentar os trabalhos com falha ou cancelados entre os 2 trabalho(s) que atendem ao filtro?"
+    ]
     for job in failed:
         assert system.status(job)["retryCount"] == 1
 
@@ -621,7 +623,8 @@ def test_move_and_reprioritise_a_queued_job_from_its_page(page: Any, system: Sys
         # A number GraphQL itself refuses is explained in Portuguese, and nothing changes.
         page.fill('input[type="number"][max="9"]', "99999999999")
         page.click('[data-action="prioridade"]')
-        page.wait_for_selector("text=Número fora do intervalo aceito (de -2147483648 a 2147483647): 99999999999")
+        refused = "Número fora do intervalo aceito (de -2147483648 a 2147483647): 99999999999"
+        page.wait_for_selector(f"text={refused}")
         assert system.status(job)["status"] == "AGENDADO"
         page.fill('input[type="number"][max="9"]', "7")
         page.click('[data-action="prioridade"]')
