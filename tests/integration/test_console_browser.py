@@ -564,6 +564,8 @@ def test_a_bulk_action_on_the_filter_says_how_many_it_matches(page: Any, system:
     go(page, "trabalhos")
     page.fill('input[name="q"]', marker)
     page.click('form.filters button[type="submit"]')
+    # The filtered list read (the unfiltered one may show the same two rows first).
+    page.wait_for_function("() => document.querySelector('#jobs-count')?.textContent === '2 trabalhos'")
     for job in failed:
         page.wait_for_selector(f'table.jobs tbody tr[data-id="{job}"]')
     asked: list[str] = []
