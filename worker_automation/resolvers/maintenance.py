@@ -63,11 +63,16 @@ async def _cancel_many(
     """Mark the still-open rows among ``ids`` CANCELADO; the views of those that changed."""
     if not ids:
         return []
+    return await _cancel_where(session, message, Job.id.in_(ids), *conds)
+
+
+async def _cancel_where(session: AsyncSession, message: str, *conds: ColumnElement[bool]) -> list[JobView]:
+    """Mark the still-open rows matching ``conds`` CANCELADO, in one statement; their views."""
     now = utcnow()
     changed_ids = (
         await session.scalars(
             update(Job)
-            .where(Job.id.in_(ids), Job.status.in_(OPEN), *conds)
+            .where(Job.status.in_(OPEN), *conds)
             .values(status=JobStatus.CANCELADO.value, data_fim=now, mensagem_erro=message, updated_at=now)
             .returning(Job.id)
             .execution_options(synchronize_session=False)
@@ -152,13 +157,8 @@ async def purge_queue(services: Services, actor: Actor, queue_name: str, confirm
         async with services.db.session() as session:
             for start in range(0, len(task_ids), _PURGE_CHUNK):
                 chunk = task_ids[start : start + _PURGE_CHUNK]
-                ids = (
-                    await session.scalars(
-                        select(Job.id).where(Job.task_id.in_(chunk), Job.status == JobStatus.AGENDADO.value)
-                    )
-                ).all()
-                changed += await _cancel_many(
-                    session, list(ids), PURGED_MESSAGE, Job.status == JobStatus.AGENDADO.value
+                changed += await _cancel_where(
+                    session, PURGED_MESSAGE, Job.task_id.in_(chunk), Job.status == JobStatus.AGENDADO.value
                 )
         note.detail = {"redis_keys_deleted": purged.lists_deleted, "cancelled": len(changed)}
     await announce(services, EventKind.CANCELLED, changed)
