@@ -23,7 +23,7 @@ def releases(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 async def test_small_answers_release_nothing(releases: list[str]) -> None:
     releaser = MemoryReleaser(threshold=100, delay=0.01)
-    releaser.answered(99)
+    releaser.handled(99)
     await asyncio.sleep(0.05)
     assert releases == []
 
@@ -35,10 +35,10 @@ async def test_a_burst_of_large_answers_is_released_once_after_the_first_step(re
 
     releaser = MemoryReleaser(threshold=100, delay=0.01, first=first)
     for _ in range(5):
-        releaser.answered(100)
+        releaser.handled(100)
     await asyncio.sleep(0.1)
     assert releases == ["first", "collect"]
-    releaser.answered(1000)
+    releaser.handled(1000)
     await asyncio.sleep(0.1)
     assert releases == ["first", "collect", "first", "collect"]
 
@@ -48,7 +48,7 @@ async def test_the_collection_runs_when_the_first_step_fails(releases: list[str]
         raise ConnectionError("database gone")
 
     releaser = MemoryReleaser(threshold=1, delay=0.0, first=first)
-    releaser.answered(1)
+    releaser.handled(1)
     await asyncio.sleep(0.05)
     assert releases == ["collect"]
 
@@ -62,7 +62,7 @@ async def test_on_sqlite_the_first_step_does_nothing_and_says_nothing(
             assert (await session.execute(text("SELECT 1"))).scalar_one() == 1
         releaser = MemoryReleaser(threshold=1, delay=0.0, first=db.refresh_idle_connections)
         with caplog.at_level(logging.WARNING):
-            releaser.answered(1)
+            releaser.handled(1)
             await asyncio.sleep(0.05)
         assert releases == ["collect"]
         assert [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING] == []

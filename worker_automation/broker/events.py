@@ -203,28 +203,35 @@ class EventBus:
 
     # -- publishing -------------------------------------------------------------------------
 
-    async def publish(self, event: Event) -> None:
-        """Send ``event`` to every subscribed process; :class:`Unavailable` when Redis is down."""
+    async def publish(self, event: Event) -> int:
+        """Send ``event`` to every subscribed process; :class:`Unavailable` when Redis is down.
+        The characters sent."""
         self._check_publishable(event)
+        message = event.to_json()
         try:
-            await self._redis.publish(self.channel, event.to_json())
+            await self._redis.publish(self.channel, message)
         except CONNECTION_ERRORS as exc:
             raise Unavailable(UNAVAILABLE_MESSAGE) from exc
+        return len(message)
 
-    async def publish_many(self, events: Iterable[Event]) -> None:
-        """Send several events in one round trip, in order."""
+    async def publish_many(self, events: Iterable[Event]) -> int:
+        """Send several events in one round trip, in order; the characters sent."""
         batch = list(events)
         if not batch:
-            return
+            return 0
         for event in batch:
             self._check_publishable(event)
+        sent = 0
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
                 for event in batch:
-                    pipe.publish(self.channel, event.to_json())
+                    message = event.to_json()
+                    sent += len(message)
+                    pipe.publish(self.channel, message)
                 await pipe.execute()
         except CONNECTION_ERRORS as exc:
             raise Unavailable(UNAVAILABLE_MESSAGE) from exc
+        return sent
 
     def encoded(self, events: Iterable[Event]) -> list[tuple[str, str]]:
         """The ``PUBLISH`` arguments (channel, message) of ``events``, for a caller that sends them

@@ -1,9 +1,10 @@
-"""Giving memory back after large answers, over HTTP and over websockets alike.
+"""Giving memory back after large answers (over HTTP and websockets alike) and large announcements.
 
 A large GraphQL answer (megabytes of contexts and results) leaves its objects in reference cycles
 of the execution machinery, which only a full collection frees; CPython runs those rarely, so the
-process would keep its peak size long after the answer left. After an answer above
-:data:`LARGE_ANSWER_BYTES`, one full collection is scheduled shortly (a burst of large answers
+process would keep its peak size long after the answer left. An operation on many rows (a purge,
+a bulk cancel) reads and announces megabytes of contexts behind a small answer. After an answer or
+an announcement above :data:`LARGE_ANSWER_BYTES`, one full collection is scheduled shortly (a burst
 gets one), and glibc is asked to return its freed pages (``malloc_trim``) where it is the allocator.
 
 The trim is what gives the memory back: the collection frees the objects, but glibc keeps their
@@ -42,7 +43,7 @@ def _malloc_trim() -> None:
 
 
 class MemoryReleaser:
-    """Schedules one full collection and trim after large answers.
+    """Schedules one full collection and trim after large answers and announcements.
 
     ``first``, when given, runs before them: something that lets go of what still holds the
     large answer's bytes (the database's idle connections keep the last bytes they read).
@@ -60,8 +61,8 @@ class MemoryReleaser:
         self._pending: asyncio.TimerHandle | None = None
         self._running: asyncio.Task[None] | None = None
 
-    def answered(self, size: int) -> None:
-        """Note an answer of ``size`` bytes just sent."""
+    def handled(self, size: int) -> None:
+        """Note ``size`` bytes just answered or announced."""
         if size < self.threshold or self._pending is not None:
             return
         self._pending = asyncio.get_running_loop().call_later(self.delay, self._release)

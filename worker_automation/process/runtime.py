@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from worker_automation.infra.cancelling import cancel_and_wait
+from worker_automation.infra.memory import MemoryReleaser
 from worker_automation.process.embedded_state import DirectoryLock, broker_state_file
 from worker_automation.process.housekeeping import Housekeeper
 from worker_automation.resolvers.automations import ensure_settings_rows
@@ -34,6 +35,8 @@ class Runtime:
         self._ready = asyncio.Event()
         self._waiting_for_pool: asyncio.Task[None] | None = None
         self._on_stop: list[Callable[[], Awaitable[None]]] = []
+        # The process's: the transports note their large answers here before services exist.
+        self.memory = MemoryReleaser(first=self._refresh_idle_connections)
 
     def on_stop(self, stop: Callable[[], Awaitable[None]]) -> None:
         """Run ``stop`` first when the app stops, while the services are still open: for work of
@@ -67,8 +70,12 @@ class Runtime:
                     self._services = await self._start()
         return self._services
 
+    async def _refresh_idle_connections(self) -> None:
+        if self._services is not None:
+            await self._services.db.refresh_idle_connections()
+
     async def _start(self) -> Services:
-        services = await Services.start(self.settings)
+        services = await Services.start(self.settings, memory=self.memory)
         await ensure_settings_rows(services.db)
         return services
 

@@ -41,11 +41,13 @@ async def announce(services: Services, kind: EventKind, views: Iterable[JobView]
     events = [Event(kind, view.as_dict(tz)) for view in views]
     try:
         if len(events) == 1:
-            await services.events.publish(events[0])
+            sent = await services.events.publish(events[0])
         else:
-            await services.events.publish_many(events)
+            sent = await services.events.publish_many(events)
     except Unavailable:
         log.warning("event bus down: %d %s event(s) not published", len(events), kind.value)
+        return
+    services.memory.handled(sent)
 
 
 def announcement(
@@ -60,7 +62,9 @@ def announcement(
     if kind in TRANSITIONS:
         count_transitions(views)
     tz = services.settings.tz
-    return services.events.encoded(Event(kind, view.as_dict(tz)) for view in views)
+    encoded = services.events.encoded(Event(kind, view.as_dict(tz)) for view in views)
+    services.memory.handled(sum(len(message) for _, message in encoded))
+    return encoded
 
 
 async def announce_queue(events: EventBus | None, change: QueueChange, queue: str) -> None:

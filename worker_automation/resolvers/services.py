@@ -11,6 +11,7 @@ from typing import Any, Final
 from worker_automation.broker.embedded import EmbeddedRedis
 from worker_automation.broker.events import EventBus
 from worker_automation.broker.gateway import BrokerGateway
+from worker_automation.infra.memory import MemoryReleaser
 from worker_automation.models.database import Database
 from worker_automation.models.migrate import migrate
 from worker_automation.resolvers.automations import CurrentTimeLimits
@@ -33,6 +34,9 @@ class Services:
     embedded_redis: EmbeddedRedis | None = field(default=None)
     # The automations' time limits the task messages carry (admins may change them).
     time_limits: CurrentTimeLimits = field(default_factory=CurrentTimeLimits)
+    # Gives memory back after large answers and announcements (one per process: the collection
+    # and the trim are the whole process's).
+    memory: MemoryReleaser = field(default_factory=MemoryReleaser)
     _background: set[asyncio.Task[Any]] = field(default_factory=set)
 
     def in_background(self, work: Coroutine[Any, Any, Any]) -> None:
@@ -48,8 +52,12 @@ class Services:
         task.add_done_callback(self._background.discard)
 
     @classmethod
-    async def start(cls, settings: Settings, *, migrate_db: bool = True) -> Services:
-        """Migrate the database, bring up the embedded broker when no Redis is configured."""
+    async def start(
+        cls, settings: Settings, *, migrate_db: bool = True, memory: MemoryReleaser | None = None
+    ) -> Services:
+        """Migrate the database, bring up the embedded broker when no Redis is configured.
+        ``memory``: the process's releaser when it exists before the services (the API's);
+        otherwise one is made that lets the database's idle connections go first."""
         if migrate_db:
             await migrate(settings.database_url)
         embedded: EmbeddedRedis | None = None
@@ -63,7 +71,9 @@ class Services:
         db = Database(settings)
         broker = BrokerGateway(settings, redis_url)
         events = EventBus(redis_url, settings.redis_prefix)
-        services = cls(settings, db, broker, events, redis_url, embedded)
+        if memory is None:
+            memory = MemoryReleaser(first=db.refresh_idle_connections)
+        services = cls(settings, db, broker, events, redis_url, embedded, memory=memory)
         await events.start()
         return services
 

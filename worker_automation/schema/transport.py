@@ -34,7 +34,6 @@ from strawberry.types.unset import UNSET, UnsetType
 
 from worker_automation.domain.errors import RETRY_AFTER_SECONDS, DomainError
 from worker_automation.domain.json_codec import dumps, dumps_text
-from worker_automation.infra.memory import MemoryReleaser
 from worker_automation.models.database import database_unavailable
 from worker_automation.process.runtime import Runtime
 from worker_automation.resolvers.auth import (
@@ -128,13 +127,10 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
         self.max_tokens = runtime.settings.max_query_tokens
         self._sockets: OpenSockets | None = None
         runtime.on_stop(self._stop_sockets)
-        self.memory = MemoryReleaser(first=self._refresh_idle_connections)
+        self.memory = runtime.memory
         self._ide_html = (STATIC_DIR / "graphiql.html").read_text(encoding="utf-8")
         self.live_views = LiveViews(cast(Schema, self.schema))
         self.persisted = _persisted_documents(cast(Schema, self.schema), runtime.settings)
-
-    async def _refresh_idle_connections(self) -> None:
-        await (await self.runtime.services()).db.refresh_idle_connections()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -159,7 +155,7 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
                     raise
                 response = _http_error(503, DATABASE_DOWN_MESSAGE)
         await response(scope, receive, send)
-        self.memory.answered(len(getattr(response, "body", b"")))
+        self.memory.handled(len(getattr(response, "body", b"")))
 
     def decode_json(self, data: str | bytes) -> object:
         """A request body: UTF-8 JSON, an object (batches are refused later, by Strawberry)."""
@@ -274,7 +270,7 @@ class GraphQLApp(GraphQL[GraphQLContext, None]):
                 return await self.run(request)
             finally:
                 # Counts data built and then refused for its size as much as data sent.
-                self.memory.answered(budget.spent)
+                self.memory.handled(budget.spent)
 
     async def _authenticate(self, request: Request) -> Response | None:
         """A 401 unless every key sent is valid and at least one was sent; the operator and the

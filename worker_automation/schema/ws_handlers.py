@@ -168,7 +168,7 @@ async def run_bounded(
     with response_budget(view.max_response_bytes, socket.budgets) as budget:
         async with socket.gate:
             await run()
-    view.memory.answered(budget.spent)
+    view.memory.handled(budget.spent)
 
 
 def _subscriber(
