@@ -556,16 +556,21 @@ def test_a_refused_filter_does_not_leave_the_rows_of_the_last_one(page: Any, sys
     assert page.locator('p.error[role="alert"]').count() == 0
 
 
-def test_a_bulk_action_on_the_filter_says_how_many_it_matches(page: Any, system: System) -> None:
-    marker = f"lote-{uuid.uuid4().hex[:8]}"
+def _two_failures_listed(page: Any, system: System, marker: str) -> list[int]:
+    """Two failed jobs carrying ``marker``, and Trabalhos filtered to them (read: the unfiltered
+    list may show the same two rows first)."""
     failed = [system.dispatch("demo.fail", {"message": marker}) for _ in range(2)]
     for job in failed:
         system.wait_status(job, "FALHA")
     go(page, "trabalhos")
     page.fill('input[name="q"]', marker)
     page.click('form.filters button[type="submit"]')
-    # The filtered list read (the unfiltered one may show the same two rows first).
     page.wait_for_function("() => document.querySelector('#jobs-count')?.textContent === '2 trabalhos'")
+    return failed
+
+
+def test_a_bulk_action_on_the_filter_says_how_many_it_matches(page: Any, system: System) -> None:
+    failed = _two_failures_listed(page, system, f"lote-{uuid.uuid4().hex[:8]}")
     for job in failed:
         page.wait_for_selector(f'table.jobs tbody tr[data-id="{job}"]')
     asked: list[str] = []
@@ -577,6 +582,41 @@ def test_a_bulk_action_on_the_filter_says_how_many_it_matches(page: Any, system:
     ]
     for job in failed:
         assert system.status(job)["retryCount"] == 1
+
+
+def test_a_bulk_action_says_no_count_before_its_filter_is_read(page: Any, system: System) -> None:
+    """Clicked while the list shown is still the previous filter's, the confirmation gives no
+    count: the one on screen is another filter's."""
+    marker = f"antes-{uuid.uuid4().hex[:8]}"
+    failed = _two_failures_listed(page, system, marker)
+    held: list[Any] = []
+    other = f"nenhum-{marker}"
+
+    def hold_the_new_filters_read(route: Any) -> None:
+        if held or "workers(" not in (data := route.request.post_data or "") or other not in data:
+            route.continue_()
+            return
+        held.append(route)
+
+    page.route("**/graphql", hold_the_new_filters_read)
+    page.fill('input[name="q"]', other)
+    page.click('form.filters button[type="submit"]')
+    while not held:  # the new filter's read, held back
+        page.wait_for_timeout(20)
+    assert page.inner_text("#jobs-count") == "2 trabalhos"
+    asked: list[str] = []
+    page.on("dialog", lambda dialog: asked.append(dialog.message))
+    page.click('[data-action="retentar-filtro"]')
+    while not asked:
+        page.wait_for_timeout(20)
+    assert asked == [
+        "Retentar os trabalhos com falha ou cancelados entre todos os trabalhos que atendem ao filtro?"
+    ]
+    held[0].continue_()
+    page.wait_for_selector(".notice >> text=0 de 0 trabalho(s) enviado(s) de novo.")
+    page.wait_for_function("() => document.querySelector('#jobs-count')?.textContent === '0 trabalhos'")
+    for job in failed:
+        assert system.status(job)["retryCount"] == 0
 
 
 def test_audit_since_is_read_in_the_service_zone(browser: Any, system: System) -> None:

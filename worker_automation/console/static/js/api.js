@@ -313,7 +313,8 @@ export function subscribe(query, variables, onData, onError) {
 
 /**
  * Read ``query`` now, again when ``deps`` change and after every resynchronisation.
- * Returns { data, error, loading, reload, setData, guard }.
+ * Returns { data, error, loading, current, reload, setData, guard }: ``current`` says whether
+ * ``data`` answers the question asked now (false while another one's rows wait for its answer).
  *
  * ``live`` is for data that events keep current: ``live.mark()`` when a read starts names the
  * events seen so far, and ``live.replay(answer, mark)`` gives the answer with the events that
@@ -327,13 +328,14 @@ export function useQuery(query, variables, deps = [], { live = null } = {}) {
   const [state, setState] = useState({ data: null, error: null, loading: true });
   const [tick, setTick] = useState(0);
   const serial = useRef(0);
+  // What is asked: a failed read keeps the rows of the same question (an outage shows them,
+  // marked stale), never those of another (a refused filter must not look applied).
+  const asking = JSON.stringify([query, variables]);
   useEffect(() => {
     if (query == null) return;
     const mine = ++serial.current;
     const seen = live?.mark();
-    // What was asked: a failed read keeps the rows of the same question (an outage shows them,
-    // marked stale), never those of another (a refused filter must not look applied).
-    const asked = JSON.stringify([query, variables]);
+    const asked = asking;
     setState((old) => ({ ...old, loading: true }));
     gql(query, variables).then(
       (data) => mine === serial.current && setState({ data: live ? live.replay(data, seen) : data, error: null, loading: false, asked }),
@@ -345,7 +347,7 @@ export function useQuery(query, variables, deps = [], { live = null } = {}) {
     const seen = live?.mark();
     return (data) => setData(live ? live.replay(data, seen) : data);
   };
-  return { ...state, reload: () => setTick((t) => t + 1), setData, guard };
+  return { ...state, current: state.asked === asking, reload: () => setTick((t) => t + 1), setData, guard };
 }
 
 /**

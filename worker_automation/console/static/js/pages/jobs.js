@@ -286,8 +286,9 @@ export function JobsPage({ session, route }) {
     list.reload();
   };
 
-  // How many the filter matches, as the list last read them: the scale of a bulk action.
-  const matching = workers ? `os ${formatNumber(workers.total)} trabalho(s)` : "todos os trabalhos";
+  // How many the filter matches, as its list was read: the scale of a bulk action (not said while
+  // the list shown is still the previous filter's).
+  const matching = workers && list.current ? `os ${formatNumber(workers.total)} trabalho(s)` : "todos os trabalhos";
   return html`<div class="page" data-live=${live ? "1" : "0"}>
     <h1>Trabalhos</h1>
     <${Filters} filter=${filter} choices=${choices.data} onApply=${(f) => { setFilter(f); setPage(1); }} />
